@@ -1,0 +1,391 @@
+//! The async request driver shared by every HTTP provider (feature `tokio`).
+//!
+//! A provider supplies two things: a `connect` closure (its `client.rs`: send the
+//! request, return the body bytes or a mapped [`Error`]) and a [`WireDecoder`]
+//! (its `stream.rs`: SSE events in, [`Delta`]s out). The driver owns everything
+//! else, identically for all providers: retries with backoff before the first
+//! content (spec decision 7), connect / first-byte / idle / total timeouts,
+//! cancellation, SSE decoding, and one `tracing` span per request.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use futures_util::{FutureExt, StreamExt};
+
+use crate::error::{Error, ErrorKind};
+use crate::event::Delta;
+use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
+use crate::sse::{SseDecoder, SseError, SseEvent};
+use crate::stream::AssistantStream;
+use crate::types::Model;
+use crate::CancellationToken;
+
+/// Response body bytes as they arrive.
+pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
+
+/// A successful (2xx) HTTP response.
+pub struct HttpResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// The body.
+    pub body: ByteStream,
+}
+
+impl std::fmt::Debug for HttpResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpResponse").field("status", &self.status).finish_non_exhaustive()
+    }
+}
+
+/// A provider's stream state machine: decoded SSE events in, neutral deltas out.
+///
+/// Implementations are pure (no IO) and must never panic on any input; a wire
+/// error becomes [`Delta::Error`]. The decoder must emit [`Delta::Done`] or
+/// [`Delta::Error`] itself when the wire says the response is complete (or at
+/// [`WireDecoder::end`] for APIs without a terminator); a body that ends without
+/// either becomes a `truncated` error.
+pub trait WireDecoder: Send + 'static {
+    /// One SSE event.
+    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>);
+    /// The body ended.
+    fn end(&mut self, out: &mut Vec<Delta>);
+}
+
+/// Backoff sleeper backed by tokio's timer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioSleeper;
+
+impl Sleeper for TokioSleeper {
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(duration))
+    }
+}
+
+/// Runs one streamed request: see the module docs.
+///
+/// `connect(attempt)` is called once per attempt (0-based). `new_decoder` makes a
+/// fresh decoder per attempt.
+pub fn drive_sse<C, Fut, D, N>(
+    model: &Model,
+    options: &StreamOptions,
+    provider: &str,
+    connect: C,
+    new_decoder: N,
+) -> AssistantStream
+where
+    C: FnMut(u32) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
+    D: WireDecoder,
+    N: FnMut() -> D + Send + 'static,
+{
+    let span = tracing::info_span!(
+        "llm_request",
+        provider = %provider,
+        model = %model.id,
+        status = tracing::field::Empty,
+        retries = 0u32,
+        duration_ms = tracing::field::Empty,
+        input_tokens = tracing::field::Empty,
+        output_tokens = tracing::field::Empty,
+        error_kind = tracing::field::Empty,
+    );
+    let driver = Driver {
+        connect,
+        new_decoder,
+        provider: provider.to_owned(),
+        policy: options.retry.clone(),
+        timeouts: options.timeouts.clone(),
+        sleeper: options.sleeper.clone().unwrap_or_else(|| Arc::new(TokioSleeper)),
+        cancel: options.cancel.clone(),
+        attempt: 0,
+        phase: Phase::Connect,
+        started: Instant::now(),
+        emitted_content: false,
+        pending: Vec::new(),
+        rng: seed(),
+        span,
+        last_usage: None,
+    };
+    let deltas = futures_util::stream::unfold(driver, |mut d| async move {
+        let batch = d.step().await?;
+        Some((futures_util::stream::iter(batch), d))
+    })
+    .flatten();
+    AssistantStream::new(model, &options.cancel, deltas)
+}
+
+enum Phase<D> {
+    Connect,
+    Body { body: ByteStream, sse: SseDecoder, decoder: D },
+    Finished,
+}
+
+struct Driver<C, N, D> {
+    connect: C,
+    new_decoder: N,
+    provider: String,
+    policy: RetryPolicy,
+    timeouts: Timeouts,
+    sleeper: Arc<dyn Sleeper>,
+    cancel: CancellationToken,
+    attempt: u32,
+    phase: Phase<D>,
+    started: Instant,
+    emitted_content: bool,
+    pending: Vec<Delta>,
+    rng: u64,
+    span: tracing::Span,
+    last_usage: Option<crate::types::Usage>,
+}
+
+enum Outcome {
+    Emit(Vec<Delta>),
+    Retry(Error),
+}
+
+impl<C, Fut, D, N> Driver<C, N, D>
+where
+    C: FnMut(u32) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
+    D: WireDecoder,
+    N: FnMut() -> D + Send + 'static,
+{
+    async fn step(&mut self) -> Option<Vec<Delta>> {
+        loop {
+            if self.cancel.is_cancelled() && !matches!(self.phase, Phase::Finished) {
+                return Some(self.finish(vec![Delta::Error(Error::aborted(self.provider.clone()))]));
+            }
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Connect => {
+                    let fut = (self.connect)(self.attempt);
+                    let limit = min_opt(self.timeouts.first_byte, self.remaining());
+                    let result = match limit {
+                        Some(limit) => match tokio::time::timeout(limit, fut).await {
+                            Ok(r) => r,
+                            Err(_) => Err(self.timeout_error("waiting for the response headers", limit)),
+                        },
+                        None => fut.await,
+                    };
+                    match result {
+                        Ok(response) => {
+                            self.span.record("status", response.status);
+                            self.phase = Phase::Body {
+                                body: response.body,
+                                sse: SseDecoder::new(),
+                                decoder: (self.new_decoder)(),
+                            };
+                        }
+                        Err(error) => {
+                            if let Some(status) = error.status {
+                                self.span.record("status", status);
+                            }
+                            self.phase = Phase::Connect;
+                            if let Some(batch) = self.retry_or_fail(error).await {
+                                return Some(batch);
+                            }
+                        }
+                    }
+                }
+                Phase::Body { mut body, mut sse, mut decoder } => {
+                    let limit = min_opt(self.timeouts.idle, self.remaining());
+                    let next = match limit {
+                        Some(limit) => match tokio::time::timeout(limit, body.next()).await {
+                            Ok(n) => n,
+                            Err(_) => Some(Err(self.timeout_error("waiting for stream data", limit))),
+                        },
+                        None => body.next().await,
+                    };
+                    let mut events = Vec::new();
+                    let mut out = Vec::new();
+                    let ended = match next {
+                        Some(Ok(bytes)) => {
+                            if let Err(e) = sse.push(&bytes, &mut events) {
+                                out.push(Delta::Error(sse_error(&self.provider, e)));
+                            }
+                            false
+                        }
+                        Some(Err(error)) => {
+                            // A transport failure mid-body: retry only if nothing was shown.
+                            out.push(Delta::Error(error));
+                            true
+                        }
+                        None => {
+                            if let Err(e) = sse.finish(&mut events) {
+                                out.push(Delta::Error(sse_error(&self.provider, e)));
+                            }
+                            for event in events.drain(..) {
+                                decoder.event(event, &mut out);
+                            }
+                            decoder.end(&mut out);
+                            true
+                        }
+                    };
+                    for event in events {
+                        decoder.event(event, &mut out);
+                    }
+                    let terminal = out.iter().any(|d| matches!(d, Delta::Done | Delta::Error(_)));
+                    match self.classify(out) {
+                        Outcome::Emit(batch) => {
+                            if terminal || ended {
+                                return Some(self.finish(batch));
+                            }
+                            self.phase = Phase::Body { body, sse, decoder };
+                            if !batch.is_empty() {
+                                return Some(batch);
+                            }
+                        }
+                        Outcome::Retry(error) => {
+                            self.phase = Phase::Connect;
+                            if let Some(batch) = self.retry_or_fail(error).await {
+                                return Some(batch);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Holds back metadata until content starts, so a retry stays invisible;
+    /// a retryable error before any content becomes a retry.
+    fn classify(&mut self, out: Vec<Delta>) -> Outcome {
+        if self.emitted_content {
+            return Outcome::Emit(out);
+        }
+        let mut batch = Vec::new();
+        for delta in out {
+            if let Delta::Usage(u) = &delta {
+                self.last_usage = Some(*u);
+            }
+            if self.emitted_content {
+                batch.push(delta);
+                continue;
+            }
+            match delta {
+                Delta::Error(error) => {
+                    if self.can_retry(&error) {
+                        return Outcome::Retry(error);
+                    }
+                    batch.append(&mut self.pending);
+                    batch.push(Delta::Error(error));
+                    return Outcome::Emit(batch);
+                }
+                Delta::Metadata { .. } | Delta::Usage(_) | Delta::Stop(_) | Delta::BlockEnd { .. } => {
+                    self.pending.push(delta)
+                }
+                other => {
+                    self.emitted_content = true;
+                    batch.append(&mut self.pending);
+                    batch.push(other);
+                }
+            }
+        }
+        Outcome::Emit(batch)
+    }
+
+    fn can_retry(&self, error: &Error) -> bool {
+        error.retryable
+            && self.attempt < self.policy.max_retries
+            && !self.cancel.is_cancelled()
+            && !self.emitted_content
+    }
+
+    /// Sleeps and moves to the next attempt, or returns the final error batch.
+    async fn retry_or_fail(&mut self, error: Error) -> Option<Vec<Delta>> {
+        if !self.can_retry(&error) {
+            let mut batch = std::mem::take(&mut self.pending);
+            batch.push(Delta::Error(error));
+            return Some(self.finish(batch));
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let random = (self.rng % 10_000) as f64 / 10_000.0;
+        let delay = self.policy.delay(self.attempt, error.retry_after, random);
+        if let Some(remaining) = self.remaining() {
+            if delay >= remaining {
+                let mut batch = std::mem::take(&mut self.pending);
+                batch.push(Delta::Error(error));
+                return Some(self.finish(batch));
+            }
+        }
+        tracing::warn!(
+            parent: &self.span,
+            attempt = self.attempt + 1,
+            kind = %error.kind,
+            status = error.status,
+            delay_ms = delay.as_millis() as u64,
+            "retrying after error"
+        );
+        self.pending.clear();
+        let sleep = self.sleeper.sleep(delay);
+        let cancelled = self.cancel.cancelled();
+        futures_util::pin_mut!(cancelled);
+        if let futures_util::future::Either::Right(_) =
+            futures_util::future::select(sleep, cancelled.fuse()).await
+        {
+            return Some(self.finish(vec![Delta::Error(Error::aborted(self.provider.clone()))]));
+        }
+        self.attempt += 1;
+        self.span.record("retries", self.attempt);
+        self.phase = Phase::Connect;
+        None
+    }
+
+    fn finish(&mut self, batch: Vec<Delta>) -> Vec<Delta> {
+        self.phase = Phase::Finished;
+        self.span.record("duration_ms", self.started.elapsed().as_millis() as u64);
+        for d in &batch {
+            match d {
+                Delta::Usage(u) => self.last_usage = Some(*u),
+                Delta::Error(e) => {
+                    self.span.record("error_kind", e.kind.as_str());
+                }
+                _ => {}
+            }
+        }
+        if let Some(u) = self.last_usage {
+            self.span.record("input_tokens", u.input);
+            self.span.record("output_tokens", u.output);
+        }
+        tracing::info!(parent: &self.span, "request finished");
+        batch
+    }
+
+    fn remaining(&self) -> Option<Duration> {
+        self.timeouts.total.map(|t| t.saturating_sub(self.started.elapsed()))
+    }
+
+    fn timeout_error(&self, what: &str, limit: Duration) -> Error {
+        Error::new(
+            ErrorKind::Transport,
+            self.provider.clone(),
+            format!("Timed out after {} ms {what}", limit.as_millis()),
+        )
+    }
+}
+
+fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+fn sse_error(provider: &str, e: SseError) -> Error {
+    Error::new(ErrorKind::Decode, provider, format!("Malformed event stream: {e}")).with_retryable(false)
+}
+
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    nanos | 1
+}

@@ -1,0 +1,176 @@
+//! The one error type every provider maps into.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What went wrong, independent of the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Missing or rejected credentials (401/403).
+    Auth,
+    /// Rate limited (429).
+    RateLimited,
+    /// The provider is overloaded or failing (5xx, 529, `overloaded_error`).
+    Overloaded,
+    /// The request was rejected as invalid (400, 404, 422).
+    InvalidRequest,
+    /// The prompt does not fit the context window.
+    ContextLength,
+    /// Connection, TLS, timeout or reset.
+    Transport,
+    /// The response could not be decoded (bad JSON, bad UTF-8, bad framing).
+    Decode,
+    /// The caller cancelled.
+    Aborted,
+    /// The stream ended without its terminal event.
+    Truncated,
+    /// The model refused or was blocked (safety, refusal, ...).
+    Refused,
+    /// The request asks for something the provider or model cannot do.
+    Unsupported,
+    /// A provider error that fits no other kind.
+    Provider,
+}
+
+impl ErrorKind {
+    /// snake_case name, as stored in `AssistantMessage::error_type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Auth => "auth",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Overloaded => "overloaded",
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::ContextLength => "context_length",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Decode => "decode",
+            ErrorKind::Aborted => "aborted",
+            ErrorKind::Truncated => "truncated",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Provider => "provider",
+        }
+    }
+
+    /// The kind for an HTTP status code.
+    pub fn from_status(status: u16) -> ErrorKind {
+        match status {
+            401 | 403 => ErrorKind::Auth,
+            408 => ErrorKind::Transport,
+            429 => ErrorKind::RateLimited,
+            400 | 404 | 409 | 413 | 422 => ErrorKind::InvalidRequest,
+            500..=599 => ErrorKind::Overloaded,
+            _ => ErrorKind::Provider,
+        }
+    }
+
+    /// Whether a failure of this kind may succeed when retried.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::RateLimited | ErrorKind::Overloaded | ErrorKind::Transport)
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an HTTP status is worth retrying (decision 7: 408, 409, 429, 5xx, 529).
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429 | 500..=599)
+}
+
+/// A provider or transport failure, with everything needed to diagnose it.
+///
+/// Never contains an API key: provider crates build it from status, body and
+/// their own message, and URLs are never included.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{provider}: {kind}{}: {message}", status.map(|s| format!(" (HTTP {s})")).unwrap_or_default())]
+pub struct Error {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// Provider name (`anthropic`, `openai`, ...), or `clawcall` for local failures.
+    pub provider: String,
+    /// Human-readable message (the provider's own message when it gave one).
+    pub message: String,
+    /// HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// Provider error code or type (`overloaded_error`, `rate_limit_exceeded`, ...).
+    pub code: Option<String>,
+    /// Raw response body, for diagnosis.
+    pub body: Option<String>,
+    /// Whether retrying may help.
+    pub retryable: bool,
+    /// Server-requested delay before a retry (`retry-after`, `retry-after-ms`).
+    pub retry_after: Option<Duration>,
+}
+
+impl Error {
+    /// A new error; `retryable` defaults from the kind.
+    pub fn new(kind: ErrorKind, provider: impl Into<String>, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            provider: provider.into(),
+            message: message.into(),
+            status: None,
+            code: None,
+            body: None,
+            retryable: kind.is_retryable(),
+            retry_after: None,
+        }
+    }
+
+    /// The caller cancelled the request.
+    pub fn aborted(provider: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Aborted, provider, "Request was aborted")
+    }
+
+    /// Sets the HTTP status (and the retry flag from it).
+    #[must_use]
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self.retryable = is_retryable_status(status);
+        self
+    }
+
+    /// Sets the provider error code.
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// Sets the raw body.
+    #[must_use]
+    pub fn with_body(mut self, body: impl Into<String>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Sets the retry flag.
+    #[must_use]
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Sets the server-requested retry delay.
+    #[must_use]
+    pub fn with_retry_after(mut self, after: Option<Duration>) -> Self {
+        self.retry_after = after;
+        self
+    }
+}
+
+/// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds; HTTP dates are
+/// ignored) header values into a delay.
+pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let secs = retry_after.and_then(|v| v.trim().parse::<f64>().ok())?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}

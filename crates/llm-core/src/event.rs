@@ -1,0 +1,213 @@
+//! The assistant-message event protocol (OpenClaw §1.8) and the neutral deltas
+//! provider crates produce.
+
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::types::{AssistantMessage, StopReason, ToolCall, Usage};
+
+/// One event of a streamed assistant message.
+///
+/// Events carry deltas, not copies of the partial message; read the partial
+/// message from [`crate::AssistantStream::partial`]. `content_index` is the
+/// block's index in the message's `content`. Exactly one terminal event
+/// ([`AssistantEvent::Done`] or [`AssistantEvent::Error`]) ends every stream.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AssistantEvent {
+    /// The provider accepted the request.
+    Start,
+    /// A text block opened.
+    TextStart {
+        /// Block index.
+        content_index: usize,
+    },
+    /// More text.
+    TextDelta {
+        /// Block index.
+        content_index: usize,
+        /// The new text.
+        delta: String,
+    },
+    /// A text block closed.
+    TextEnd {
+        /// Block index.
+        content_index: usize,
+        /// The whole block's text.
+        content: String,
+    },
+    /// A thinking block opened.
+    ThinkingStart {
+        /// Block index.
+        content_index: usize,
+    },
+    /// More reasoning.
+    ThinkingDelta {
+        /// Block index.
+        content_index: usize,
+        /// The new text.
+        delta: String,
+    },
+    /// A thinking block closed.
+    ThinkingEnd {
+        /// Block index.
+        content_index: usize,
+        /// The whole block's text.
+        content: String,
+    },
+    /// A tool call opened.
+    ToolCallStart {
+        /// Block index.
+        content_index: usize,
+        /// Call id (may be empty until the provider sends it).
+        id: String,
+        /// Tool name (may be empty until the provider sends it).
+        name: String,
+    },
+    /// A raw argument fragment.
+    ToolCallDelta {
+        /// Block index.
+        content_index: usize,
+        /// The fragment as received.
+        delta: String,
+    },
+    /// A tool call closed with its final arguments.
+    ToolCallEnd {
+        /// Block index.
+        content_index: usize,
+        /// The final call.
+        tool_call: ToolCall,
+    },
+    /// Terminal: success.
+    Done {
+        /// `stop`, `length` or `toolUse`; equals `message.stop_reason`.
+        reason: StopReason,
+        /// The final message.
+        message: AssistantMessage,
+    },
+    /// Terminal: failure or cancellation.
+    Error {
+        /// `error` or `aborted`; equals `message.stop_reason`.
+        reason: StopReason,
+        /// The partial message with `error_message` set.
+        message: AssistantMessage,
+        /// The typed error.
+        error: Error,
+    },
+}
+
+impl AssistantEvent {
+    /// Whether this event ends the stream.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, AssistantEvent::Done { .. } | AssistantEvent::Error { .. })
+    }
+}
+
+/// A provider-chosen key that identifies one content block on the wire
+/// (Anthropic's block index, a Chat Completions `tool_calls[].index`, a Responses
+/// `output_index`, ...). The assembler maps keys to content indexes.
+pub type BlockKey = u64;
+
+/// A provider-neutral streaming delta. Provider crates translate wire events into
+/// these; [`crate::MessageAssembler`] turns them into [`AssistantEvent`]s and the
+/// final message.
+///
+/// A content delta for a key with no open block opens one; a block stays open
+/// until [`Delta::BlockEnd`] for its key or the end of the stream.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Delta {
+    /// Response metadata (id, served model). Emits `start` if not yet emitted.
+    Metadata {
+        /// Provider response id.
+        response_id: Option<String>,
+        /// Served model id.
+        response_model: Option<String>,
+    },
+    /// Text for block `key`.
+    Text {
+        /// Block key.
+        key: BlockKey,
+        /// The text.
+        text: String,
+    },
+    /// Opaque signature for text block `key` (replaces any earlier one).
+    TextSignature {
+        /// Block key.
+        key: BlockKey,
+        /// The signature.
+        signature: String,
+    },
+    /// Reasoning text for block `key`.
+    Thinking {
+        /// Block key.
+        key: BlockKey,
+        /// The text.
+        text: String,
+    },
+    /// Signature for thinking block `key`; appended to what came before.
+    ThinkingSignature {
+        /// Block key.
+        key: BlockKey,
+        /// The signature fragment.
+        signature: String,
+    },
+    /// A redacted thinking block (encrypted payload, no readable text).
+    RedactedThinking {
+        /// Block key.
+        key: BlockKey,
+        /// The encrypted payload.
+        data: String,
+    },
+    /// A tool call opens. `arguments` is input the provider sent whole at the start;
+    /// it is kept if no fragment follows.
+    ToolCallStart {
+        /// Block key.
+        key: BlockKey,
+        /// Call id (may be empty and filled later by [`Delta::ToolCallMeta`]).
+        id: String,
+        /// Tool name (may be empty and filled later).
+        name: String,
+        /// Arguments given whole at the start, if any.
+        arguments: Option<Value>,
+    },
+    /// Late call metadata (Chat Completions sends id and name in any chunk).
+    ToolCallMeta {
+        /// Block key.
+        key: BlockKey,
+        /// Call id, if this chunk carries one.
+        id: Option<String>,
+        /// Tool name, if this chunk carries one.
+        name: Option<String>,
+        /// Google thought signature, if this chunk carries one.
+        thought_signature: Option<String>,
+    },
+    /// A raw argument fragment for tool call `key`.
+    ToolCallArgs {
+        /// Block key.
+        key: BlockKey,
+        /// The fragment.
+        fragment: String,
+    },
+    /// Complete arguments text for call `key`: replaces the fragments when it is
+    /// longer, appending only the missing suffix (Responses `.done`).
+    ToolCallArgsDone {
+        /// Block key.
+        key: BlockKey,
+        /// The complete arguments text.
+        arguments: String,
+    },
+    /// Block `key` is complete.
+    BlockEnd {
+        /// Block key.
+        key: BlockKey,
+    },
+    /// Usage so far (replaces the previous figures; cost is computed by the assembler).
+    Usage(Usage),
+    /// The stop reason (the last one wins).
+    Stop(StopReason),
+    /// Terminal: the stream ended normally. Open blocks are closed in index order.
+    Done,
+    /// Terminal: the stream failed. Partial content is kept.
+    Error(Error),
+}

@@ -1,0 +1,37 @@
+//! Provider-neutral types, the assistant-message event protocol and the streaming
+//! primitives (SSE decoding, incremental partial JSON, message assembly) that every
+//! clawcall provider uses.
+//!
+//! `llm-core` does no IO by default. The `tokio` feature adds [`drive`], the
+//! request driver (retries, timeouts, SSE) that HTTP provider crates plug into.
+#![warn(missing_docs)]
+
+pub mod assembler;
+pub mod cancel;
+#[cfg(feature = "tokio")]
+pub mod drive;
+pub mod error;
+pub mod event;
+pub mod options;
+pub mod partial_json;
+pub mod printer;
+pub mod provider;
+pub mod scripted;
+pub mod sse;
+pub mod stream;
+pub mod transform;
+pub mod typed;
+pub mod types;
+pub mod validation;
+
+pub use assembler::MessageAssembler;
+pub use cancel::CancellationToken;
+pub use error::{Error, ErrorKind};
+pub use event::{AssistantEvent, BlockKey, Delta};
+pub use options::{
+    ApiKey, CacheRetention, ReasoningLevel, RecordingSleeper, RetryPolicy, Sleeper, StreamOptions, Timeouts, ToolChoice,
+};
+pub use provider::{Provider, ProviderRegistry};
+pub use scripted::{ScriptedProvider, ScriptedTurn};
+pub use stream::AssistantStream;
+pub use types::*;

@@ -1,0 +1,265 @@
+//! Per-request options.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cancel::CancellationToken;
+
+/// An API key. Its `Debug` and `Display` never show the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// The key itself, for building the auth header. Never log the result.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([REDACTED])")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
+impl From<&str> for ApiKey {
+    fn from(s: &str) -> Self {
+        ApiKey::new(s)
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(s: String) -> Self {
+        ApiKey::new(s)
+    }
+}
+
+/// Reasoning effort requested from reasoning models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningLevel {
+    /// Smallest budget.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+    /// Extra high (only where the model supports it).
+    Xhigh,
+    /// Maximum.
+    Max,
+}
+
+impl ReasoningLevel {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningLevel::Minimal => "minimal",
+            ReasoningLevel::Low => "low",
+            ReasoningLevel::Medium => "medium",
+            ReasoningLevel::High => "high",
+            ReasoningLevel::Xhigh => "xhigh",
+            ReasoningLevel::Max => "max",
+        }
+    }
+
+    /// OpenClaw's default thinking budget in tokens for budget-based providers.
+    pub fn default_budget(self) -> u64 {
+        match self {
+            ReasoningLevel::Minimal => 1024,
+            ReasoningLevel::Low => 2048,
+            ReasoningLevel::Medium => 8192,
+            ReasoningLevel::High | ReasoningLevel::Xhigh => 16384,
+            ReasoningLevel::Max => 32768,
+        }
+    }
+}
+
+/// Prompt-cache retention.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheRetention {
+    /// No cache markers.
+    None,
+    /// The provider's default retention (Anthropic: 5 minutes).
+    #[default]
+    Short,
+    /// Long retention (Anthropic: `ttl: "1h"`, OpenAI: `24h`).
+    Long,
+}
+
+/// Which tools the model may or must call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// This tool must be called.
+    Tool(String),
+}
+
+/// Retry policy for failures before any event was emitted (spec decision 7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Delay before the first retry.
+    pub initial_delay: Duration,
+    /// Cap on any one delay (also caps a server's `retry-after`).
+    pub max_delay: Duration,
+    /// Add up to 25% random jitter to computed delays.
+    pub jitter: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 2,
+            initial_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+            jitter: true,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries.
+    pub fn none() -> Self {
+        RetryPolicy { max_retries: 0, ..RetryPolicy::default() }
+    }
+
+    /// Delay before retry number `retry` (0-based): the server's `retry_after` if
+    /// given, else exponential backoff; capped by `max_delay`. `random` in `[0, 1)`
+    /// scales the jitter.
+    pub fn delay(&self, retry: u32, retry_after: Option<Duration>, random: f64) -> Duration {
+        let base = match retry_after {
+            Some(d) => d,
+            None => {
+                let factor = 2u32.saturating_pow(retry.min(20));
+                let d = self.initial_delay.saturating_mul(factor);
+                if self.jitter {
+                    d.mul_f64(1.0 + 0.25 * random.clamp(0.0, 1.0))
+                } else {
+                    d
+                }
+            }
+        };
+        base.min(self.max_delay)
+    }
+}
+
+/// Time limits for one request. `None` means no limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeouts {
+    /// Establishing the connection.
+    pub connect: Option<Duration>,
+    /// From sending the request to the response headers.
+    pub first_byte: Option<Duration>,
+    /// Between two reads of the response body.
+    pub idle: Option<Duration>,
+    /// The whole request, retries included.
+    pub total: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Some(Duration::from_secs(30)),
+            first_byte: Some(Duration::from_secs(300)),
+            idle: Some(Duration::from_secs(300)),
+            total: None,
+        }
+    }
+}
+
+/// Waits for a duration. Providers use it for retry backoff so tests can swap
+/// in a clock that records delays instead of sleeping.
+pub trait Sleeper: Send + Sync + fmt::Debug {
+    /// A future that completes after `duration`.
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()>;
+}
+
+/// Options for one streamed request. Every field has a sensible default.
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// API key; providers fall back to nothing (and fail with an auth error) when absent.
+    pub api_key: Option<ApiKey>,
+    /// Extra headers, merged last over the provider's and the model's.
+    pub headers: BTreeMap<String, String>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Output token limit (defaults to the model's).
+    pub max_tokens: Option<u64>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// Reasoning effort; `None` = provider default / off.
+    pub reasoning: Option<ReasoningLevel>,
+    /// Session id for cache affinity and routing.
+    pub session_id: Option<String>,
+    /// Prompt-cache key distinct from the session id.
+    pub prompt_cache_key: Option<String>,
+    /// Prompt-cache retention.
+    pub cache_retention: CacheRetention,
+    /// Tool choice.
+    pub tool_choice: Option<ToolChoice>,
+    /// Provider-specific options, documented by each provider crate.
+    pub provider_options: BTreeMap<String, Value>,
+    /// Cancels the request and its stream.
+    pub cancel: CancellationToken,
+    /// Retries before the first event.
+    pub retry: RetryPolicy,
+    /// Time limits.
+    pub timeouts: Timeouts,
+    /// Backoff sleeper; `None` uses the runtime's timer.
+    pub sleeper: Option<Arc<dyn Sleeper>>,
+}
+
+/// A test clock for backoff: records every requested delay and returns at once.
+#[derive(Debug, Default)]
+pub struct RecordingSleeper {
+    delays: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl RecordingSleeper {
+    /// A new, empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The delays requested so far, in order.
+    pub fn delays(&self) -> Vec<Duration> {
+        self.delays.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+}
+
+impl Sleeper for RecordingSleeper {
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        if let Ok(mut d) = self.delays.lock() {
+            d.push(duration);
+        }
+        Box::pin(std::future::ready(()))
+    }
+}

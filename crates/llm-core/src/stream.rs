@@ -1,0 +1,117 @@
+//! [`AssistantStream`]: the event stream every provider returns.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
+
+use crate::assembler::MessageAssembler;
+use crate::cancel::{CancellationToken, Cancelled};
+use crate::error::{Error, ErrorKind};
+use crate::event::{AssistantEvent, Delta};
+use crate::types::{AssistantMessage, Model, now_millis};
+
+/// A streamed assistant message: a `Stream` of [`AssistantEvent`]s that ends with
+/// exactly one terminal event, plus the partial message on demand.
+///
+/// Cancelling the token given to [`AssistantStream::new`] ends the stream with
+/// an `aborted` error event and drops the provider's stream (closing its
+/// connection).
+pub struct AssistantStream {
+    deltas: Option<BoxStream<'static, Delta>>,
+    assembler: MessageAssembler,
+    cancel: CancellationToken,
+    cancelled: Pin<Box<Cancelled>>,
+}
+
+impl std::fmt::Debug for AssistantStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AssistantStream").field("partial", self.assembler.partial()).finish()
+    }
+}
+
+impl AssistantStream {
+    /// Wraps a provider's delta stream for `model`.
+    pub fn new(
+        model: &Model,
+        cancel: &CancellationToken,
+        deltas: impl Stream<Item = Delta> + Send + 'static,
+    ) -> Self {
+        AssistantStream {
+            deltas: Some(deltas.boxed()),
+            assembler: MessageAssembler::new(model, now_millis()),
+            cancel: cancel.clone(),
+            cancelled: Box::pin(cancel.cancelled()),
+        }
+    }
+
+    /// A stream that fails at once with `error` (no `start` event).
+    pub fn from_error(model: &Model, error: Error) -> Self {
+        Self::new(model, &CancellationToken::new(), futures_util::stream::iter([Delta::Error(error)]))
+    }
+
+    /// The message as assembled so far.
+    pub fn partial(&self) -> &AssistantMessage {
+        self.assembler.partial()
+    }
+
+    /// Drains the stream and returns the final message (the error message on failure).
+    pub async fn result(mut self) -> AssistantMessage {
+        let mut last = None;
+        while let Some(event) = self.next().await {
+            match event {
+                AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } => {
+                    last = Some(message)
+                }
+                _ => {}
+            }
+        }
+        last.unwrap_or_else(|| self.assembler.partial().clone())
+    }
+
+    fn abort(&mut self) {
+        self.deltas = None;
+        let provider = self.assembler.partial().provider.clone();
+        self.assembler.push(Delta::Error(Error::aborted(provider)));
+    }
+}
+
+impl Stream for AssistantStream {
+    type Item = AssistantEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AssistantEvent>> {
+        let this = &mut *self;
+        loop {
+            if let Some(event) = this.assembler.next_event() {
+                if event.is_terminal() {
+                    this.deltas = None;
+                }
+                return Poll::Ready(Some(event));
+            }
+            if this.assembler.is_finished() {
+                return Poll::Ready(None);
+            }
+            if this.cancel.is_cancelled() || this.cancelled.as_mut().poll(cx).is_ready() {
+                this.abort();
+                continue;
+            }
+            let Some(deltas) = this.deltas.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match deltas.poll_next_unpin(cx) {
+                Poll::Ready(Some(delta)) => this.assembler.push(delta),
+                Poll::Ready(None) => {
+                    this.deltas = None;
+                    let provider = this.assembler.partial().provider.clone();
+                    this.assembler.push(Delta::Error(Error::new(
+                        ErrorKind::Truncated,
+                        provider,
+                        "Stream ended without a terminal event",
+                    )));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}

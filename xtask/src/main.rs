@@ -1,0 +1,2 @@
+//! Project automation for clawcall (`cargo xtask <command>`).
+fn main() {}
