@@ -1,0 +1,29 @@
+//! The clawcall agent loop.
+//!
+//! An [`Agent`] streams an assistant response from any [`llm_core::Provider`],
+//! resolves each tool call (including deferred tools), prepares and validates its
+//! arguments, runs `before`/`after` hooks, executes the batch in parallel or
+//! sequentially with streamed progress, writes the results back in call order
+//! and requests again, until the model stops calling tools, a batch terminates,
+//! a hook stops it, the turn limit is reached, or the run is aborted.
+//!
+//! Invariant (spec decision 1): every tool call in the transcript gets exactly
+//! one tool result, whatever happens: unknown tool, blocked, invalid arguments,
+//! error, panic, abort, or a call cut off by the token limit.
+//! [`check_tool_results`] checks it.
+#![warn(missing_docs)]
+
+mod context;
+mod event;
+mod hooks;
+mod run;
+mod tool;
+
+pub use context::{AgentContext, MessageQueue};
+pub use event::{AgentEvent, EndReason};
+pub use hooks::{AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks};
+pub use llm_core::transform::{TranscriptViolation, check_tool_results};
+pub use run::{ABORTED_TEXT, Agent, AgentConfig, AgentOutcome, AgentRun, BLOCKED_TEXT, ContinueError};
+pub use tool::{
+    AgentTool, ExecutionMode, PrepareArguments, ProgressSink, ToolError, ToolExecutor, ToolInvocation, ToolOutput,
+};

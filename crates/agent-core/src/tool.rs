@@ -1,0 +1,230 @@
+//! Agent tools: a [`Tool`] definition plus the code that runs it.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::future::BoxFuture;
+use llm_core::{CancellationToken, Tool, UserContent};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::event::AgentEvent;
+
+/// How a tool's calls run within a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExecutionMode {
+    /// Concurrently with the other calls of the batch.
+    #[default]
+    Parallel,
+    /// One at a time; one sequential tool makes the whole batch sequential.
+    Sequential,
+}
+
+/// What a tool returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// Text and images sent back to the model.
+    pub content: Vec<UserContent>,
+    /// Details for the application; never sent to the model.
+    pub details: Option<Value>,
+    /// Ask the loop to stop after this batch (only if every call of the batch asks).
+    pub terminate: bool,
+}
+
+impl ToolOutput {
+    /// A text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput { content: vec![UserContent::text(text)], details: None, terminate: false }
+    }
+
+    /// Sets `details`.
+    #[must_use]
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// Sets `terminate`.
+    #[must_use]
+    pub fn terminating(mut self) -> Self {
+        self.terminate = true;
+        self
+    }
+}
+
+/// A tool failure; its message becomes the error result's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl From<String> for ToolError {
+    fn from(s: String) -> Self {
+        ToolError(s)
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(s: &str) -> Self {
+        ToolError(s.to_owned())
+    }
+}
+
+/// Sends progress updates for one running call (`tool_execution_update` events).
+/// Updates sent after the call finished are ignored.
+#[derive(Clone)]
+pub struct ProgressSink {
+    pub(crate) call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) tx: Option<UnboundedSender<AgentEvent>>,
+    pub(crate) closed: Arc<AtomicBool>,
+}
+
+impl fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProgressSink").field("call_id", &self.call_id).finish_non_exhaustive()
+    }
+}
+
+impl ProgressSink {
+    /// A sink that drops every update (for calling a tool outside the loop).
+    pub fn disconnected() -> Self {
+        ProgressSink {
+            call_id: String::new(),
+            tool_name: String::new(),
+            tx: None,
+            closed: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// Reports partial progress.
+    pub fn update(&self, partial: ToolOutput) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(AgentEvent::ToolExecutionUpdate {
+                tool_call_id: self.call_id.clone(),
+                tool_name: self.tool_name.clone(),
+                partial,
+            });
+        }
+    }
+}
+
+/// One tool invocation as the executor sees it.
+#[derive(Debug, Clone)]
+pub struct ToolInvocation {
+    /// The call id.
+    pub call_id: String,
+    /// Validated (and coerced) arguments.
+    pub arguments: Value,
+    /// Cancelled when the run is aborted; long-running tools should watch it.
+    pub cancel: CancellationToken,
+    /// Progress updates.
+    pub progress: ProgressSink,
+}
+
+/// Runs a tool.
+pub trait ToolExecutor: Send + Sync {
+    /// Executes one call.
+    fn execute(&self, invocation: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+}
+
+impl<F, Fut> ToolExecutor for F
+where
+    F: Fn(ToolInvocation) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+{
+    fn execute(&self, invocation: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(self(invocation))
+    }
+}
+
+/// Maps raw arguments before validation (compatibility shims such as renamed fields).
+pub type PrepareArguments = Arc<dyn Fn(Value) -> Result<Value, ToolError> + Send + Sync>;
+
+/// A tool the agent can run.
+#[derive(Clone)]
+pub struct AgentTool {
+    /// Name, description and JSON Schema parameters.
+    pub tool: Tool,
+    /// Label for user interfaces.
+    pub label: String,
+    /// Parallel (default) or sequential.
+    pub execution_mode: ExecutionMode,
+    /// Optional argument shim run before validation.
+    pub prepare_arguments: Option<PrepareArguments>,
+    /// The code.
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+impl fmt::Debug for AgentTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentTool")
+            .field("name", &self.tool.name)
+            .field("execution_mode", &self.execution_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentTool {
+    /// A parallel tool from a definition and an async function.
+    pub fn new(tool: Tool, executor: impl ToolExecutor + 'static) -> Self {
+        AgentTool {
+            label: tool.name.clone(),
+            tool,
+            execution_mode: ExecutionMode::Parallel,
+            prepare_arguments: None,
+            executor: Arc::new(executor),
+        }
+    }
+
+    /// A tool whose parameters come from `T`'s JSON Schema; the function receives
+    /// the validated arguments deserialized into `T`.
+    pub fn typed<T, F, Fut>(name: &str, description: &str, f: F) -> Self
+    where
+        T: schemars::JsonSchema + serde::de::DeserializeOwned + Send + 'static,
+        F: Fn(T, ToolInvocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        let tool = llm_core::typed::tool_for::<T>(name, description);
+        let tool_name = name.to_owned();
+        let f = Arc::new(f);
+        AgentTool::new(tool, move |inv: ToolInvocation| {
+            let parsed = llm_core::typed::parse_arguments::<T>(&tool_name, &inv.arguments);
+            let f = f.clone();
+            async move {
+                match parsed {
+                    Ok(args) => f(args, inv).await,
+                    Err(e) => Err(ToolError(e.to_string())),
+                }
+            }
+        })
+    }
+
+    /// Sets the execution mode.
+    #[must_use]
+    pub fn with_mode(mut self, mode: ExecutionMode) -> Self {
+        self.execution_mode = mode;
+        self
+    }
+
+    /// Sets the label.
+    #[must_use]
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// Sets the argument shim.
+    #[must_use]
+    pub fn with_prepare_arguments(
+        mut self,
+        f: impl Fn(Value) -> Result<Value, ToolError> + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare_arguments = Some(Arc::new(f));
+        self
+    }
+}
