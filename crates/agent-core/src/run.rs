@@ -205,13 +205,12 @@ impl Stream for AgentRun {
                 this.driver = None;
             }
         }
-        match this.events.poll_recv(cx) {
-            Poll::Ready(Some(event)) => Poll::Ready(Some(event)),
-            Poll::Ready(None) => Poll::Ready(None),
-            // A tool may still hold a progress sender after the run ended.
-            Poll::Pending if this.driver.is_none() => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        if this.driver.is_none() {
+            // Every event is queued once the driver is done; `try_recv` also ignores
+            // a progress sender a tool may still hold, and tokio's co-op budget.
+            return Poll::Ready(this.events.try_recv().ok());
         }
+        this.events.poll_recv(cx)
     }
 }
 
