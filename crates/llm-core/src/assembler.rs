@@ -144,7 +144,7 @@ impl MessageAssembler {
             }
             Delta::ToolCallStart { key, id, name, arguments } => {
                 // A start for a key that is still open means a new call reused the key.
-                if self.open.get(&key).is_some() {
+                if self.open.contains_key(&key) {
                     self.close_block(key);
                 }
                 let index = self.open_block_with(key, BlockKind::ToolCall, id, name);
@@ -153,10 +153,9 @@ impl MessageAssembler {
                 }
                 if let (Some(args), Some(AssistantContent::ToolCall(call))) =
                     (arguments, self.message.content.get_mut(index))
+                    && args.is_object()
                 {
-                    if args.is_object() {
-                        call.arguments = args;
-                    }
+                    call.arguments = args;
                 }
             }
             Delta::ToolCallMeta { key, id, name, thought_signature } => {

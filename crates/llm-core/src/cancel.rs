@@ -91,10 +91,10 @@ impl Future for Cancelled {
         if self.token.is_cancelled() {
             return Poll::Ready(());
         }
-        if let Ok(mut w) = self.token.inner.wakers.lock() {
-            if !w.iter().any(|x| x.will_wake(cx.waker())) {
-                w.push(cx.waker().clone());
-            }
+        if let Ok(mut w) = self.token.inner.wakers.lock()
+            && !w.iter().any(|x| x.will_wake(cx.waker()))
+        {
+            w.push(cx.waker().clone());
         }
         if self.token.is_cancelled() { Poll::Ready(()) } else { Poll::Pending }
     }

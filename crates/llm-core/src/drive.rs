@@ -307,12 +307,12 @@ where
         self.rng ^= self.rng << 17;
         let random = (self.rng % 10_000) as f64 / 10_000.0;
         let delay = self.policy.delay(self.attempt, error.retry_after, random);
-        if let Some(remaining) = self.remaining() {
-            if delay >= remaining {
-                let mut batch = std::mem::take(&mut self.pending);
-                batch.push(Delta::Error(error));
-                return Some(self.finish(batch));
-            }
+        if let Some(remaining) = self.remaining()
+            && delay >= remaining
+        {
+            let mut batch = std::mem::take(&mut self.pending);
+            batch.push(Delta::Error(error));
+            return Some(self.finish(batch));
         }
         tracing::warn!(
             parent: &self.span,

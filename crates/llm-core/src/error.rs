@@ -166,10 +166,11 @@ impl Error {
 /// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds; HTTP dates are
 /// ignored) header values into a delay.
 pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
-    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
-        }
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
     }
     let secs = retry_after.and_then(|v| v.trim().parse::<f64>().ok())?;
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
