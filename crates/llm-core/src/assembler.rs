@@ -376,8 +376,8 @@ mod tests {
         let events = drain(&mut a);
         let kinds: Vec<String> = events.iter().map(|e| format!("{e:?}")).collect();
         assert!(kinds[0].starts_with("Start"));
-        assert!(kinds[3].starts_with("TextEnd"), "{kinds:?}");
-        assert!(kinds[4].starts_with("ToolCallEnd"), "{kinds:?}");
+        assert!(kinds[4].starts_with("TextEnd"), "{kinds:?}");
+        assert!(kinds[5].starts_with("ToolCallEnd"), "{kinds:?}");
         assert_eq!(a.partial().tool_calls().next().unwrap().arguments, json!({}));
     }
 

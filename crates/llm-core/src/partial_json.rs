@@ -1,0 +1,1662 @@
+//! Incremental partial-JSON parsing for streamed tool-call arguments.
+//!
+//! Providers stream tool arguments as raw JSON text fragments. OpenClaw re-parses the whole
+//! accumulated buffer after every fragment (`parseStreamingJson`), which is quadratic over a
+//! stream (see `peer-lessons.md` item 2). [`PartialJson`] keeps its parse state across
+//! fragments instead: every byte is looked at once, and the current best-effort value is kept
+//! up to date in place, so reading [`PartialJson::value`] after every fragment costs nothing
+//! extra and the work over a whole stream is linear in its length.
+//!
+//! # What the partial value shows
+//!
+//! [`PartialJson::value`] is always a JSON object (`{}` until a top-level object has started,
+//! and `{}` for ever if the top-level value is not an object). For an unfinished buffer:
+//!
+//! * every completed member is shown with its final value;
+//! * an open object or array is shown with the members it has so far (`{"a":[` shows
+//!   `{"a":[]}`);
+//! * a string being streamed shows its decoded prefix (an opened string shows `""`). An
+//!   escape sequence that is not finished yet (`\`, `\u12`, or the first half of a surrogate
+//!   pair) is not shown until it is complete, so a value never shows garbage or a transient
+//!   U+FFFD;
+//! * a number being streamed shows the longest prefix of its text that is a valid JSON number
+//!   (`-` shows nothing, `1.` and `1e` and `1e-` show `1`, `-12.5e` shows `-12.5`); a
+//!   number longer than 256 characters is shown only once complete;
+//! * a literal shows nothing until it is complete (`tr` → absent, `true` → `true`). This is
+//!   stricter than npm `partial-json`, which would show `true` for `t`;
+//! * an object key shows nothing until its value starts.
+//!
+//! As a result a completed member never disappears or changes while more valid input arrives.
+//!
+//! # Leniency (OpenClaw's `repairJson`)
+//!
+//! Inside string literals the parser applies the same rules as [`repair_json`] does, so the
+//! streamed value agrees with the final parse: raw control characters are taken literally,
+//! an invalid escape such as `\d` is kept as a literal backslash followed by the character,
+//! `\u` not followed by four hex digits is such an invalid escape, and a valid control escape
+//! (`\b \f \n \r \t`) right after something that looks like a Windows drive path (`"C:\new"`)
+//! is kept as a literal backslash. Where Rust strings cannot follow JavaScript, a lone
+//! surrogate escape decodes to U+FFFD, and a number outside the `f64` range becomes `null`
+//! (what `JSON.stringify(JSON.parse(..))` gives in JavaScript).
+//!
+//! OpenClaw's partial step first parses the *unrepaired* prefix, so a streamed `"C:\new`
+//! briefly shows a newline there and then flips to a backslash once the buffer is complete;
+//! here the repair rules apply while streaming too, so the shown value never flips.
+//!
+//! # Malformed input
+//!
+//! On a syntax error the parser stops and keeps the value it had built (like npm
+//! `partial-json`, which returns the object parsed so far): [`PartialJson::is_complete`] is
+//! then `false`. Text after a complete top-level value is ignored (and also makes
+//! `is_complete` false; see [`split_concatenated_objects`] for `{…}{…}`).
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Number, Value};
+
+/// Nesting deeper than this is treated as a syntax error (serde_json stops at 128, so every
+/// document that serde_json accepts is accepted here too).
+const MAX_DEPTH: usize = 256;
+/// OpenClaw looks at the last 160 UTF-16 code units of a string for the drive-path rule.
+const WINDOWS_TAIL: u64 = 160;
+/// A streamed number whose text is longer than this is not shown until it completes (it would
+/// have to be re-parsed after every fragment), so a pathological huge number cannot make the
+/// total work quadratic.
+const MAX_PARTIAL_NUMBER: usize = 256;
+
+// ---------------------------------------------------------------------------------------------
+// Windows drive-path heuristic
+// ---------------------------------------------------------------------------------------------
+
+const C_PLAIN: u8 = 0;
+const C_SEP: u8 = 1;
+const C_BREAK: u8 = 2;
+const C_COLON: u8 = 3;
+const C_MARK: u8 = 4;
+const C_MARK_BREAK: u8 = 5;
+
+const DRIVE_NONE: u8 = 0;
+const DRIVE_AFTER_COLON: u8 = 1;
+const DRIVE_IN_SEGMENT: u8 = 2;
+
+/// Character class for the drive-path rule.
+#[inline]
+const fn class(b: u8) -> u8 {
+    match b {
+        b'\\' | b'/' => C_SEP,
+        b'"' | b'*' | b'?' | b'\r' | b'\n' => C_BREAK,
+        b':' => C_COLON,
+        b'(' | b')' | b'=' | b';' | b'{' | b'}' | b'\'' | b',' => C_MARK,
+        b'<' | b'>' | b'|' => C_MARK_BREAK,
+        _ => C_PLAIN,
+    }
+}
+
+/// Tracks, one byte at a time, whether the "string value prefix" of OpenClaw's `repairJson`
+/// currently matches its Windows-path test:
+///
+/// ```text
+/// tail = prefix.slice(-160)
+/// !/[()=;{}',<>|]/.test(tail) && /(?:^|[^A-Za-z0-9])[A-Za-z]:(?:[\\/][^"\\/:*?<>|\r\n]*)*$/.test(tail)
+/// ```
+///
+/// The prefix is the string's raw text with `\\` counted as one backslash. Because the
+/// regular expression can only match with its drive letter at the last `:` of the tail, the
+/// state is a few integers and the test is O(1).
+#[derive(Debug, Clone, Default)]
+struct WinPath {
+    /// UTF-16 length of the prefix.
+    len: u64,
+    /// 1 + index of the last code marker, 0 if none.
+    marker_at: u64,
+    drive: u8,
+    /// Index of the drive letter of the current candidate.
+    letter_at: u64,
+    /// Whether the drive letter is preceded by a non-alphanumeric character or the start.
+    letter_ok: bool,
+    /// Last two bytes of the prefix (0 = none).
+    p1: u8,
+    p2: u8,
+}
+
+impl WinPath {
+    /// Feeds prefix bytes one at a time (the reference for [`Self::feed`]).
+    #[cfg(test)]
+    fn feed_bytewise(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.len += u64::from((b & 0xC0) != 0x80) + u64::from(b >= 0xF0);
+            match class(b) {
+                C_PLAIN => {
+                    if self.drive == DRIVE_AFTER_COLON {
+                        self.drive = DRIVE_NONE;
+                    }
+                }
+                C_SEP => {
+                    if self.drive != DRIVE_NONE {
+                        self.drive = DRIVE_IN_SEGMENT;
+                    }
+                }
+                C_BREAK => self.drive = DRIVE_NONE,
+                C_COLON => {
+                    if self.p1.is_ascii_alphabetic() {
+                        self.drive = DRIVE_AFTER_COLON;
+                        self.letter_at = self.len.saturating_sub(2);
+                        self.letter_ok = !self.p2.is_ascii_alphanumeric();
+                    } else {
+                        self.drive = DRIVE_NONE;
+                    }
+                }
+                C_MARK => {
+                    self.marker_at = self.len;
+                    if self.drive == DRIVE_AFTER_COLON {
+                        self.drive = DRIVE_NONE;
+                    }
+                }
+                _ => {
+                    self.marker_at = self.len;
+                    self.drive = DRIVE_NONE;
+                }
+            }
+            self.p2 = self.p1;
+            self.p1 = b;
+        }
+    }
+
+    /// Feeds a run of prefix bytes. Equivalent to feeding them one at a time, but only the
+    /// last code marker and the last drive-resetting character of the run are looked at.
+    #[inline]
+    fn feed(&mut self, run: &[u8]) {
+        self.feed_hinted(run, true);
+    }
+
+    /// [`Self::feed`], told whether `run` may contain a `:`. Without one, no drive-path
+    /// candidate can start, so when there is none already the drive state needs no scan.
+    #[inline]
+    fn feed_hinted(&mut self, run: &[u8], may_have_colon: bool) {
+        let Some((&last, head)) = run.split_last() else { return };
+        let before = self.len;
+        self.len += utf16_len(run);
+        // One backward pass finds the last code marker and the last drive-resetting character.
+        let (mut marker, mut reset) = (None, None);
+        let mut want =
+            if may_have_colon || self.drive != DRIVE_NONE { F_MARKER | F_RESET } else { F_MARKER };
+        let mut end = run.len();
+        while want != 0 {
+            let Some(k) = run.get(..end).and_then(|r| r.iter().rposition(|&b| flags(b) & want != 0))
+            else {
+                break;
+            };
+            let f = flags(run.get(k).copied().unwrap_or(0)) & want;
+            if f & F_MARKER != 0 {
+                marker = Some(k);
+            }
+            if f & F_RESET != 0 {
+                reset = Some(k);
+            }
+            want &= !f;
+            end = k;
+        }
+        if let Some(m) = marker {
+            self.marker_at = before + utf16_len(run.get(..=m).unwrap_or_default());
+        }
+        match reset {
+            None => {
+                if self.drive == DRIVE_AFTER_COLON {
+                    let first = run.first().copied().unwrap_or(last);
+                    self.drive = if class(first) == C_SEP { DRIVE_IN_SEGMENT } else { DRIVE_NONE };
+                }
+            }
+            Some(k) => {
+                self.drive = DRIVE_NONE;
+                if run.get(k) == Some(&b':') {
+                    let (p1, p2) = match k {
+                        0 => (self.p1, self.p2),
+                        1 => (run.first().copied().unwrap_or(0), self.p1),
+                        _ => (
+                            run.get(k - 1).copied().unwrap_or(0),
+                            run.get(k - 2).copied().unwrap_or(0),
+                        ),
+                    };
+                    if p1.is_ascii_alphabetic() {
+                        self.drive = match run.get(k + 1) {
+                            None => DRIVE_AFTER_COLON,
+                            Some(&next) if class(next) == C_SEP => DRIVE_IN_SEGMENT,
+                            Some(_) => DRIVE_NONE,
+                        };
+                        self.letter_at =
+                            (before + utf16_len(run.get(..k).unwrap_or_default())).saturating_sub(1);
+                        self.letter_ok = !p2.is_ascii_alphanumeric();
+                    }
+                }
+            }
+        }
+        self.p2 = head.last().copied().unwrap_or(self.p1);
+        self.p1 = last;
+    }
+
+    #[inline]
+    fn looks_like_path(&self) -> bool {
+        let tail_start = self.len.saturating_sub(WINDOWS_TAIL);
+        self.marker_at <= tail_start
+            && self.drive != DRIVE_NONE
+            && self.letter_at >= tail_start
+            && (self.letter_ok || self.letter_at == tail_start)
+    }
+}
+
+/// UTF-16 length of UTF-8 bytes.
+#[inline]
+fn utf16_len(bytes: &[u8]) -> u64 {
+    if bytes.is_ascii() {
+        return bytes.len() as u64;
+    }
+    bytes.iter().map(|&b| u64::from((b & 0xC0) != 0x80) + u64::from(b >= 0xF0)).sum()
+}
+
+/// Flag: a code marker (`( ) = ; { } ' , < > |`).
+const F_MARKER: u8 = 1;
+/// Flag: ends any drive-path match (`" * ? \r \n : < > |`).
+const F_RESET: u8 = 2;
+
+#[allow(
+    clippy::indexing_slicing,
+    reason = "evaluated at compile time only, and b < 256 is the table length"
+)]
+const fn flag_table() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let mut f = 0;
+        let c = class(b as u8);
+        if c == C_MARK || c == C_MARK_BREAK {
+            f |= F_MARKER;
+        }
+        if c == C_BREAK || c == C_COLON || c == C_MARK_BREAK {
+            f |= F_RESET;
+        }
+        table[b] = f;
+        b += 1;
+    }
+    table
+}
+
+static FLAGS: [u8; 256] = flag_table();
+
+#[inline]
+fn flags(b: u8) -> u8 {
+    FLAGS.get(usize::from(b)).copied().unwrap_or(0)
+}
+
+#[inline]
+fn is_control_escape(b: u8) -> bool {
+    matches!(b, b'b' | b'f' | b'n' | b'r' | b't')
+}
+
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+// ---------------------------------------------------------------------------------------------
+// repair_json / parse_streaming_json / split_concatenated_objects
+// ---------------------------------------------------------------------------------------------
+
+/// OpenClaw's `repairJson` (`openclaw-behavior.md` §2.2).
+///
+/// Rewrites only the inside of string literals:
+/// * raw control characters (U+0000–U+001F) are escaped (`\b \f \n \r \t`, else `\u00XX`);
+/// * a backslash before a character that cannot start an escape is doubled (`\d` → `\\d`);
+/// * `\u` not followed by four hex digits is such an invalid escape;
+/// * a valid control escape (`\b \f \n \r \t`) whose string prefix looks like a Windows drive
+///   path (its last 160 characters end in `X:` plus path segments and hold no code marker
+///   such as `(`, `=`, `;`, `,`) gets its backslash doubled, so `"C:\new\file"` keeps its
+///   backslashes;
+/// * a lone backslash at the very end becomes `\\`.
+///
+/// Returns the input unchanged (borrowed) when nothing needed repair.
+pub fn repair_json(input: &str) -> Cow<'_, str> {
+    let bytes = input.as_bytes();
+    let mut out: Option<String> = None;
+    // Bytes of `input` before this index are already in `out` (when `out` is Some).
+    let mut copied = 0usize;
+    let mut in_string = false;
+    let mut path = WinPath::default();
+    let mut i = 0usize;
+
+    // Replace the `len` input bytes at `at` with `with`.
+    let replace = |out: &mut Option<String>, copied: &mut usize, at: usize, len: usize, with: &str| {
+        let buf = out.get_or_insert_with(|| String::with_capacity(input.len() + 16));
+        buf.push_str(input.get(*copied..at).unwrap_or_default());
+        buf.push_str(with);
+        *copied = at + len;
+    };
+
+    while let Some(&b) = bytes.get(i) {
+        if !in_string {
+            let rest = bytes.get(i..).unwrap_or_default();
+            match rest.iter().position(|&c| c == b'"') {
+                Some(k) => {
+                    in_string = true;
+                    path = WinPath::default();
+                    i += k + 1;
+                }
+                None => break,
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = false;
+                i += 1;
+            }
+            b'\\' => match bytes.get(i + 1) {
+                None => {
+                    replace(&mut out, &mut copied, i, 1, "\\\\");
+                    i += 1;
+                }
+                Some(b'u') => {
+                    match bytes.get(i + 2..i + 6) {
+                        Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
+                            path.feed(bytes.get(i..i + 6).unwrap_or_default());
+                            i += 6;
+                        }
+                        _ => {
+                            replace(&mut out, &mut copied, i, 1, "\\\\");
+                            path.feed(b"\\");
+                            i += 1;
+                        }
+                    }
+                }
+                Some(&n) if is_control_escape(n) && path.looks_like_path() => {
+                    replace(&mut out, &mut copied, i, 1, "\\\\");
+                    path.feed(b"\\");
+                    i += 1;
+                }
+                Some(&n) if is_control_escape(n) || matches!(n, b'"' | b'/') => {
+                    path.feed(&[b'\\', n]);
+                    i += 2;
+                }
+                Some(b'\\') => {
+                    path.feed(b"\\");
+                    i += 2;
+                }
+                Some(_) => {
+                    replace(&mut out, &mut copied, i, 1, "\\\\");
+                    path.feed(b"\\");
+                    i += 1;
+                }
+            },
+            c if c < 0x20 => {
+                let esc;
+                let with = match c {
+                    0x08 => "\\b",
+                    0x0c => "\\f",
+                    b'\n' => "\\n",
+                    b'\r' => "\\r",
+                    b'\t' => "\\t",
+                    _ => {
+                        esc = format!("\\u{c:04x}");
+                        esc.as_str()
+                    }
+                };
+                replace(&mut out, &mut copied, i, 1, with);
+                path.feed(&[c]);
+                i += 1;
+            }
+            _ => {
+                let rest = bytes.get(i..).unwrap_or_default();
+                let k = rest
+                    .iter()
+                    .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                    .unwrap_or(rest.len());
+                path.feed(rest.get(..k).unwrap_or_default());
+                i += k;
+            }
+        }
+    }
+
+    match out {
+        Some(mut buf) => {
+            buf.push_str(input.get(copied..).unwrap_or_default());
+            Cow::Owned(buf)
+        }
+        None => Cow::Borrowed(input),
+    }
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+fn object_or_empty(value: Value) -> Value {
+    if value.is_object() { value } else { empty_object() }
+}
+
+/// Strict parse of the repaired text, as OpenClaw's `parseJsonWithRepair`.
+fn parse_with_repair(input: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(&repair_json(input)).ok()
+}
+
+/// OpenClaw's `parseStreamingJson` (`openclaw-behavior.md` §2.2). Never fails.
+///
+/// Returns `{}` for empty or whitespace-only input; otherwise the strict parse of
+/// [`repair_json`]`(input)` if that succeeds, else the best-effort partial value of the
+/// prefix (see [`PartialJson::value`] for exactly what a partial value shows). A result that is
+/// not an object (`null`, an array, a string, a number, a boolean) becomes `{}`.
+pub fn parse_streaming_json(input: &str) -> Value {
+    if input.trim().is_empty() {
+        return empty_object();
+    }
+    match parse_with_repair(input) {
+        Some(value) => object_or_empty(value),
+        None => {
+            let mut parser = PartialJson::new();
+            parser.push(input);
+            parser.root
+        }
+    }
+}
+
+/// Detects concatenated top-level objects `{…}{…}` (seen from OpenAI-compatible servers that
+/// put several parallel calls' arguments into one call) and returns each object's text span.
+///
+/// Returns `None` unless the input is two or more objects separated only by optional JSON
+/// whitespace, each of them a complete object after [`repair_json`]. A single object, an
+/// unfinished object or anything else between the objects gives `None`.
+pub fn split_concatenated_objects(input: &str) -> Option<Vec<&str>> {
+    let bytes = input.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0usize;
+    loop {
+        while bytes.get(i).is_some_and(|&b| is_ws(b)) {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            break;
+        }
+        if bytes.get(i) != Some(&b'{') {
+            return None;
+        }
+        let start = i;
+        let mut depth = 0usize;
+        let mut in_string = false;
+        let mut escaped = false;
+        let mut end = None;
+        while let Some(&b) = bytes.get(i) {
+            i += 1;
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let span = input.get(start..end?)?;
+        match parse_with_repair(span) {
+            Some(Value::Object(_)) => spans.push(span),
+            _ => return None,
+        }
+    }
+    (spans.len() >= 2).then_some(spans)
+}
+
+// ---------------------------------------------------------------------------------------------
+// PartialJson
+// ---------------------------------------------------------------------------------------------
+
+/// Where a child sits in its parent container.
+#[derive(Debug, Clone)]
+enum Slot {
+    /// The top-level value.
+    Root,
+    /// A member of an object.
+    Key(String),
+    /// An element of an array.
+    Index(usize),
+}
+
+/// A pending change to a container of the shown value.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Insert or replace a member / element.
+    Put(Slot, Value),
+    /// Append text to a string member / element that is already shown.
+    Append(Slot, String),
+    /// Remove a member / the last element (a partial number that became too long to show).
+    Remove(Slot),
+}
+
+fn apply_op(node: &mut Value, op: Op) {
+    match (node, op) {
+        (Value::Object(map), Op::Put(Slot::Key(key), value)) => {
+            map.insert(key, value);
+        }
+        (Value::Array(items), Op::Put(Slot::Index(index), value)) => {
+            if let Some(item) = items.get_mut(index) {
+                *item = value;
+            } else {
+                items.push(value);
+            }
+        }
+        (Value::Object(map), Op::Append(Slot::Key(key), text)) => {
+            if let Some(Value::String(s)) = map.get_mut(&key) {
+                s.push_str(&text);
+            }
+        }
+        (Value::Array(items), Op::Append(Slot::Index(index), text)) => {
+            if let Some(Value::String(s)) = items.get_mut(index) {
+                s.push_str(&text);
+            }
+        }
+        (Value::Object(map), Op::Remove(Slot::Key(key))) => {
+            map.remove(&key);
+        }
+        (Value::Array(items), Op::Remove(Slot::Index(index))) if index + 1 == items.len() => {
+            items.pop();
+        }
+        _ => {}
+    }
+}
+
+fn child_mut<'a>(node: &'a mut Value, slot: &Slot) -> Option<&'a mut Value> {
+    match (node, slot) {
+        (Value::Object(map), Slot::Key(key)) => map.get_mut(key),
+        (Value::Array(items), Slot::Index(index)) => items.get_mut(*index),
+        (node, Slot::Root) => Some(node),
+        _ => None,
+    }
+}
+
+/// Walks from the root down the slots of `frames` (each frame's slot in its parent).
+fn navigate<'a>(root: &'a mut Value, frames: &[Frame]) -> Option<&'a mut Value> {
+    let mut node = root;
+    for frame in frames {
+        node = child_mut(node, &frame.slot)?;
+    }
+    Some(node)
+}
+
+/// An open object or array.
+#[derive(Debug, Clone)]
+struct Frame {
+    /// Where this container sits in its parent.
+    slot: Slot,
+    array: bool,
+    /// Whether this container already exists in the shown tree. Containers opened since the
+    /// last flush are built off-tree and attached at the next flush.
+    attached: bool,
+    /// Arrays: number of completed elements.
+    next_index: usize,
+    /// Objects: key of the member being parsed.
+    key: Option<String>,
+    /// Changes not yet applied to this container.
+    ops: Vec<Op>,
+}
+
+impl Frame {
+    fn container(&self) -> Value {
+        if self.array { Value::Array(Vec::new()) } else { empty_object() }
+    }
+
+    /// Slot of the member currently being parsed (kept for later).
+    fn current_slot(&self) -> Slot {
+        if self.array {
+            Slot::Index(self.next_index)
+        } else {
+            Slot::Key(self.key.clone().unwrap_or_default())
+        }
+    }
+
+    /// Slot of the member that just completed (moves on to the next member).
+    fn take_slot(&mut self) -> Slot {
+        if self.array {
+            let index = self.next_index;
+            self.next_index += 1;
+            Slot::Index(index)
+        } else {
+            Slot::Key(self.key.take().unwrap_or_default())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Expecting a value (top level, after `:` or after `,` in an array).
+    Value,
+    /// After `[`: a value or `]`.
+    ValueOrEnd,
+    /// After `{`: a key or `}`.
+    KeyOrEnd,
+    /// After `,` in an object: a key.
+    Key,
+    /// After a key.
+    Colon,
+    /// After a member: `,` or the closing bracket.
+    CommaOrEnd,
+    /// Inside a string literal.
+    Str,
+    /// Inside a number.
+    Num,
+    /// Inside `true` / `false` / `null`.
+    Lit,
+    /// The top-level value is complete; only whitespace may follow.
+    Done,
+    /// Non-whitespace followed the complete top-level value; ignored.
+    Trailing,
+    /// Syntax error; the rest of the input is ignored.
+    Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Esc {
+    None,
+    /// After a backslash.
+    Backslash,
+    /// After `\u` and `n` hex digits.
+    Unicode { n: usize, digits: [u8; 4] },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NumState {
+    Start,
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpDigits,
+}
+
+impl NumState {
+    fn is_complete(self) -> bool {
+        matches!(self, Self::Zero | Self::Int | Self::Frac | Self::ExpDigits)
+    }
+}
+
+const LITERALS: [(&[u8], Value); 3] =
+    [(b"true", Value::Bool(true)), (b"false", Value::Bool(false)), (b"null", Value::Null)];
+
+fn parse_number(text: &str) -> Option<Number> {
+    text.parse::<Number>().ok()
+}
+
+/// Incremental partial-JSON parser for streamed tool arguments.
+///
+/// Feed fragments with [`push`](Self::push) and read the best-effort current value with
+/// [`value`](Self::value) at any time; see the [module docs](self) for what a partial value
+/// shows. Each byte is processed once and the shown value is updated in place (strings are
+/// appended to, containers are addressed by their path), so a whole stream costs time linear
+/// in its length however often `value()` is read.
+#[derive(Debug, Clone)]
+pub struct PartialJson {
+    raw: String,
+    /// The shown value (always an object).
+    root: Value,
+    /// Whether the top-level value is an object (otherwise nothing is shown).
+    materialize: bool,
+    stack: Vec<Frame>,
+    mode: Mode,
+
+    // String state.
+    str_is_key: bool,
+    /// Whether the current string value is already shown in the tree.
+    str_shown: bool,
+    /// Decoded text not yet shown (whole key for keys).
+    sbuf: String,
+    esc: Esc,
+    /// A decoded high surrogate waiting for its low half.
+    high: Option<u16>,
+    path: WinPath,
+
+    // Number state.
+    num: String,
+    num_state: NumState,
+    /// Length of the longest prefix of `num` that is a valid number.
+    num_valid: usize,
+    /// Length of the prefix currently shown (0 = none).
+    num_shown: usize,
+
+    // Literal state.
+    lit: usize,
+    lit_pos: usize,
+}
+
+impl Default for PartialJson {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialJson {
+    /// An empty parser; [`value`](Self::value) is `{}`.
+    pub fn new() -> Self {
+        Self {
+            raw: String::new(),
+            root: empty_object(),
+            materialize: true,
+            stack: Vec::new(),
+            mode: Mode::Value,
+            str_is_key: false,
+            str_shown: false,
+            sbuf: String::new(),
+            esc: Esc::None,
+            high: None,
+            path: WinPath::default(),
+            num: String::new(),
+            num_state: NumState::Start,
+            num_valid: 0,
+            num_shown: 0,
+            lit: 0,
+            lit_pos: 0,
+        }
+    }
+
+    /// Feeds the next raw argument fragment.
+    ///
+    /// Fragments may be split anywhere: inside escapes, `\uXXXX`, surrogate pairs, numbers and
+    /// literals (multi-byte characters are never split since the input is `&str`).
+    pub fn push(&mut self, fragment: &str) {
+        self.raw.push_str(fragment);
+        self.process(fragment);
+        self.flush();
+    }
+
+    /// The best-effort current value of everything fed so far, as OpenClaw's
+    /// `parseStreamingJson` would give for the buffer (see the [module docs](self)).
+    ///
+    /// Always a JSON object: `{}` while nothing (or a non-object) was fed. O(1).
+    pub fn value(&self) -> &Value {
+        &self.root
+    }
+
+    /// The raw text fed so far.
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// Final parse of the complete buffer, with exactly the semantics of
+    /// [`parse_streaming_json`]`(self.raw())`: repair then strict parse, else the partial
+    /// value; a non-object becomes `{}`.
+    ///
+    /// When the buffer [is complete](Self::is_complete) this is a clone of
+    /// [`value`](Self::value): the streamed value of a complete buffer is by construction the
+    /// strict parse of the repaired text (or the partial value where that strict parse fails,
+    /// e.g. on a lone surrogate), so the buffer is not parsed again.
+    pub fn finish(&self) -> Value {
+        if self.is_complete() {
+            return self.root.clone();
+        }
+        if self.raw.trim().is_empty() {
+            return empty_object();
+        }
+        match parse_with_repair(&self.raw) {
+            Some(value) => object_or_empty(value),
+            None => self.root.clone(),
+        }
+    }
+
+    /// Whether the buffer is a syntactically complete JSON value (with the string repairs of
+    /// [`repair_json`]) followed by nothing but whitespace.
+    ///
+    /// Use it to tell truncated arguments from complete ones: it is `false` for a prefix, for
+    /// malformed input and for trailing text such as a second concatenated object. O(1).
+    pub fn is_complete(&self) -> bool {
+        match self.mode {
+            Mode::Done => true,
+            // A top-level number is complete at the end of the input.
+            Mode::Num => self.stack.is_empty() && self.num_state.is_complete(),
+            _ => false,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Tokenizer
+    // -----------------------------------------------------------------------------------------
+
+    fn process(&mut self, fragment: &str) {
+        let bytes = fragment.as_bytes();
+        let mut i = 0usize;
+        while let Some(&b) = bytes.get(i) {
+            match self.mode {
+                Mode::Str => i = self.string_step(fragment, i),
+                Mode::Num => i = self.number_step(bytes, i),
+                Mode::Error | Mode::Trailing => return,
+                Mode::Done => {
+                    if is_ws(b) {
+                        i += 1;
+                    } else {
+                        self.mode = Mode::Trailing;
+                        return;
+                    }
+                }
+                _ => {
+                    if self.structural(b) {
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one byte outside strings and numbers. Returns whether it was consumed.
+    fn structural(&mut self, b: u8) -> bool {
+        if self.mode == Mode::Lit {
+            let Some((word, value)) = LITERALS.get(self.lit) else {
+                self.fail();
+                return true;
+            };
+            if word.get(self.lit_pos) == Some(&b) {
+                self.lit_pos += 1;
+                if self.lit_pos == word.len() {
+                    let value = value.clone();
+                    self.complete(Some(value));
+                }
+            } else {
+                self.fail();
+            }
+            return true;
+        }
+        if is_ws(b) {
+            return true;
+        }
+        match self.mode {
+            Mode::Value | Mode::ValueOrEnd => {
+                if self.mode == Mode::ValueOrEnd && b == b']' {
+                    self.close_container();
+                    return true;
+                }
+                self.begin_value(b)
+            }
+            Mode::KeyOrEnd | Mode::Key => {
+                if b == b'"' {
+                    self.begin_string(true);
+                } else if b == b'}' && self.mode == Mode::KeyOrEnd {
+                    self.close_container();
+                } else {
+                    self.fail();
+                }
+                true
+            }
+            Mode::Colon => {
+                if b == b':' {
+                    self.mode = Mode::Value;
+                } else {
+                    self.fail();
+                }
+                true
+            }
+            Mode::CommaOrEnd => {
+                let array = self.stack.last().is_some_and(|f| f.array);
+                match b {
+                    b',' => self.mode = if array { Mode::Value } else { Mode::Key },
+                    b']' if array => self.close_container(),
+                    b'}' if !array => self.close_container(),
+                    _ => self.fail(),
+                }
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Starts a value at byte `b`. Returns whether `b` was consumed.
+    fn begin_value(&mut self, b: u8) -> bool {
+        if self.stack.is_empty() {
+            self.materialize = b == b'{';
+        }
+        match b {
+            b'{' | b'[' => {
+                if self.stack.len() >= MAX_DEPTH {
+                    self.fail();
+                    return true;
+                }
+                let (slot, attached) = match self.stack.last() {
+                    // The root object already exists (it is shown as `{}` from the start).
+                    None => (Slot::Root, true),
+                    Some(parent) => (parent.current_slot(), false),
+                };
+                let array = b == b'[';
+                self.stack.push(Frame {
+                    slot,
+                    array,
+                    attached,
+                    next_index: 0,
+                    key: None,
+                    ops: Vec::new(),
+                });
+                self.mode = if array { Mode::ValueOrEnd } else { Mode::KeyOrEnd };
+                true
+            }
+            b'"' => {
+                self.begin_string(false);
+                true
+            }
+            b'-' | b'0'..=b'9' => {
+                self.mode = Mode::Num;
+                self.num.clear();
+                self.num_state = NumState::Start;
+                self.num_valid = 0;
+                self.num_shown = 0;
+                false
+            }
+            b't' | b'f' | b'n' => {
+                self.mode = Mode::Lit;
+                self.lit = match b {
+                    b't' => 0,
+                    b'f' => 1,
+                    _ => 2,
+                };
+                self.lit_pos = 1;
+                true
+            }
+            _ => {
+                self.fail();
+                true
+            }
+        }
+    }
+
+    /// A value completed. `value` is `None` when it is already in the tree (or nothing is
+    /// shown).
+    fn complete(&mut self, value: Option<Value>) {
+        let materialize = self.materialize;
+        match self.stack.last_mut() {
+            Some(top) => {
+                let slot = top.take_slot();
+                if let (Some(value), true) = (value, materialize) {
+                    top.ops.push(Op::Put(slot, value));
+                }
+                self.mode = Mode::CommaOrEnd;
+            }
+            None => self.mode = Mode::Done,
+        }
+    }
+
+    fn close_container(&mut self) {
+        let Some(frame) = self.stack.pop() else {
+            self.fail();
+            return;
+        };
+        if !self.materialize {
+            self.complete(None);
+            return;
+        }
+        if frame.attached {
+            if !frame.ops.is_empty() {
+                // The frame's parent has had no changes since the frame was opened, so the
+                // frame's own changes can be applied now without reordering anything.
+                let node = match frame.slot {
+                    Slot::Root => Some(&mut self.root),
+                    _ => navigate(&mut self.root, self.stack.get(1..).unwrap_or_default())
+                        .and_then(|parent| child_mut(parent, &frame.slot)),
+                };
+                if let Some(node) = node {
+                    for op in frame.ops {
+                        apply_op(node, op);
+                    }
+                }
+            }
+            self.complete(None);
+        } else {
+            let mut value = frame.container();
+            for op in frame.ops {
+                apply_op(&mut value, op);
+            }
+            self.complete(Some(value));
+        }
+    }
+
+    fn fail(&mut self) {
+        if self.mode == Mode::Num {
+            // Keep the valid prefix of the number (what was or would have been shown).
+            self.put_partial_number();
+        }
+        self.mode = Mode::Error;
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Strings
+    // -----------------------------------------------------------------------------------------
+
+    fn begin_string(&mut self, key: bool) {
+        self.mode = Mode::Str;
+        self.str_is_key = key;
+        self.str_shown = false;
+        self.sbuf.clear();
+        self.esc = Esc::None;
+        self.high = None;
+        self.path = WinPath::default();
+    }
+
+    fn end_string(&mut self) {
+        let text = std::mem::take(&mut self.sbuf);
+        if self.str_is_key {
+            if let Some(top) = self.stack.last_mut() {
+                top.key = Some(text);
+            }
+            self.mode = Mode::Colon;
+            return;
+        }
+        if !self.materialize {
+            self.complete(None);
+            return;
+        }
+        if self.str_shown {
+            if let Some(top) = self.stack.last_mut() {
+                let slot = top.take_slot();
+                if !text.is_empty() {
+                    top.ops.push(Op::Append(slot, text));
+                }
+            }
+            self.mode = Mode::CommaOrEnd;
+        } else {
+            self.complete(Some(Value::String(text)));
+        }
+    }
+
+    fn code_unit(&mut self, unit: u16) {
+        if let Some(high) = self.high.take() {
+            if (0xDC00..=0xDFFF).contains(&unit) {
+                let c = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                self.sbuf.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
+                return;
+            }
+            self.sbuf.push('\u{FFFD}');
+        }
+        if (0xD800..=0xDBFF).contains(&unit) {
+            self.high = Some(unit);
+        } else {
+            // A lone low surrogate has no char: U+FFFD.
+            self.sbuf.push(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'));
+        }
+    }
+
+    /// Processes string content from `start`; returns the index after what was consumed.
+    ///
+    /// The drive-path tracker is fed lazily: OpenClaw's "string value prefix" equals the raw
+    /// string text except that `\\` counts as one backslash, so raw bytes are handed to the
+    /// tracker in batches (`from..`), flushed only before a `\\` pair, before a control escape
+    /// (where the tracker is asked), and at the end of the fragment. Escape bytes left over from
+    /// an earlier fragment are fed explicitly.
+    fn string_step(&mut self, fragment: &str, start: usize) -> usize {
+        let bytes = fragment.as_bytes();
+        let mut i = start;
+        // Start of the raw bytes not yet fed to the tracker.
+        let mut from = start;
+        // Whether the pending backslash (Backslash state) is in this fragment, at `i - 1`.
+        let mut local = false;
+        // Whether `from..i` may contain a `:` (only then can a drive-path candidate start).
+        let mut colon = false;
+        while let Some(&b) = bytes.get(i) {
+            match self.esc {
+                Esc::None => {
+                    if self.high.is_some() {
+                        if b == b'\\' {
+                            self.esc = Esc::Backslash;
+                            local = true;
+                            i += 1;
+                            continue;
+                        }
+                        self.high = None;
+                        self.sbuf.push('\u{FFFD}');
+                    }
+                    let rest = bytes.get(i..).unwrap_or_default();
+                    let n = crate::sse::find_any(rest, [b'"', b'\\', b':']).unwrap_or(rest.len());
+                    if n > 0 || b == b':' {
+                        let n = if rest.get(n) == Some(&b':') {
+                            colon = true;
+                            n + 1
+                        } else {
+                            n
+                        };
+                        self.sbuf.push_str(fragment.get(i..i + n).unwrap_or_default());
+                        i += n;
+                        continue;
+                    }
+                    i += 1;
+                    if b == b'"' {
+                        self.end_string();
+                        return i;
+                    }
+                    self.esc = Esc::Backslash;
+                    local = true;
+                }
+                Esc::Backslash => {
+                    if self.high.is_some() && b != b'u' {
+                        self.high = None;
+                        self.sbuf.push('\u{FFFD}');
+                    }
+                    // The backslash, when it is in this fragment, sits at `i - 1`.
+                    let backslash = i.saturating_sub(1);
+                    let carried = !local;
+                    local = false;
+                    if carried {
+                        self.feed_raw(bytes, from, i, &mut colon);
+                        from = i;
+                    }
+                    match b {
+                        b'u' => match bytes.get(i + 1..i + 5) {
+                            // Fast path: all four digits are in this fragment (and stay in
+                            // the lazily fed bytes: `\uXXXX` is its own prefix text).
+                            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
+                                if carried {
+                                    self.path.feed(b"\\");
+                                }
+                                self.esc = Esc::None;
+                                let unit = hex
+                                    .iter()
+                                    .fold(0u16, |acc, &d| (acc << 4) | u16::from(hex_value(d)));
+                                self.code_unit(unit);
+                                i += 5;
+                            }
+                            _ => {
+                                // Digits straddle fragments: fed explicitly once resolved.
+                                if !carried {
+                                    self.feed_raw(bytes, from, backslash, &mut colon);
+                                }
+                                self.esc = Esc::Unicode { n: 0, digits: [0; 4] };
+                                i += 1;
+                            }
+                        },
+                        b'b' | b'f' | b'n' | b'r' | b't' => {
+                            let path = if carried {
+                                self.path.looks_like_path()
+                            } else if !colon && self.path.drive == DRIVE_NONE {
+                                // No candidate before and no `:` since: cannot be a path, and
+                                // the bytes can stay unfed.
+                                false
+                            } else {
+                                self.feed_raw(bytes, from, backslash, &mut colon);
+                                from = backslash;
+                                self.path.looks_like_path()
+                            };
+                            if carried {
+                                self.path.feed(b"\\");
+                            }
+                            self.esc = Esc::None;
+                            if path {
+                                // Literal backslash; the letter is then ordinary content.
+                                self.sbuf.push('\\');
+                            } else {
+                                self.sbuf.push(match b {
+                                    b'b' => '\u{8}',
+                                    b'f' => '\u{c}',
+                                    b'n' => '\n',
+                                    b'r' => '\r',
+                                    _ => '\t',
+                                });
+                                i += 1;
+                            }
+                        }
+                        b'\\' => {
+                            // `\\` is one backslash in the prefix: feed up to and including
+                            // the first one, skip the second.
+                            if carried {
+                                self.path.feed(b"\\");
+                            } else {
+                                self.feed_raw(bytes, from, i, &mut colon);
+                            }
+                            from = i + 1;
+                            self.sbuf.push('\\');
+                            self.esc = Esc::None;
+                            i += 1;
+                        }
+                        b'"' | b'/' => {
+                            if carried {
+                                self.path.feed(b"\\");
+                            }
+                            self.sbuf.push(char::from(b));
+                            self.esc = Esc::None;
+                            i += 1;
+                        }
+                        _ => {
+                            // Invalid escape: a literal backslash; reprocess the character.
+                            if carried {
+                                self.path.feed(b"\\");
+                            }
+                            self.sbuf.push('\\');
+                            self.esc = Esc::None;
+                        }
+                    }
+                }
+                Esc::Unicode { n, mut digits } => {
+                    if b.is_ascii_hexdigit() {
+                        if let Some(d) = digits.get_mut(n) {
+                            *d = b;
+                        }
+                        i += 1;
+                        if n + 1 < 4 {
+                            self.esc = Esc::Unicode { n: n + 1, digits };
+                            continue;
+                        }
+                        self.esc = Esc::None;
+                        self.path.feed(b"\\u");
+                        self.path.feed(&digits);
+                        from = i;
+                        let unit = digits
+                            .iter()
+                            .fold(0u16, |acc, &d| (acc << 4) | u16::from(hex_value(d)));
+                        self.code_unit(unit);
+                    } else {
+                        // `\u` without four hex digits: a literal backslash, then `u` and the
+                        // digits as ordinary content; reprocess `b`.
+                        if self.high.take().is_some() {
+                            self.sbuf.push('\u{FFFD}');
+                        }
+                        self.sbuf.push_str("\\u");
+                        self.path.feed(b"\\u");
+                        let seen = digits.get(..n).unwrap_or_default();
+                        for &d in seen {
+                            self.sbuf.push(char::from(d));
+                        }
+                        self.path.feed(seen);
+                        from = i;
+                        self.esc = Esc::None;
+                    }
+                }
+            }
+        }
+        // End of the fragment inside the string: feed what is resolved.
+        match self.esc {
+            Esc::None => self.feed_raw(bytes, from, bytes.len(), &mut colon),
+            // A backslash in this fragment is its last byte; it is fed once resolved.
+            Esc::Backslash if local => {
+                self.feed_raw(bytes, from, bytes.len().saturating_sub(1), &mut colon);
+            }
+            Esc::Backslash => self.feed_raw(bytes, from, bytes.len(), &mut colon),
+            // The bytes before the escape were fed when it started.
+            Esc::Unicode { .. } => {}
+        }
+        i
+    }
+
+    /// Feeds `bytes[from..to]` to the drive-path tracker; `colon` says whether they may hold a
+    /// `:` and is cleared.
+    fn feed_raw(&mut self, bytes: &[u8], from: usize, to: usize, colon: &mut bool) {
+        if from < to {
+            self.path.feed_hinted(bytes.get(from..to).unwrap_or_default(), *colon);
+        }
+        *colon = false;
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Numbers
+    // -----------------------------------------------------------------------------------------
+
+    /// Processes number characters from `i`; returns the index after what was consumed.
+    fn number_step(&mut self, bytes: &[u8], mut i: usize) -> usize {
+        while let Some(&b) = bytes.get(i) {
+            use NumState::*;
+            let next = match (self.num_state, b) {
+                (Start, b'-') => Some(Minus),
+                (Start | Minus, b'0') => Some(Zero),
+                (Start | Minus, b'1'..=b'9') => Some(Int),
+                (Int, b'0'..=b'9') => Some(Int),
+                (Zero | Int, b'.') => Some(Dot),
+                (Dot | Frac, b'0'..=b'9') => Some(Frac),
+                (Zero | Int | Frac, b'e' | b'E') => Some(Exp),
+                (Exp, b'+' | b'-') => Some(ExpSign),
+                (Exp | ExpSign | ExpDigits, b'0'..=b'9') => Some(ExpDigits),
+                _ => None,
+            };
+            match next {
+                Some(state) => {
+                    self.num.push(char::from(b));
+                    self.num_state = state;
+                    if state.is_complete() {
+                        self.num_valid = self.num.len();
+                    }
+                    i += 1;
+                }
+                None => {
+                    if self.num_state.is_complete() {
+                        let value = parse_number(&self.num).map_or(Value::Null, Value::Number);
+                        self.complete(Some(value));
+                    } else {
+                        self.fail();
+                    }
+                    // `b` is handled by the next mode (or ignored after an error).
+                    return i;
+                }
+            }
+        }
+        i
+    }
+
+    /// Shows the valid prefix of the number being parsed (if any and if it changed).
+    fn put_partial_number(&mut self) {
+        if !self.materialize || self.num_valid == 0 || self.num_valid == self.num_shown {
+            return;
+        }
+        let Some(top) = self.stack.last_mut() else { return };
+        let Some(number) = self.num.get(..self.num_valid).and_then(parse_number) else {
+            return;
+        };
+        top.ops.push(Op::Put(top.current_slot(), Value::Number(number)));
+        self.num_shown = self.num_valid;
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Flush: bring the shown tree up to date
+    // -----------------------------------------------------------------------------------------
+
+    fn flush(&mut self) {
+        if !self.materialize {
+            return;
+        }
+        // The scalar being parsed, if it has something to show.
+        let mut append_current = false;
+        match self.mode {
+            Mode::Str if !self.str_is_key => {
+                if let Some(top) = self.stack.last_mut() {
+                    if !self.str_shown {
+                        let text = std::mem::take(&mut self.sbuf);
+                        top.ops.push(Op::Put(top.current_slot(), Value::String(text)));
+                        self.str_shown = true;
+                    } else if !self.sbuf.is_empty() {
+                        // The string is already shown, so its container is attached and has
+                        // no pending changes: append in place below.
+                        append_current = true;
+                    }
+                }
+            }
+            // Too long to re-parse after every fragment: shown only once complete.
+            Mode::Num if self.num_valid > MAX_PARTIAL_NUMBER && self.num_shown > 0 => {
+                if let Some(top) = self.stack.last_mut() {
+                    top.ops.push(Op::Remove(top.current_slot()));
+                }
+                self.num_shown = 0;
+            }
+            Mode::Num if self.num_valid > MAX_PARTIAL_NUMBER => {}
+            Mode::Num => self.put_partial_number(),
+            _ => {}
+        }
+
+        // Attached frames form a prefix of the stack; build the others off-tree, innermost
+        // first, and attach the chain under the deepest attached frame.
+        let Some(deepest) = self.stack.iter().rposition(|f| f.attached) else {
+            return;
+        };
+        let mut carry: Option<(Slot, Value)> = None;
+        for frame in self.stack.iter_mut().skip(deepest + 1).rev() {
+            let mut value = frame.container();
+            for op in frame.ops.drain(..) {
+                apply_op(&mut value, op);
+            }
+            if let Some((slot, child)) = carry.take() {
+                apply_op(&mut value, Op::Put(slot, child));
+            }
+            carry = Some((frame.slot.clone(), value));
+            frame.attached = true;
+        }
+        let has_ops = self.stack.get(deepest).is_some_and(|f| !f.ops.is_empty());
+        if !has_ops && carry.is_none() && !append_current {
+            return;
+        }
+        let path = self.stack.get(1..=deepest).unwrap_or_default();
+        let Some(node) = navigate(&mut self.root, path) else {
+            return;
+        };
+        if let Some(frame) = self.stack.get_mut(deepest) {
+            for op in frame.ops.drain(..) {
+                apply_op(node, op);
+            }
+        }
+        if let Some((slot, child)) = carry {
+            apply_op(node, Op::Put(slot, child));
+        }
+        if append_current {
+            let member = match (node, self.stack.get(deepest)) {
+                (Value::Object(map), Some(frame)) => frame.key.as_deref().and_then(|k| map.get_mut(k)),
+                (Value::Array(items), Some(frame)) => items.get_mut(frame.next_index),
+                _ => None,
+            };
+            if let Some(Value::String(shown)) = member {
+                shown.push_str(&self.sbuf);
+            }
+            self.sbuf.clear();
+        }
+    }
+}
+
+fn hex_value(d: u8) -> u8 {
+    match d {
+        b'0'..=b'9' => d - b'0',
+        b'a'..=b'f' => d - b'a' + 10,
+        b'A'..=b'F' => d - b'A' + 10,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+
+    use super::*;
+    use serde_json::json;
+
+    fn feed_chars(text: &str) -> PartialJson {
+        let mut p = PartialJson::new();
+        for (i, c) in text.char_indices() {
+            p.push(&text[i..i + c.len_utf8()]);
+        }
+        p
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn win_path_run_feed_matches_bytewise(
+            runs in proptest::collection::vec(
+                proptest::collection::vec(proptest::sample::select(vec![
+                    b'C', b'd', b'1', b':', b'\\', b'/', b' ', b'(', b',', b'"', b'\n', b'|', b'x',
+                    0xC3, 0xA9, 0xF0, 0x9F, 0x98, 0x80,
+                ]), 0..12),
+                0..30,
+            ),
+        ) {
+            let mut run_fed = WinPath::default();
+            let mut byte_fed = WinPath::default();
+            for run in &runs {
+                run_fed.feed(run);
+                byte_fed.feed_bytewise(run);
+                proptest::prop_assert_eq!(run_fed.looks_like_path(), byte_fed.looks_like_path());
+                proptest::prop_assert_eq!(
+                    (run_fed.len, run_fed.marker_at, run_fed.drive, run_fed.p1, run_fed.p2),
+                    (byte_fed.len, byte_fed.marker_at, byte_fed.drive, byte_fed.p1, byte_fed.p2)
+                );
+                if byte_fed.drive != DRIVE_NONE {
+                    proptest::prop_assert_eq!(
+                        (run_fed.letter_at, run_fed.letter_ok),
+                        (byte_fed.letter_at, byte_fed.letter_ok)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn win_path_window_is_160_units() {
+        let mut p = WinPath::default();
+        p.feed(b"C:");
+        assert!(p.looks_like_path());
+        p.feed(&[b'a'; 10]);
+        assert!(!p.looks_like_path());
+        let mut p = WinPath::default();
+        p.feed(b"C:\\");
+        p.feed(&[b'a'; 157]);
+        assert!(p.looks_like_path());
+        p.feed(b"a");
+        assert!(!p.looks_like_path());
+        // The drive letter at the very start of the window needs no separator before it.
+        let mut p = WinPath::default();
+        p.feed(b"xC:\\");
+        assert!(!p.looks_like_path());
+        p.feed(&[b'a'; 157]);
+        assert!(p.looks_like_path());
+        p.feed(b"a");
+        assert!(!p.looks_like_path());
+    }
+
+    #[test]
+    fn repair_windows_path() {
+        let input = r#"{"path":"C:\new\file"}"#;
+        assert_eq!(repair_json(input), r#"{"path":"C:\\new\\file"}"#);
+        assert_eq!(parse_streaming_json(input), json!({"path": "C:\\new\\file"}));
+        assert_eq!(feed_chars(input).value(), &json!({"path": "C:\\new\\file"}));
+    }
+
+    #[test]
+    fn repair_code_is_not_a_path() {
+        // `if x:` followed by `\n` is code, not a drive path (OpenClaw issue #93139).
+        let input = r#"{"code":"def f(x):\n  return x"}"#;
+        assert_eq!(repair_json(input), input);
+        assert_eq!(parse_streaming_json(input), json!({"code": "def f(x):\n  return x"}));
+    }
+
+    #[test]
+    fn repair_raw_control_characters() {
+        let input = "{\"a\":\"line1\nline2\ttab\u{1}\"}";
+        assert_eq!(repair_json(input), "{\"a\":\"line1\\nline2\\ttab\\u0001\"}");
+        assert_eq!(parse_streaming_json(input), json!({"a": "line1\nline2\ttab\u{1}"}));
+        assert_eq!(feed_chars(input).value(), &json!({"a": "line1\nline2\ttab\u{1}"}));
+    }
+
+    #[test]
+    fn repair_invalid_escapes() {
+        let input = r#"{"re":"\d+\s\u12zz"}"#;
+        assert_eq!(repair_json(input), r#"{"re":"\\d+\\s\\u12zz"}"#);
+        assert_eq!(parse_streaming_json(input), json!({"re": "\\d+\\s\\u12zz"}));
+        assert_eq!(feed_chars(input).value(), &json!({"re": "\\d+\\s\\u12zz"}));
+    }
+
+    #[test]
+    fn repair_trailing_backslash() {
+        assert_eq!(repair_json(r#"{"a":"x\"#), r#"{"a":"x\\"#);
+        // The unfinished escape is not shown.
+        assert_eq!(parse_streaming_json(r#"{"a":"x\"#), json!({"a": "x"}));
+    }
+
+    #[test]
+    fn repair_leaves_valid_json_alone() {
+        let input = r#"{"a":"q\"\\\/\b\f\n\r\t\u00e9","b":[1,2]}"#;
+        assert!(matches!(repair_json(input), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn non_objects_become_empty() {
+        for input in ["null", "[1,2]", "3", "\"s\"", "true", "", "   ", "[{\"a\":1}", "nul"] {
+            assert_eq!(parse_streaming_json(input), json!({}), "{input}");
+            assert_eq!(feed_chars(input).value(), &json!({}), "{input}");
+        }
+        let mut p = PartialJson::new();
+        p.push("[1,2]");
+        assert!(p.is_complete());
+        assert_eq!(p.finish(), json!({}));
+    }
+
+    #[test]
+    fn partial_shapes() {
+        let cases = [
+            (r#"{"a"#, json!({})),
+            (r#"{"a":"#, json!({})),
+            (r#"{"a":""#, json!({"a": ""})),
+            (r#"{"a":"x\u00"#, json!({"a": "x"})),
+            (r#"{"a":"\ud83d"#, json!({"a": ""})),
+            (r#"{"a":"\ud83d\ude00"#, json!({"a": "😀"})),
+            (r#"{"a":-"#, json!({})),
+            (r#"{"a":1."#, json!({"a": 1})),
+            (r#"{"a":1e"#, json!({"a": 1})),
+            (r#"{"a":-2.5E+"#, json!({"a": -2.5})),
+            (r#"{"a":tr"#, json!({})),
+            (r#"{"a":true"#, json!({"a": true})),
+            (r#"{"a":[1,{"b":[null,"#, json!({"a": [1, {"b": [null]}]})),
+            (r#"  {"a":{}}  "#, json!({"a": {}})),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(parse_streaming_json(input), expected, "{input}");
+            assert_eq!(feed_chars(input).value(), &expected, "{input}");
+            let mut p = PartialJson::new();
+            p.push(input);
+            assert_eq!(p.value(), &expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement() {
+        let input = r#"{"a":"\ud83dx\udc00\ud83d\n"}"#;
+        let expected = json!({"a": "\u{FFFD}x\u{FFFD}\u{FFFD}\n"});
+        assert_eq!(parse_streaming_json(input), expected);
+        assert_eq!(feed_chars(input).value(), &expected);
+    }
+
+    #[test]
+    fn completeness() {
+        let mut p = PartialJson::new();
+        assert!(!p.is_complete());
+        p.push(r#"{"a":1"#);
+        assert!(!p.is_complete());
+        p.push("}");
+        assert!(p.is_complete());
+        p.push(" \n");
+        assert!(p.is_complete());
+        p.push("{");
+        assert!(!p.is_complete());
+        assert_eq!(p.value(), &json!({"a": 1}));
+
+        let mut p = PartialJson::new();
+        p.push(r#"{"a":1,]"#);
+        assert!(!p.is_complete());
+        assert_eq!(p.value(), &json!({"a": 1}));
+        assert_eq!(p.finish(), json!({"a": 1}));
+    }
+
+    #[test]
+    fn duplicate_keys_keep_first_position_last_value() {
+        let input = r#"{"a":1,"b":2,"a":"x"}"#;
+        let strict: Value = serde_json::from_str(input).unwrap();
+        assert_eq!(feed_chars(input).value(), &strict);
+        assert_eq!(strict, json!({"a": "x", "b": 2}));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let input = "{\"a\":".to_string() + &"[".repeat(100_000);
+        let mut p = PartialJson::new();
+        p.push(&input);
+        assert!(!p.is_complete());
+        let _ = p.finish();
+    }
+
+    #[test]
+    fn split_concatenated() {
+        assert_eq!(
+            split_concatenated_objects(r#"{"a":1}{"b":"}{"} {"c":[{}]}"#),
+            Some(vec![r#"{"a":1}"#, r#"{"b":"}{"}"#, r#"{"c":[{}]}"#])
+        );
+        assert_eq!(split_concatenated_objects("{\"a\":1}\n{\"b\":2}\n"), Some(vec!["{\"a\":1}", "{\"b\":2}"]));
+        assert_eq!(split_concatenated_objects(r#"{"a":1}"#), None);
+        assert_eq!(split_concatenated_objects(r#"{"a":1}{"b":"#), None);
+        assert_eq!(split_concatenated_objects(r#"{"a":1},{"b":2}"#), None);
+        assert_eq!(split_concatenated_objects(r#"{"a":1}[2]"#), None);
+        assert_eq!(split_concatenated_objects(r#"{"a":1]{"b":2}"#), None);
+        assert_eq!(split_concatenated_objects(""), None);
+    }
+}

@@ -1,0 +1,261 @@
+//! Tests for the SSE decoder: every split point of recorded-style streams decodes like the
+//! whole stream; framing rules; errors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+
+use llm_core::sse::{SseDecoder, SseError, SseEvent};
+use proptest::prelude::*;
+
+fn ev(event: Option<&str>, data: &str, id: Option<&str>) -> SseEvent {
+    SseEvent { event: event.map(Into::into), data: data.into(), id: id.map(Into::into) }
+}
+
+fn decode_parts(parts: &[&[u8]]) -> Result<Vec<SseEvent>, SseError> {
+    let mut d = SseDecoder::new();
+    let mut out = Vec::new();
+    for part in parts {
+        d.push(part, &mut out)?;
+    }
+    d.finish(&mut out)?;
+    Ok(out)
+}
+
+fn decode(body: &[u8]) -> Result<Vec<SseEvent>, SseError> {
+    decode_parts(&[body])
+}
+
+const ANTHROPIC: &str = concat!(
+    "event: message_start\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[]}}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}\n\n",
+    "event: ping\n",
+    "data: {\"type\": \"ping\"}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"caf\u{e9} \u{2019}\u{1F600}\"}}\n\n",
+    "event: content_block_stop\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":0     }\n\n",
+    "event: message_stop\n",
+    "data: {\"type\":\"message_stop\"}\n\n",
+);
+
+const OPENAI: &str = concat!(
+    ": keep-alive comment\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"It\u{2019}s\"}}],\"obfuscation\":\"x\"}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":\"}}]}}]}\n\n",
+    "retry: 1000\n",
+    "data: [DONE]\n\n",
+);
+
+const GEMINI: &str = concat!(
+    "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\u{4E2D}\u{6587}\"}]}}]}\r\n\r\n",
+    "data: {\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"f\",\"args\": {}}}]},\"finishReason\": \"STOP\"}]}\r\n\r\n",
+);
+
+const MULTI: &str = concat!(
+    "\u{FEFF}id: 1\r",
+    "event: multi\r",
+    "data: line one\r",
+    "data:line two\r",
+    "data:\r",
+    "unknown: field\r",
+    "data\r",
+    "\r",
+    "event: no-data-so-never-dispatched\n\n",
+    "data:  two spaces\n",
+    "id\n",
+    "\n",
+    "data: final without blank line",
+);
+
+fn expected(name: &str) -> Vec<SseEvent> {
+    match name {
+        "anthropic" => vec![
+            ev(Some("message_start"), "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[]}}", None),
+            ev(Some("content_block_start"), "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}", None),
+            ev(Some("ping"), "{\"type\": \"ping\"}", None),
+            ev(Some("content_block_delta"), "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"caf\u{e9} \u{2019}\u{1F600}\"}}", None),
+            ev(Some("content_block_stop"), "{\"type\":\"content_block_stop\",\"index\":0     }", None),
+            ev(Some("message_stop"), "{\"type\":\"message_stop\"}", None),
+        ],
+        "openai" => vec![
+            ev(None, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"It\u{2019}s\"}}],\"obfuscation\":\"x\"}", None),
+            ev(None, "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":\"}}]}}]}", None),
+            ev(None, "[DONE]", None),
+        ],
+        "gemini" => vec![
+            ev(None, "{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\u{4E2D}\u{6587}\"}]}}]}", None),
+            ev(None, "{\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"f\",\"args\": {}}}]},\"finishReason\": \"STOP\"}]}", None),
+        ],
+        "multi" => vec![
+            ev(Some("multi"), "line one\nline two\n\n", Some("1")),
+            ev(None, " two spaces", None),
+            ev(None, "final without blank line", None),
+        ],
+        _ => unreachable!(),
+    }
+}
+
+const STREAMS: [(&str, &str); 4] =
+    [("anthropic", ANTHROPIC), ("openai", OPENAI), ("gemini", GEMINI), ("multi", MULTI)];
+
+#[test]
+fn whole_streams_decode_as_expected() {
+    for (name, body) in STREAMS {
+        assert_eq!(decode(body.as_bytes()).unwrap(), expected(name), "{name}");
+    }
+}
+
+#[test]
+fn every_split_point_matches_whole() {
+    for (name, body) in STREAMS {
+        let bytes = body.as_bytes();
+        let whole = expected(name);
+        for k in 1..bytes.len() {
+            let got = decode_parts(&[&bytes[..k], &bytes[k..]]).unwrap();
+            assert_eq!(got, whole, "{name} split at {k}");
+        }
+        for k in 1..bytes.len().saturating_sub(3) {
+            let got = decode_parts(&[&bytes[..k], &bytes[k..k + 2], &[], &bytes[k + 2..]]).unwrap();
+            assert_eq!(got, whole, "{name} three-way split at {k}");
+        }
+    }
+}
+
+#[test]
+fn one_byte_at_a_time() {
+    for (name, body) in STREAMS {
+        let parts: Vec<&[u8]> = body.as_bytes().chunks(1).collect();
+        assert_eq!(decode_parts(&parts).unwrap(), expected(name), "{name}");
+    }
+}
+
+#[test]
+fn events_are_emitted_as_soon_as_complete() {
+    let mut d = SseDecoder::new();
+    let mut out = Vec::new();
+    d.push(b"data: a\n", &mut out).unwrap();
+    assert!(out.is_empty());
+    d.push(b"\ndata: b\r", &mut out).unwrap();
+    assert_eq!(out, vec![ev(None, "a", None)]);
+    d.push(b"\r", &mut out).unwrap();
+    assert_eq!(out.len(), 2);
+}
+
+#[test]
+fn crlf_split_between_cr_and_lf_is_one_line_break() {
+    let got = decode_parts(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]).unwrap();
+    assert_eq!(got, vec![ev(None, "a\nb", None)]);
+}
+
+#[test]
+fn id_carries_over_and_empty_id_clears() {
+    let got = decode(b"id: 5\ndata: a\n\ndata: b\n\nid:\ndata: c\n\nid: x\0y\ndata: d\n\n").unwrap();
+    assert_eq!(
+        got,
+        vec![ev(None, "a", Some("5")), ev(None, "b", Some("5")), ev(None, "c", None), ev(None, "d", None)]
+    );
+}
+
+#[test]
+fn invalid_utf8_reports_offset() {
+    let body = b"data: ok\n\ndata: bad \xFF here\n\n";
+    let err = decode(body).unwrap_err();
+    assert_eq!(err, SseError::InvalidUtf8 { offset: 20 });
+    // Same offset when the bad line is split across chunks.
+    for k in 1..body.len() {
+        assert_eq!(decode_parts(&[&body[..k], &body[k..]]).unwrap_err(), SseError::InvalidUtf8 { offset: 20 });
+    }
+    // A truncated multi-byte character at the very end.
+    assert_eq!(decode(b"data: \xE2\x80").unwrap_err(), SseError::InvalidUtf8 { offset: 6 });
+    // The error sticks.
+    let mut d = SseDecoder::new();
+    let mut out = Vec::new();
+    assert!(d.push(b"data: \xC3\x28\n", &mut out).is_err());
+    assert!(d.push(b"data: fine\n\n", &mut out).is_err());
+    assert!(d.finish(&mut out).is_err());
+}
+
+#[test]
+fn oversize_event_is_an_error() {
+    let mut d = SseDecoder::with_max_event_size(64);
+    let mut out = Vec::new();
+    d.push(b"data: small\n\n", &mut out).unwrap();
+    assert_eq!(out.len(), 1);
+    let big = vec![b'x'; 40];
+    d.push(b"data: ", &mut out).unwrap();
+    d.push(&big, &mut out).unwrap();
+    assert_eq!(d.push(&big, &mut out), Err(SseError::EventTooLarge { limit: 64 }));
+
+    // Many small data lines add up.
+    let mut d = SseDecoder::with_max_event_size(64);
+    let mut out = Vec::new();
+    let err = d.push(&b"data: 0123456789\n".repeat(10), &mut out).unwrap_err();
+    assert_eq!(err, SseError::EventTooLarge { limit: 64 });
+
+    // A line without a break never grows past the limit.
+    let mut d = SseDecoder::with_max_event_size(1000);
+    let mut out = Vec::new();
+    let mut result = Ok(());
+    for _ in 0..1000 {
+        result = d.push(&[b'y'; 100], &mut out);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert_eq!(result, Err(SseError::EventTooLarge { limit: 1000 }));
+}
+
+#[test]
+fn bare_json_body_becomes_one_event() {
+    let body = b"{\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+    assert_eq!(decode(body).unwrap(), vec![ev(None, std::str::from_utf8(body).unwrap(), None)]);
+    let pretty = "\n{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"quota \u{2019}\"\n  }\n}\n";
+    let expected = vec![ev(None, pretty.trim(), None)];
+    for k in 1..pretty.len() {
+        let b = pretty.as_bytes();
+        assert_eq!(decode_parts(&[&b[..k], &b[k..]]).unwrap(), expected, "split at {k}");
+    }
+    // Not JSON-looking, or a real stream: no bare event.
+    assert_eq!(decode(b"Internal Server Error").unwrap(), vec![]);
+    assert_eq!(decode(b"{\"a\":1}\ndata: x\n\n").unwrap(), vec![ev(None, "x", None)]);
+    assert_eq!(decode(b"").unwrap(), vec![]);
+}
+
+#[test]
+fn decoder_is_reusable_after_finish() {
+    let mut d = SseDecoder::new();
+    let mut out = Vec::new();
+    d.push(b"data: a", &mut out).unwrap();
+    d.finish(&mut out).unwrap();
+    d.push(b"data: b\n\n", &mut out).unwrap();
+    assert_eq!(out, vec![ev(None, "a", None), ev(None, "b", None)]);
+}
+
+proptest! {
+    #[test]
+    fn random_chunking_matches_whole(
+        which in 0usize..4,
+        cuts in prop::collection::vec(any::<usize>(), 0..30),
+    ) {
+        let (name, body) = STREAMS[which];
+        let bytes = body.as_bytes();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+        points.push(0);
+        points.push(bytes.len());
+        points.sort_unstable();
+        let parts: Vec<&[u8]> = points.windows(2).map(|w| &bytes[w[0]..w[1]]).collect();
+        prop_assert_eq!(decode_parts(&parts).unwrap(), expected(name));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_chunking_does_not_matter(
+        body in prop::collection::vec(prop::sample::select(vec![
+            b'd', b'a', b't', b':', b' ', b'\n', b'\r', b'{', b'x', 0xE2, 0x80, 0x99, 0xFF, b'e', b'i',
+        ]), 0..80),
+        cut in any::<usize>(),
+    ) {
+        let k = cut % (body.len() + 1);
+        prop_assert_eq!(decode(&body), decode_parts(&[&body[..k], &body[k..]]));
+    }
+}
