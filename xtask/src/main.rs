@@ -1,2 +1,145 @@
-//! Project automation for clawcall (`cargo xtask <command>`).
-fn main() {}
+//! `cargo xtask <command>`: project automation for clawcall (see `xtask/src/lib.rs`).
+
+use std::process::ExitCode;
+
+use xtask::{conformance, tidy, workspace_root};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  conformance [--provider NAME] [--scenario PATTERN] [--fixtures DIR]
+      replay fixtures/ through every provider over loopback HTTP and print the grid;
+      PATTERN matches scenario names (`*` wildcards, otherwise a substring);
+      UPDATE_EXPECT=1 rewrites expected.txt files (review the diff);
+      --fixtures replays another fixtures folder (default: fixtures/)
+  tidy [--root DIR]
+      repository invariants: crate docs, dependency direction, fixture secrets,
+      toolchain pin, fixture coverage (--root checks another checkout)
+  ci
+      cargo fmt --check, clippy -D warnings, cargo test, conformance, tidy
+  new-provider NAME [--root DIR]
+      scaffold crates/llm-NAME, examples/NAME and fixtures/NAME/ (every scenario
+      a declared skip);
+      --root writes into another checkout instead of this one
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn wants_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--help" || a == "-h")
+}
+
+fn run(args: &[String]) -> xtask::Result<ExitCode> {
+    let Some((command, rest)) = args.split_first() else {
+        print!("{USAGE}");
+        return Ok(ExitCode::FAILURE);
+    };
+    if wants_help(rest) || command == "help" || command == "--help" || command == "-h" {
+        print!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let root = workspace_root();
+    match command.as_str() {
+        "conformance" => {
+            let mut options = conformance::Options::from_env(root.join("fixtures"));
+            let mut iter = rest.iter();
+            while let Some(flag) = iter.next() {
+                let value = || -> xtask::Result<String> {
+                    Err(xtask::Error::Msg(format!("{flag} needs a value")))
+                };
+                match flag.as_str() {
+                    "--provider" => {
+                        options.provider = Some(iter.next().cloned().map_or_else(value, Ok)?)
+                    }
+                    "--scenario" => {
+                        options.scenario = Some(iter.next().cloned().map_or_else(value, Ok)?)
+                    }
+                    "--fixtures" => {
+                        options.fixtures_root = iter.next().cloned().map_or_else(value, Ok)?.into()
+                    }
+                    other => {
+                        return Err(xtask::Error::Msg(format!(
+                            "unknown argument `{other}`\n\n{USAGE}"
+                        )));
+                    }
+                }
+            }
+            let report = conformance::run(&options)?;
+            print!("{}", report.render());
+            Ok(if report.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        "tidy" => {
+            let root = match rest {
+                [] => root,
+                [flag, dir] if flag == "--root" => std::path::PathBuf::from(dir),
+                _ => return Err(xtask::Error::Msg(format!("tidy takes no arguments\n\n{USAGE}"))),
+            };
+            let problems = tidy::check(&root)?;
+            for p in &problems {
+                println!("{p}");
+            }
+            if problems.is_empty() {
+                println!("tidy: ok");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("tidy: {} problems", problems.len());
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        "ci" => {
+            no_args(rest)?;
+            xtask::ci::run(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "new-provider" => {
+            let (name, root) = match rest {
+                [name] => (name, root),
+                [name, flag, dir] if flag == "--root" => (name, std::path::PathBuf::from(dir)),
+                _ => {
+                    return Err(xtask::Error::Msg(format!(
+                        "new-provider takes one NAME\n\n{USAGE}"
+                    )));
+                }
+            };
+            let written = xtask::new_provider::scaffold(&root, name)?;
+            for path in &written {
+                println!("created {}", path.strip_prefix(&root).unwrap_or(path).display());
+            }
+            // The templates are formatted for a short name; a long one may need rewrapping.
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+            let formatted = std::process::Command::new(cargo)
+                .args(["fmt", "-p", &format!("llm-{name}"), "-p", &format!("example-{name}")])
+                .current_dir(&root)
+                .status();
+            if !formatted.is_ok_and(|s| s.success()) {
+                println!(
+                    "note: `cargo fmt -p llm-{name} -p example-{name}` failed; run it yourself"
+                );
+            }
+            println!(
+                "next: fill in crates/llm-{name} (docs/adding-a-provider.md) and examples/{name}, add the crate to \
+                 [workspace.dependencies] in Cargo.toml, to xtask/Cargo.toml and the PROVIDERS table in xtask/src/conformance.rs, then replace each \
+                 fixtures/{name}/*/skip.txt with a fixture"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(xtask::Error::Msg(format!("unknown command `{other}`\n\n{USAGE}"))),
+    }
+}
+
+fn no_args(rest: &[String]) -> xtask::Result<()> {
+    match rest.first() {
+        None => Ok(()),
+        Some(a) => Err(xtask::Error::Msg(format!("unexpected argument `{a}`"))),
+    }
+}

@@ -1,0 +1,87 @@
+//! `cargo xtask ci`: the whole gate, in order, stopping at the first failure.
+//!
+//! 1. `cargo fmt --all --check`
+//! 2. `cargo clippy --workspace --all-targets -- -D warnings`
+//! 3. `cargo test --workspace`
+//! 4. conformance (this crate's runner, called directly)
+//! 5. tidy
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result, conformance, tidy};
+
+enum Step {
+    Cargo(&'static [&'static str]),
+    Conformance,
+    Tidy,
+}
+
+const STEPS: &[(&str, Step)] = &[
+    ("cargo fmt --all --check", Step::Cargo(&["fmt", "--all", "--check"])),
+    (
+        "cargo clippy --workspace --all-targets -- -D warnings",
+        Step::Cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    ),
+    ("cargo test --workspace", Step::Cargo(&["test", "--workspace"])),
+    ("cargo xtask conformance", Step::Conformance),
+    ("cargo xtask tidy", Step::Tidy),
+];
+
+fn seconds(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// Runs every step at `root`, printing each step's name and duration.
+pub fn run(root: &Path) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let started = Instant::now();
+    for (index, (name, step)) in STEPS.iter().enumerate() {
+        println!("==> [{}/{}] {name}", index + 1, STEPS.len());
+        let step_started = Instant::now();
+        let outcome = match step {
+            Step::Cargo(args) => {
+                let status = Command::new(&cargo)
+                    .args(*args)
+                    .current_dir(root)
+                    .status()
+                    .map_err(|e| Error::Msg(format!("cannot run {cargo}: {e}")))?;
+                if status.success() { Ok(()) } else { Err(format!("exited with {status}")) }
+            }
+            Step::Conformance => {
+                let report =
+                    conformance::run(&conformance::Options::from_env(root.join("fixtures")))?;
+                print!("{}", report.render());
+                if report.failed() == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{} cells failed", report.failed()))
+                }
+            }
+            Step::Tidy => {
+                let problems = tidy::check(root)?;
+                for p in &problems {
+                    println!("{p}");
+                }
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{} problems", problems.len()))
+                }
+            }
+        };
+        let took = seconds(step_started.elapsed());
+        match outcome {
+            Ok(()) => println!("==> ok: {name} ({took})\n"),
+            Err(why) => {
+                return Err(Error::Msg(format!(
+                    "ci failed at step {}: `{name}` {why} after {took}",
+                    index + 1
+                )));
+            }
+        }
+    }
+    println!("ci: all {} steps passed in {}", STEPS.len(), seconds(started.elapsed()));
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! Project automation for clawcall, run as `cargo xtask <command>`.
+//!
+//! - [`conformance`]: replays every recorded fixture in `fixtures/` through its
+//!   provider crate over real HTTP on 127.0.0.1 and prints the scenario grid.
+//! - [`tidy`]: repository invariants (crate docs, dependency direction, secrets
+//!   in fixtures, toolchain pin, fixture coverage).
+//! - [`ci`]: the whole gate (fmt, clippy, tests, conformance, tidy).
+//! - [`new_provider`]: scaffolds a provider crate and its fixture folder.
+//!
+//! Every check is also a `#[test]` (`xtask/tests/it.rs`), so plain
+//! `cargo test --workspace` enforces the same things as `cargo xtask ci`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub mod ci;
+pub mod conformance;
+mod diff;
+mod fixture;
+pub mod new_provider;
+mod server;
+pub mod tidy;
+
+/// An xtask failure: what failed and where.
+#[derive(Debug)]
+pub enum Error {
+    /// Reading or writing a file failed.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A JSON file did not parse or did not match its schema.
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// Anything else, described for a human.
+    Msg(String),
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io { path: path.to_owned(), source }
+    }
+
+    pub(crate) fn json(path: &Path, source: serde_json::Error) -> Self {
+        Error::Json { path: path.to_owned(), source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Json { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Msg(msg) => f.write_str(msg),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Json { source, .. } => Some(source),
+            Error::Msg(_) => None,
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The workspace root (the parent of `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_owned()
+}
+
+pub(crate) fn read_to_string(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+}
+
+pub(crate) fn write(path: &Path, contents: &str) -> Result<()> {
+    std::fs::write(path, contents).map_err(|e| Error::io(path, e))
+}
+
+/// Subdirectories of `dir`, sorted by name, skipping hidden ones.
+pub(crate) fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        out.push((name, path));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The scenario names of `SCENARIOS.md`: the first column of its table, in order.
+pub fn parse_scenarios(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in markdown.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix('|') else { continue };
+        let Some(first) = rest.split('|').next() else { continue };
+        let name = first.trim().trim_matches('`').trim();
+        if name.is_empty()
+            || name == "scenario"
+            || name.chars().all(|c| matches!(c, '-' | ':' | ' '))
+        {
+            continue;
+        }
+        out.push(name.to_owned());
+    }
+    out
+}
+
+/// The shared scenario list of `<fixtures_root>/SCENARIOS.md` (empty if the file is absent).
+pub fn shared_scenarios(fixtures_root: &Path) -> Result<Vec<String>> {
+    let path = fixtures_root.join("SCENARIOS.md");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(parse_scenarios(&read_to_string(&path)?))
+}

@@ -1,0 +1,526 @@
+//! `cargo xtask tidy`: repository invariants, each also a test.
+//!
+//! - every crate root (`src/lib.rs`, binaries' `main.rs`) starts with `//!`;
+//! - the dependency direction of docs/ARCHITECTURE.md, read from `cargo metadata`:
+//!   provider crates depend on no other provider, `tool-planner` or `agent-core`;
+//!   `llm-core` depends on no provider and has no HTTP client; `agent-core` and
+//!   `tool-planner` use providers only as dev-dependencies; every example depends
+//!   on `llm-core`, `agent-core` and exactly one provider;
+//! - no key-shaped secret in `fixtures/`;
+//! - `rust-toolchain.toml`'s channel matches every crate's `rust-version`;
+//! - every provider crate has `fixtures/<name>/` with every shared scenario.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+
+use crate::{Error, Result, read_to_string, subdirs};
+
+/// HTTP clients and servers `llm-core` must not pull in.
+const HTTP_CRATES: &[&str] =
+    &["reqwest", "hyper", "hyper-util", "ureq", "isahc", "surf", "curl", "attohttpc"];
+
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+    workspace_members: Vec<String>,
+    resolve: Option<Resolve>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Package {
+    name: String,
+    id: String,
+    manifest_path: PathBuf,
+    rust_version: Option<String>,
+    dependencies: Vec<Dependency>,
+    targets: Vec<Target>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Dependency {
+    name: String,
+    kind: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Target {
+    kind: Vec<String>,
+    src_path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+struct Resolve {
+    nodes: Vec<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Node {
+    id: String,
+    deps: Vec<NodeDep>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NodeDep {
+    pkg: String,
+    dep_kinds: Vec<DepKind>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DepKind {
+    kind: Option<String>,
+}
+
+/// Whether `name` is a provider crate (`llm-*` except `llm-core`).
+pub fn is_provider_crate(name: &str) -> bool {
+    name.starts_with("llm-") && name != "llm-core"
+}
+
+/// Runs every check on the workspace at `root`; `Ok(problems)` lists what is wrong
+/// (empty when tidy), `Err` only when the checks could not run.
+pub fn check(root: &Path) -> Result<Vec<String>> {
+    let metadata = cargo_metadata(root)?;
+    let mut problems = Vec::new();
+    check_crate_docs(root, &metadata, &mut problems)?;
+    check_dependencies(root, &metadata, &mut problems);
+    check_toolchain(root, &metadata, &mut problems)?;
+    check_fixture_folders(root, &metadata, &mut problems)?;
+    problems.extend(scan_secrets(&root.join("fixtures"))?);
+    Ok(problems)
+}
+
+fn cargo_metadata(root: &Path) -> Result<Metadata> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(root)
+        .output()
+        .map_err(|e| Error::Msg(format!("cannot run cargo metadata: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Msg(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| Error::Msg(format!("cannot parse cargo metadata: {e}")))
+}
+
+fn members(metadata: &Metadata) -> Vec<&Package> {
+    let ids: BTreeSet<&str> = metadata.workspace_members.iter().map(String::as_str).collect();
+    metadata.packages.iter().filter(|p| ids.contains(p.id.as_str())).collect()
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}
+
+fn check_crate_docs(root: &Path, metadata: &Metadata, problems: &mut Vec<String>) -> Result<()> {
+    for package in members(metadata) {
+        for target in &package.targets {
+            if !target.kind.iter().any(|k| k == "lib" || k == "bin" || k == "proc-macro") {
+                continue;
+            }
+            let text = read_to_string(&target.src_path)?;
+            if !text.starts_with("//!") {
+                problems.push(format!(
+                    "{}: must start with a `//!` crate doc",
+                    relative(root, &target.src_path)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Package ids reachable from `start` through normal (non-dev, non-build) dependencies.
+fn normal_closure<'a>(resolve: &'a Resolve, start: &'a str) -> BTreeSet<&'a str> {
+    let nodes: BTreeMap<&str, &Node> = resolve.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![start];
+    while let Some(id) = stack.pop() {
+        let Some(node) = nodes.get(id) else { continue };
+        for dep in &node.deps {
+            let normal = dep.dep_kinds.is_empty() || dep.dep_kinds.iter().any(|k| k.kind.is_none());
+            if normal && seen.insert(dep.pkg.as_str()) {
+                stack.push(dep.pkg.as_str());
+            }
+        }
+    }
+    seen
+}
+
+fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<String>) {
+    let names: BTreeMap<&str, &str> =
+        metadata.packages.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect();
+    let examples_dir = root.join("examples");
+    for package in members(metadata) {
+        let name = package.name.as_str();
+        let kind_of = |d: &Dependency| d.kind.clone().unwrap_or_else(|| "normal".to_owned());
+        for dep in &package.dependencies {
+            let dep_name = dep.name.as_str();
+            let forbidden = if is_provider_crate(name) {
+                is_provider_crate(dep_name)
+                    || dep_name == "tool-planner"
+                    || dep_name == "agent-core"
+            } else if name == "llm-core" {
+                is_provider_crate(dep_name)
+                    || dep_name == "agent-core"
+                    || dep_name == "tool-planner"
+                    || (dep.kind.is_none() && HTTP_CRATES.contains(&dep_name))
+            } else if name == "agent-core" || name == "tool-planner" {
+                is_provider_crate(dep_name) && dep.kind.as_deref() != Some("dev")
+            } else {
+                false
+            };
+            if forbidden {
+                problems.push(format!(
+                    "{name} must not depend on {dep_name} ({} dependency; see docs/ARCHITECTURE.md)",
+                    kind_of(dep)
+                ));
+            }
+        }
+        let closure =
+            metadata.resolve.as_ref().map(|r| normal_closure(r, &package.id)).unwrap_or_default();
+        let closure_names: BTreeSet<&str> =
+            closure.iter().filter_map(|id| names.get(id).copied()).collect();
+        if name == "llm-core" {
+            for http in HTTP_CRATES {
+                if closure_names.contains(http)
+                    && !package.dependencies.iter().any(|d| d.name == *http)
+                {
+                    problems.push(format!(
+                        "llm-core must not pull in {http} (through its dependencies)"
+                    ));
+                }
+            }
+        }
+        if package.manifest_path.starts_with(&examples_dir) {
+            let direct: BTreeSet<&str> = package
+                .dependencies
+                .iter()
+                .filter(|d| d.kind.is_none())
+                .map(|d| d.name.as_str())
+                .collect();
+            for needed in ["llm-core", "agent-core"] {
+                if !direct.contains(needed) {
+                    problems.push(format!("example {name} must depend on {needed}"));
+                }
+            }
+            let providers: Vec<&str> =
+                closure_names.iter().copied().filter(|n| is_provider_crate(n)).collect();
+            if providers.len() != 1 {
+                problems.push(format!(
+                    "example {name} must depend on exactly one provider crate (it pulls in {})",
+                    if providers.is_empty() { "none".to_owned() } else { providers.join(", ") }
+                ));
+            }
+        }
+    }
+    // One example per provider crate.
+    let examples: Vec<&Package> = members(metadata)
+        .into_iter()
+        .filter(|p| p.manifest_path.starts_with(&examples_dir))
+        .collect();
+    for provider in members(metadata).iter().filter(|p| is_provider_crate(&p.name)) {
+        let has_example = examples
+            .iter()
+            .any(|e| e.dependencies.iter().any(|d| d.name == provider.name && d.kind.is_none()));
+        if !has_example {
+            problems.push(format!(
+                "{} has no example: add examples/{}/ (see docs/adding-a-provider.md)",
+                provider.name,
+                provider.name.trim_start_matches("llm-")
+            ));
+        }
+    }
+    // An example that is not a workspace member escapes every check above.
+    if let Ok(dirs) = subdirs(&examples_dir) {
+        let manifests: BTreeSet<&Path> =
+            members(metadata).iter().map(|p| p.manifest_path.as_path()).collect();
+        for (_, dir) in dirs {
+            let manifest = dir.join("Cargo.toml");
+            if manifest.exists() && !manifests.contains(manifest.as_path()) {
+                problems.push(format!(
+                    "{}: not a workspace member (add \"examples/*\" to the root Cargo.toml's members)",
+                    relative(root, &manifest)
+                ));
+            }
+        }
+    }
+}
+
+fn check_toolchain(root: &Path, metadata: &Metadata, problems: &mut Vec<String>) -> Result<()> {
+    let path = root.join("rust-toolchain.toml");
+    let text = read_to_string(&path)?;
+    let channel = text.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "channel").then(|| value.trim().trim_matches('"').to_owned())
+    });
+    let Some(channel) = channel else {
+        problems.push("rust-toolchain.toml: no `channel`".to_owned());
+        return Ok(());
+    };
+    for package in members(metadata) {
+        match &package.rust_version {
+            None => problems.push(format!(
+                "{}: no rust-version (use `rust-version.workspace = true`)",
+                package.name
+            )),
+            Some(v) if channel == *v || channel.starts_with(&format!("{v}.")) => {}
+            Some(v) => problems.push(format!(
+                "{}: rust-version {v} does not match rust-toolchain.toml's channel {channel}",
+                package.name
+            )),
+        }
+    }
+    Ok(())
+}
+
+fn check_fixture_folders(
+    root: &Path,
+    metadata: &Metadata,
+    problems: &mut Vec<String>,
+) -> Result<()> {
+    let fixtures = root.join("fixtures");
+    let shared = crate::shared_scenarios(&fixtures)?;
+    let providers: BTreeSet<String> = members(metadata)
+        .iter()
+        .filter(|p| is_provider_crate(&p.name))
+        .map(|p| p.name.trim_start_matches("llm-").to_owned())
+        .collect();
+    for provider in &providers {
+        let dir = fixtures.join(provider);
+        if !dir.is_dir() {
+            problems.push(format!(
+                "llm-{provider} has no fixtures/{provider}/ (see docs/adding-a-provider.md)"
+            ));
+            continue;
+        }
+        for scenario in &shared {
+            let s = dir.join(scenario);
+            if !s.join("input.json").exists() && !s.join("skip.txt").exists() {
+                problems.push(format!(
+                    "fixtures/{provider}/{scenario}: missing (a fixture, or skip.txt with the reason)"
+                ));
+            }
+        }
+    }
+    if fixtures.is_dir() {
+        for (name, _) in subdirs(&fixtures)? {
+            if !providers.contains(&name) {
+                problems.push(format!("fixtures/{name}/: no provider crate crates/llm-{name}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Values that are obviously not real keys.
+fn is_test_value(token: &str) -> bool {
+    let t = token.to_ascii_lowercase();
+    ["test", "fake", "dummy", "example", "redacted", "placeholder", "xxxx"]
+        .iter()
+        .any(|w| t.contains(w))
+}
+
+fn is_key_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
+}
+
+/// Key-shaped strings in `text`, as `(byte offset, first characters)`.
+pub fn find_secrets(text: &str) -> Vec<(usize, String)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let token_after = |start: usize, allowed: &dyn Fn(u8) -> bool| -> usize {
+        bytes.get(start..).unwrap_or_default().iter().take_while(|b| allowed(**b)).count()
+    };
+    let boundary_before = |i: usize| i == 0 || bytes.get(i - 1).is_none_or(|b| !is_key_char(*b));
+    let mut push = |at: usize, len: usize| {
+        let token = text.get(at..at + len).unwrap_or_default();
+        if !is_test_value(token) {
+            found.push((at, text.get(at..at + len.min(8)).unwrap_or_default().to_owned()));
+        }
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = bytes.get(i..).unwrap_or_default();
+        if rest.starts_with(b"sk-") && boundary_before(i) {
+            let len = 3 + token_after(i + 3, &is_key_char);
+            let anthropic = rest.starts_with(b"sk-ant-") && len > "sk-ant-".len() + 8;
+            if anthropic || len - 3 >= 20 {
+                push(i, len);
+                i += len;
+                continue;
+            }
+        } else if rest.starts_with(b"AIza") && boundary_before(i) {
+            let len = 4 + token_after(i + 4, &is_key_char);
+            if len - 4 >= 30 {
+                push(i, len);
+                i += len;
+                continue;
+            }
+        } else if rest.starts_with(b"Bearer ") {
+            let bearer_char =
+                |c: u8| is_key_char(c) || matches!(c, b'.' | b'~' | b'+' | b'/' | b'=');
+            let len = token_after(i + 7, &bearer_char);
+            if len > 20 {
+                push(i + 7, len);
+                i += 7 + len;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+/// Every key-shaped string in the files under `dir`.
+pub fn scan_secrets(dir: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    if !dir.is_dir() {
+        return Ok(problems);
+    }
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&d, e))?.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let text = String::from_utf8_lossy(&bytes);
+            for (offset, start) in find_secrets(&text) {
+                let line = text.get(..offset).unwrap_or_default().matches('\n').count() + 1;
+                problems.push(format!(
+                    "{}:{line}: key-shaped secret `{start}...`: scrub it (use `test-key`)",
+                    path.display()
+                ));
+            }
+        }
+    }
+    problems.sort();
+    Ok(problems)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// A package of a made-up workspace: `(name, [(dependency, kind)])`.
+    type Pkg<'a> = (&'a str, &'a [(&'a str, Option<&'a str>)]);
+
+    /// Metadata for a made-up workspace under `/ws`.
+    fn metadata(packages: &[Pkg<'_>]) -> Metadata {
+        let manifest = |name: &str| {
+            if name.starts_with("example-") {
+                format!("/ws/examples/{name}/Cargo.toml")
+            } else {
+                format!("/ws/crates/{name}/Cargo.toml")
+            }
+        };
+        let packages_json: Vec<serde_json::Value> = packages
+            .iter()
+            .map(|(name, deps)| {
+                serde_json::json!({
+                    "name": name, "id": name, "manifest_path": manifest(name), "rust_version": "1.95",
+                    "targets": [],
+                    "dependencies": deps.iter().map(|(d, k)| serde_json::json!({"name": d, "kind": k})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let nodes: Vec<serde_json::Value> = packages
+            .iter()
+            .map(|(name, deps)| {
+                serde_json::json!({
+                    "id": name,
+                    "deps": deps.iter().map(|(d, k)| serde_json::json!({"pkg": d, "dep_kinds": [{"kind": k}]})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let ids: Vec<&str> = packages.iter().map(|(n, _)| *n).collect();
+        serde_json::from_value(serde_json::json!({
+            "packages": packages_json, "workspace_members": ids, "resolve": {"nodes": nodes},
+        }))
+        .unwrap()
+    }
+
+    fn dependency_problems(packages: &[Pkg<'_>]) -> Vec<String> {
+        let mut problems = Vec::new();
+        check_dependencies(Path::new("/ws"), &metadata(packages), &mut problems);
+        problems
+    }
+
+    #[test]
+    fn allowed_dependency_graph_is_clean() {
+        let problems = dependency_problems(&[
+            ("llm-core", &[("serde", None), ("tokio", None)]),
+            ("llm-a", &[("llm-core", None), ("reqwest", None)]),
+            ("tool-planner", &[("llm-core", None), ("llm-a", Some("dev"))]),
+            ("agent-core", &[("llm-core", None), ("tool-planner", None), ("llm-a", Some("dev"))]),
+            ("example-a", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
+            ("serde", &[]),
+            ("tokio", &[]),
+            ("reqwest", &[("hyper", None)]),
+            ("hyper", &[]),
+        ]);
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn forbidden_edges_are_reported() {
+        let problems = dependency_problems(&[
+            ("llm-core", &[("reqwest", None), ("llm-a", Some("dev"))]),
+            ("llm-a", &[("llm-core", None), ("llm-b", None), ("agent-core", Some("dev"))]),
+            ("llm-b", &[("llm-core", None)]),
+            ("agent-core", &[("llm-core", None), ("llm-b", None)]),
+            ("example-two", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
+            ("reqwest", &[]),
+        ]);
+        let want = [
+            "llm-core must not depend on reqwest (normal dependency",
+            "llm-core must not depend on llm-a (dev dependency",
+            "llm-a must not depend on llm-b (normal dependency",
+            "llm-a must not depend on agent-core (dev dependency",
+            "agent-core must not depend on llm-b (normal dependency",
+            "example example-two must depend on exactly one provider crate (it pulls in llm-a, llm-b)",
+            "llm-b has no example: add examples/b/",
+        ];
+        for w in want {
+            assert!(problems.iter().any(|p| p.starts_with(w)), "{w}\nnot in {problems:#?}");
+        }
+        assert_eq!(problems.len(), want.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn finds_key_shapes() {
+        let openai = format!("sk-{}", "A1b2C3d4".repeat(4));
+        let anthropic = format!("sk-ant-api03-{}", "Zz9_".repeat(6));
+        let google = format!("AIza{}", "Sy0-".repeat(9));
+        let bearer = format!("Bearer {}", "abc.DEF_123".repeat(3));
+        for secret in [&openai, &anthropic, &google, &bearer] {
+            let text = format!("{{\"k\": \"{secret}\"}}");
+            assert_eq!(find_secrets(&text).len(), 1, "{secret}");
+        }
+    }
+
+    #[test]
+    fn ignores_test_values_and_words() {
+        for text in [
+            "test-key",
+            "sk-test-0123456789abcdefghijklmnop",
+            "Bearer test-key",
+            "Bearer test-key-0123456789abcdefghijkl",
+            "task-0123456789abcdefghijklmnopqrstuv",
+            "sk-short",
+            "AIzaShort",
+        ] {
+            assert!(find_secrets(text).is_empty(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! xtask's checks as tests, so plain `cargo test --workspace` enforces them:
+//! the whole conformance suite, tidy, the runner's sensitivity to one-byte
+//! changes of a fixture, and the new-provider scaffold.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use xtask::conformance::{self, Options, Outcome};
+use xtask::{new_provider, tidy, workspace_root};
+
+/// A fresh temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("xtask-{label}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn conformance_suite_passes() {
+    let report = conformance::run(&Options::from_env(workspace_root().join("fixtures"))).unwrap();
+    let text = report.render();
+    println!("{text}");
+    assert_eq!(report.failed(), 0, "conformance failures:\n{text}");
+    assert!(text.trim_end().ends_with(&report.summary()));
+}
+
+#[test]
+fn tidy_is_clean() {
+    let problems = tidy::check(&workspace_root()).unwrap();
+    assert!(problems.is_empty(), "tidy:\n{}", problems.join("\n"));
+}
+
+/// Changes the ASCII letter or digit at `at` into another one.
+fn flip(byte: u8) -> u8 {
+    match byte {
+        b'a' => b'b',
+        b'A' => b'B',
+        b'0' => b'1',
+        b if b.is_ascii_lowercase() => b'a',
+        b if b.is_ascii_uppercase() => b'A',
+        _ => b'0',
+    }
+}
+
+fn first_string_leaf(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) if s.bytes().any(|b| b.is_ascii_alphanumeric()) => Some(s.clone()),
+        Value::Array(items) => items.iter().find_map(first_string_leaf),
+        Value::Object(map) => map.values().find_map(first_string_leaf),
+        _ => None,
+    }
+}
+
+fn run_one(fixtures: &Path, provider: &str) -> (Outcome, String) {
+    let options = Options {
+        fixtures_root: fixtures.to_owned(),
+        provider: Some(provider.to_owned()),
+        scenario: Some("text-only".to_owned()),
+        update: false,
+        write_missing: false,
+        providers: conformance::PROVIDERS.to_vec(),
+    };
+    let report = conformance::run(&options).unwrap();
+    (report.outcome(provider, "text-only").cloned().unwrap(), report.render())
+}
+
+#[test]
+fn one_byte_changes_fail() {
+    // A copy of the first registered provider's `text-only` fixture that passes as is.
+    let tmp = TempDir::new("mutate");
+    let fixtures = tmp.0.join("fixtures");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    std::fs::copy(workspace_root().join("fixtures/SCENARIOS.md"), fixtures.join("SCENARIOS.md"))
+        .unwrap();
+    let mut picked = None;
+    let mut tried = Vec::new();
+    for entry in conformance::PROVIDERS {
+        let source = workspace_root().join("fixtures").join(entry.name).join("text-only");
+        if !source.join("input.json").exists() || !source.join("expected.txt").exists() {
+            continue;
+        }
+        let scenario = fixtures.join(entry.name).join("text-only");
+        copy_dir(&source, &scenario);
+        let (outcome, text) = run_one(&fixtures, entry.name);
+        if outcome == Outcome::Pass {
+            picked = Some((entry.name.to_owned(), scenario));
+            break;
+        }
+        tried.push(text);
+        std::fs::remove_dir_all(fixtures.join(entry.name)).unwrap();
+    }
+    let Some((provider, scenario)) = picked else {
+        panic!(
+            "no registered provider has a passing text-only fixture to mutate:\n{}",
+            tried.join("\n")
+        );
+    };
+
+    // One byte of expected.txt.
+    let expected_path = scenario.join("expected.txt");
+    let original = std::fs::read(&expected_path).unwrap();
+    let mut mutated = original.clone();
+    let at = (mutated.len() / 2..mutated.len())
+        .chain(0..mutated.len() / 2)
+        .find(|&i| mutated[i].is_ascii_alphanumeric())
+        .unwrap();
+    mutated[at] = flip(mutated[at]);
+    std::fs::write(&expected_path, &mutated).unwrap();
+    let (outcome, text) = run_one(&fixtures, &provider);
+    match &outcome {
+        Outcome::Fail(why) => assert!(why.contains("expected.txt differs"), "{why}"),
+        other => panic!("a changed expected.txt must FAIL, got {other:?}:\n{text}"),
+    }
+    assert!(text.contains("FAIL"), "{text}");
+    assert!(text.trim_end().ends_with("0 passed, 1 failed, 0 skipped"), "{text}");
+    std::fs::write(&expected_path, &original).unwrap();
+
+    // One byte of request.json's body.
+    let request_path = scenario.join("request.json");
+    let request_text = std::fs::read_to_string(&request_path).unwrap();
+    let request: Value = serde_json::from_str(&request_text).unwrap();
+    let leaf = first_string_leaf(&request["body"]).expect("request.json's body has a string value");
+    let encoded = serde_json::to_string(&leaf).unwrap();
+    let body_at = request_text.find("\"body\"").unwrap();
+    let leaf_at = body_at
+        + request_text[body_at..].find(&encoded).expect("the string as written in the file");
+    let mut bytes = request_text.clone().into_bytes();
+    let at =
+        (leaf_at + 1..leaf_at + encoded.len()).find(|&i| bytes[i].is_ascii_alphanumeric()).unwrap();
+    bytes[at] = flip(bytes[at]);
+    let changed: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_ne!(changed["body"], request["body"]);
+    std::fs::write(&request_path, &bytes).unwrap();
+    let (outcome, text) = run_one(&fixtures, &provider);
+    match &outcome {
+        Outcome::Fail(why) => assert!(why.contains("does not match request.json"), "{why}"),
+        other => panic!("a changed request.json body must FAIL, got {other:?}:\n{text}"),
+    }
+}
+
+#[test]
+fn new_provider_scaffolds_a_crate_and_declared_skips() {
+    let tmp = TempDir::new("scaffold");
+    let fixtures = tmp.0.join("fixtures");
+    std::fs::create_dir_all(&fixtures).unwrap();
+    std::fs::copy(workspace_root().join("fixtures/SCENARIOS.md"), fixtures.join("SCENARIOS.md"))
+        .unwrap();
+    let scenarios = xtask::shared_scenarios(&fixtures).unwrap();
+    assert!(scenarios.len() >= 20, "{scenarios:?}");
+
+    let written = new_provider::scaffold(&tmp.0, "acme-ai").unwrap();
+    let mut files: Vec<String> = written
+        .iter()
+        .map(|p| p.strip_prefix(&tmp.0).unwrap().to_string_lossy().replace('\\', "/"))
+        .collect();
+    files.sort();
+    let mut want: Vec<String> =
+        new_provider::CRATE_FILES.iter().map(|f| format!("crates/llm-acme-ai/{f}")).collect();
+    want.extend(new_provider::EXAMPLE_FILES.iter().map(|f| format!("examples/acme-ai/{f}")));
+    want.extend(scenarios.iter().map(|s| format!("fixtures/acme-ai/{s}/skip.txt")));
+    want.sort();
+    assert_eq!(files, want);
+
+    let lib = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/lib.rs")).unwrap();
+    assert!(lib.starts_with("//!"));
+    assert!(lib.contains("pub struct AcmeAiProvider"));
+    let manifest = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"llm-acme-ai\""));
+    let example = std::fs::read_to_string(tmp.0.join("examples/acme-ai/Cargo.toml")).unwrap();
+    assert!(example.contains("llm-acme-ai = { path = \"../../crates/llm-acme-ai\" }"), "{example}");
+    let skip = std::fs::read_to_string(fixtures.join("acme-ai/text-only/skip.txt")).unwrap();
+    assert_eq!(skip.trim(), new_provider::SKIP_REASON);
+
+    // Every shared scenario is a declared skip: the coverage rule holds.
+    let options = Options {
+        fixtures_root: fixtures.clone(),
+        provider: Some("acme-ai".to_owned()),
+        scenario: None,
+        update: false,
+        write_missing: false,
+        providers: Vec::new(),
+    };
+    let report = conformance::run(&options).unwrap();
+    assert_eq!(
+        (report.passed(), report.failed(), report.skipped()),
+        (0, 0, scenarios.len()),
+        "{}",
+        report.render()
+    );
+
+    // Never overwrites.
+    assert!(new_provider::scaffold(&tmp.0, "acme-ai").is_err());
+    assert!(new_provider::scaffold(&tmp.0, "Bad_Name").is_err());
+}
