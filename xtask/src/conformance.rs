@@ -469,7 +469,7 @@ fn display_path(path: &Path) -> String {
 /// The fixture's base URL with its scheme and host replaced by the loopback
 /// server's (the path is kept: `https://api.openai.com/v1` becomes
 /// `http://127.0.0.1:<port>/v1`).
-fn loopback_base_url(original: &str, addr: SocketAddr) -> String {
+pub(crate) fn loopback_base_url(original: &str, addr: SocketAddr) -> String {
     let after_scheme = original.split_once("://").map_or(original, |(_, rest)| rest);
     let path = if original.contains("://") {
         after_scheme.find('/').and_then(|i| after_scheme.get(i..)).unwrap_or("")

@@ -18,6 +18,7 @@ pub mod conformance;
 mod diff;
 mod fixture;
 pub mod new_provider;
+pub mod replay;
 mod server;
 pub mod tidy;
 
