@@ -21,7 +21,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::context::{AgentContext, MessageQueue};
 use crate::event::{AgentEvent, EndReason};
 use crate::hooks::{AgentHooks, BeforeToolCall, CallInfo, NoHooks};
-use crate::tool::{AgentTool, ExecutionMode, ProgressSink, ToolInvocation, ToolOutput};
+use crate::tool::{ExecutionMode, ProgressSink, ToolInvocation, ToolOutput};
 
 /// Text of the result for calls that never ran because the run was aborted.
 pub const ABORTED_TEXT: &str = "Operation aborted";
@@ -245,11 +245,14 @@ struct BatchOutcome {
 }
 
 enum Prepared {
-    Ready { tool: AgentTool, args: Value },
+    /// Index into `context.tools`, and the validated arguments.
+    Ready { tool: usize, args: Value },
     Immediate(CallResult),
 }
 
-type Resolution = Result<Option<AgentTool>, String>;
+/// The resolved tool as an index into `context.tools` (cloning tools per call
+/// would cost their schemas).
+type Resolution = Result<Option<usize>, String>;
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -459,8 +462,8 @@ impl Runner {
         if let Some(r) = memo.get(&index) {
             return r.clone();
         }
-        let resolution = if let Some(tool) = self.context.tool(&call.name) {
-            Ok(Some(tool.clone()))
+        let resolution = if let Some(index) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
+            Ok(Some(index))
         } else {
             let info = CallInfo { assistant: message, call, context: &self.context };
             let fut = self.config.hooks.resolve_deferred_tool(info);
@@ -470,8 +473,8 @@ impl Runner {
                     tool.tool.name, call.name
                 )),
                 Ok(Ok(Some(tool))) => {
-                    self.context.tools.push(tool.clone());
-                    Ok(Some(tool))
+                    self.context.tools.push(tool);
+                    Ok(Some(self.context.tools.len() - 1))
                 }
                 Ok(Ok(None)) => Ok(None),
                 Ok(Err(e)) => Err(e.0),
@@ -483,7 +486,7 @@ impl Runner {
     }
 
     async fn prepare(&self, message: &AssistantMessage, call: &ToolCall, resolution: Resolution) -> Prepared {
-        let tool = match resolution {
+        let tool_index = match resolution {
             Err(e) => {
                 let text = if self.cancel.is_cancelled() { ABORTED_TEXT.to_owned() } else { e };
                 return Prepared::Immediate(CallResult::error(text, false));
@@ -491,7 +494,10 @@ impl Runner {
             Ok(None) => {
                 return Prepared::Immediate(CallResult::error(format!("Tool {} not found", call.name), false));
             }
-            Ok(Some(tool)) => tool,
+            Ok(Some(index)) => index,
+        };
+        let Some(tool) = self.context.tools.get(tool_index) else {
+            return Prepared::Immediate(CallResult::error(format!("Tool {} not found", call.name), false));
         };
         let mut args = call.arguments.clone();
         if let Some(prepare) = &tool.prepare_arguments {
@@ -521,11 +527,14 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return Prepared::Immediate(CallResult::error(ABORTED_TEXT, false));
         }
-        Prepared::Ready { tool, args }
+        Prepared::Ready { tool: tool_index, args }
     }
 
     /// Runs one prepared call and its `after_tool_call` hook.
-    async fn execute(&self, message: &AssistantMessage, call: &ToolCall, tool: AgentTool, args: Value) -> CallResult {
+    async fn execute(&self, message: &AssistantMessage, call: &ToolCall, tool: usize, args: Value) -> CallResult {
+        let Some(executor) = self.context.tools.get(tool).map(|t| t.executor.clone()) else {
+            return CallResult::error(format!("Tool {} not found", call.name), false);
+        };
         let closed = Arc::new(AtomicBool::new(false));
         let invocation = ToolInvocation {
             call_id: call.id.clone(),
@@ -538,7 +547,6 @@ impl Runner {
                 closed: closed.clone(),
             },
         };
-        let executor = tool.executor.clone();
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
             Err(panic) => Err(panic),
@@ -603,11 +611,11 @@ impl Runner {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                if let Ok(Some(tool)) = self.resolve(message, call, &mut memo, i).await {
-                    if tool.execution_mode == ExecutionMode::Sequential {
-                        sequential = true;
-                        break;
-                    }
+                if let Ok(Some(tool)) = self.resolve(message, call, &mut memo, i).await
+                    && self.context.tools.get(tool).is_some_and(|t| t.execution_mode == ExecutionMode::Sequential)
+                {
+                    sequential = true;
+                    break;
                 }
             }
         }
@@ -654,7 +662,7 @@ impl Runner {
         }
 
         // Parallel: sequential preflight, then every prepared call at once.
-        let mut ready: Vec<(usize, AgentTool, Value)> = Vec::new();
+        let mut ready: Vec<(usize, usize, Value)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             self.emit_start(call);
             if self.cancel.is_cancelled() {
@@ -680,7 +688,7 @@ impl Runner {
         let this = &*self;
         let mut queue = ready.into_iter();
         let mut running = FuturesUnordered::new();
-        let start = |(i, tool, args): (usize, AgentTool, Value)| {
+        let start = |(i, tool, args): (usize, usize, Value)| {
             let call = calls.get(i).cloned();
             async move {
                 match call {

@@ -46,6 +46,8 @@ pub struct MessageAssembler {
     started: bool,
     finished: bool,
     saw_stop: bool,
+    /// Open tool calls whose arguments changed since the message was last synced.
+    dirty: bool,
 }
 
 impl MessageAssembler {
@@ -65,12 +67,39 @@ impl MessageAssembler {
             started: false,
             finished: false,
             saw_stop: false,
+            dirty: false,
         }
     }
 
-    /// The message as assembled so far.
-    pub fn partial(&self) -> &AssistantMessage {
+    /// The message as assembled so far, open tool calls with their best-effort
+    /// partial arguments.
+    ///
+    /// Syncing the partial arguments costs their size, so it happens here, on
+    /// demand, never per fragment (that would make streaming quadratic).
+    pub fn partial(&mut self) -> &AssistantMessage {
+        self.sync_partial_arguments();
         &self.message
+    }
+
+    /// The message without syncing partial tool arguments (metadata, text,
+    /// thinking and finished calls are always current).
+    pub fn message(&self) -> &AssistantMessage {
+        &self.message
+    }
+
+    fn sync_partial_arguments(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        for block in self.open.values() {
+            if let (Some(state), Some(AssistantContent::ToolCall(call))) =
+                (&block.tool, self.message.content.get_mut(block.index))
+                && state.fragments > 0
+            {
+                call.arguments = state.args.value().clone();
+            }
+        }
     }
 
     /// Whether a terminal event has been produced.
@@ -225,9 +254,7 @@ impl MessageAssembler {
         if let Some(state) = self.open.get_mut(&key).and_then(|b| b.tool.as_mut()) {
             state.args.push(&fragment);
             state.fragments += 1;
-            if let Some(AssistantContent::ToolCall(call)) = self.message.content.get_mut(index) {
-                call.arguments = state.args.value().clone();
-            }
+            self.dirty = true;
         }
         self.events.push_back(AssistantEvent::ToolCallDelta { content_index: index, delta: fragment });
     }
@@ -321,6 +348,7 @@ impl MessageAssembler {
     }
 
     fn finish_err(&mut self, error: Error) {
+        self.sync_partial_arguments();
         self.finished = true;
         let reason =
             if error.kind == ErrorKind::Aborted { StopReason::Aborted } else { StopReason::Error };

@@ -3,14 +3,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 
 #[derive(Debug, Default)]
 struct Inner {
     cancelled: AtomicBool,
     wakers: Mutex<Vec<Waker>>,
-    children: Mutex<Vec<CancellationToken>>,
+    /// Weak, so children that are dropped (one per tool call, say) do not pile up.
+    children: Mutex<Vec<Weak<Inner>>>,
 }
 
 /// A cloneable flag that, once set, stays set and wakes every waiter.
@@ -44,8 +45,8 @@ impl CancellationToken {
             Ok(mut c) => std::mem::take(&mut *c),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
-        for c in children {
-            c.cancel();
+        for c in children.iter().filter_map(Weak::upgrade) {
+            CancellationToken { inner: c }.cancel();
         }
     }
 
@@ -62,8 +63,11 @@ impl CancellationToken {
             return child;
         }
         if let Ok(mut c) = self.inner.children.lock() {
-            c.retain(|t| !t.is_cancelled());
-            c.push(child.clone());
+            // Prune dead entries when the list doubles: amortized O(1) per child.
+            if c.len() >= 16 && c.len() == c.capacity() {
+                c.retain(|w| w.strong_count() > 0);
+            }
+            c.push(Arc::downgrade(&child.inner));
         }
         // Re-check: the parent may have been cancelled between the two steps.
         if self.is_cancelled() {
@@ -115,6 +119,19 @@ mod tests {
         parent.cancel();
         assert!(b.is_cancelled());
         assert!(parent.child().is_cancelled());
+    }
+
+    #[test]
+    fn dropped_children_do_not_accumulate() {
+        let parent = CancellationToken::new();
+        for _ in 0..10_000 {
+            let _child = parent.child();
+        }
+        let len = parent.inner.children.lock().map(|c| c.len()).unwrap_or(usize::MAX);
+        assert!(len <= 64, "children kept: {len}");
+        let kept = parent.child();
+        parent.cancel();
+        assert!(kept.is_cancelled());
     }
 
     #[tokio::test]

@@ -27,7 +27,7 @@ pub struct AssistantStream {
 
 impl std::fmt::Debug for AssistantStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AssistantStream").field("partial", self.assembler.partial()).finish()
+        f.debug_struct("AssistantStream").field("partial", self.assembler.message()).finish()
     }
 }
 
@@ -51,8 +51,9 @@ impl AssistantStream {
         Self::new(model, &CancellationToken::new(), futures_util::stream::iter([Delta::Error(error)]))
     }
 
-    /// The message as assembled so far.
-    pub fn partial(&self) -> &AssistantMessage {
+    /// The message as assembled so far (open tool calls with best-effort
+    /// partial arguments, synced on each call).
+    pub fn partial(&mut self) -> &AssistantMessage {
         self.assembler.partial()
     }
 
@@ -72,7 +73,7 @@ impl AssistantStream {
 
     fn abort(&mut self) {
         self.deltas = None;
-        let provider = self.assembler.partial().provider.clone();
+        let provider = self.assembler.message().provider.clone();
         self.assembler.push(Delta::Error(Error::aborted(provider)));
     }
 }
@@ -103,7 +104,7 @@ impl Stream for AssistantStream {
                 Poll::Ready(Some(delta)) => this.assembler.push(delta),
                 Poll::Ready(None) => {
                     this.deltas = None;
-                    let provider = this.assembler.partial().provider.clone();
+                    let provider = this.assembler.message().provider.clone();
                     this.assembler.push(Delta::Error(Error::new(
                         ErrorKind::Truncated,
                         provider,
