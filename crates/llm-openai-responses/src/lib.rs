@@ -1,0 +1,169 @@
+//! The OpenAI Responses API (`POST /v1/responses`, streamed) for clawcall.
+//!
+//! Capabilities:
+//! - [x] Streaming text, reasoning summaries and function calls (`event:` + `data:` SSE, no `[DONE]`).
+//! - [x] Tools `{type:"function", name, description, parameters, strict}` **sorted by name**
+//!   (then description) so the request bytes are stable for prompt caching.
+//! - [x] Lossless strict mode: optional properties become required and nullable, objects are
+//!   closed; a schema that cannot be expressed strictly sends the whole list with
+//!   `strict: false` (never narrowed).
+//! - [x] Parallel and interleaved function calls, keyed by `output_index` / `item_id`;
+//!   tool-call ids are `call_id|item_id`; a `function_call` whose `output_item.added` never
+//!   came still lands in the message; `.done` arguments longer than the streamed ones add
+//!   the missing suffix; the `multi_tool_use.parallel` wrapper is expanded into its calls.
+//! - [x] Transcript replay: `function_call` / `function_call_output` items, images, reasoning
+//!   items with `encrypted_content` for the same model (never without their following item),
+//!   text-signature message ids and `phase`; cross-provider replay through llm-core's transform.
+//! - [x] Stop reasons: `completed` → `stop` (`toolUse` with calls), `incomplete` → `length`
+//!   (`content_filter` → refused error), `failed` / `cancelled` / `error` → error event.
+//! - [x] Usage: `input` excludes cached tokens, reasoning tokens are part of `output`; cost from the model.
+//! - [x] Prompt caching: `prompt_cache_key` (`promptCacheKey` or the session id, ≤ 64 chars),
+//!   `prompt_cache_retention: "24h"` for long retention, `session_id` and `x-client-request-id` headers.
+//! - [x] Errors: HTTP bodies and in-stream `error` (nested and flat) / `response.failed`
+//!   mapped to kinds; retries before content via `llm_core::drive`.
+//! - [ ] Stateful mode (`previous_response_id`, `store: true`): every request is stateless (`store: false`).
+//! - [ ] Built-in tools (web search, file search, computer use): their items are ignored.
+//! - [ ] Service-tier price multipliers (flex, priority): cost uses the model's base prices.
+//! - [ ] Stop sequences: the Responses API has none; `StreamOptions::stop` is ignored.
+//!
+//! # Strict schemas and `null`
+//!
+//! With strict tools an omitted optional argument arrives as `null`. The arguments are
+//! passed on as the model sent them; the layer that validates arguments against the
+//! original schema should drop such `null`s first (see `strict::restore_optional_nulls`).
+//!
+//! # `provider_options`
+//!
+//! | key | type | effect |
+//! |---|---|---|
+//! | `serviceTier` | string | `service_tier` |
+//! | `reasoningSummary` | string or `null` | `reasoning.summary` (default `"auto"`; `null` omits it) |
+//! | `parallelToolCalls` | bool | `parallel_tool_calls` |
+//! | `strictTools` | bool | overrides [`OpenAiResponsesCompat::strict_tools`] |
+
+mod client;
+mod convert;
+mod error;
+mod stream;
+mod strict;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use llm_core::{
+    AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions, Timeouts,
+};
+use serde::Deserialize;
+
+/// The API id this crate serves.
+pub const API: &str = "openai-responses";
+
+/// The provider name used in errors.
+pub const PROVIDER: &str = "openai";
+
+/// Per-model compatibility flags, parsed from `Model::compat` (camelCase keys; every field
+/// optional; unknown keys ignored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OpenAiResponsesCompat {
+    /// Send `strict` on tools. `true`: strict when every tool can be expressed strictly,
+    /// else `strict: false` for all; `false`: `strict: false`; unset: `true` for native
+    /// OpenAI / Azure OpenAI routes (`Model::provider` is `openai`, `azure-openai` or
+    /// `azure-openai-responses`), else the field is omitted.
+    pub strict_tools: Option<bool>,
+    /// Send the `session_id` header with the session id (default `true`).
+    pub send_session_id_header: Option<bool>,
+    /// Send `prompt_cache_key` (default `true`).
+    pub supports_prompt_cache_key: Option<bool>,
+    /// Send `prompt_cache_retention: "24h"` for long retention (default `true`).
+    pub supports_long_cache_retention: Option<bool>,
+    /// Replay item ids (`fc_…` on function calls, `rs_…` on reasoning items) for the
+    /// same model (default `false`, as OpenClaw's `replayResponsesItemIds`).
+    #[serde(alias = "replayResponsesItemIds")]
+    pub replay_item_ids: Option<bool>,
+    /// Use the `developer` role for the system prompt of reasoning models (default `true`).
+    pub supports_developer_role: Option<bool>,
+    /// Reasoning level (`minimal` … `max`, and `off`) to the wire effort; `null` marks a
+    /// level unsupported (the next lower one is used; `off: null` omits `reasoning`).
+    /// Defaults: the level's own name, `xhigh` / `max` only when listed, `off` → `"none"`.
+    pub thinking_level_map: BTreeMap<String, Option<String>>,
+}
+
+/// The OpenAI Responses provider.
+#[derive(Debug, Clone)]
+pub struct OpenAiResponsesProvider {
+    http: reqwest::Client,
+    own_client: bool,
+}
+
+impl OpenAiResponsesProvider {
+    /// A provider with its own HTTP client (connect timeout from each request's options).
+    pub fn new() -> Self {
+        OpenAiResponsesProvider {
+            http: client::build_client(Timeouts::default().connect),
+            own_client: true,
+        }
+    }
+
+    /// A provider that sends through `http` (its own timeouts and proxies apply).
+    pub fn with_http_client(http: reqwest::Client) -> Self {
+        OpenAiResponsesProvider { http, own_client: false }
+    }
+
+    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
+        if self.own_client && options.timeouts.connect != Timeouts::default().connect {
+            client::build_client(options.timeouts.connect)
+        } else {
+            self.http.clone()
+        }
+    }
+}
+
+impl Default for OpenAiResponsesProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Provider for OpenAiResponsesProvider {
+    fn api(&self) -> &str {
+        API
+    }
+
+    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
+        let request = match convert::build_request(model, context, options) {
+            Ok(request) => request,
+            Err(error) => return AssistantStream::from_error(model, error),
+        };
+        let body = match serde_json::to_vec(&request.body) {
+            Ok(body) => Bytes::from(body),
+            Err(e) => {
+                let error = Error::new(
+                    ErrorKind::InvalidRequest,
+                    PROVIDER,
+                    format!("Cannot encode the request: {e}"),
+                );
+                return AssistantStream::from_error(model, error.with_retryable(false));
+            }
+        };
+        let tool_names: Arc<BTreeSet<String>> =
+            Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
+        let http = self.client_for(options);
+        let url = request.url;
+        let headers = request.headers;
+        llm_core::drive::drive_sse(
+            model,
+            options,
+            PROVIDER,
+            move |_attempt| client::send(http.clone(), url.clone(), headers.clone(), body.clone()),
+            move || stream::Decoder::new(tool_names.clone()),
+        )
+    }
+}
+
+/// The stream decoder, for this crate's benchmark (`benches/stream.rs`). Not a stable API.
+#[doc(hidden)]
+pub fn bench_decoder() -> impl llm_core::drive::WireDecoder {
+    stream::Decoder::new(Arc::default())
+}

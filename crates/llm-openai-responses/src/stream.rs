@@ -1,0 +1,682 @@
+//! Responses stream events to llm-core's neutral [`Delta`]s: a pure state machine.
+//!
+//! Blocks are keyed by the wire `output_index` (falling back to the `item_id`, then to the
+//! current item), never by "the latest call", so parallel and interleaved function calls
+//! keep their arguments apart. Tool-call ids are `call_id|item_id`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use llm_core::drive::WireDecoder;
+use llm_core::sse::SseEvent;
+use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::PROVIDER;
+use crate::error::stream_error;
+
+/// Keys for items without an `output_index` start here.
+const SYNTHETIC_KEYS: BlockKey = 1 << 40;
+/// Keys of calls expanded from a `multi_tool_use.parallel` wrapper start here.
+const WRAPPER_KEYS: BlockKey = 1 << 50;
+
+/// One SSE event's data. Every field is optional and loosely typed; unknown fields
+/// (`obfuscation`, `logprobs`, `sequence_number`, ...) are ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireEvent {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    delta: Option<Value>,
+    item_id: Option<Value>,
+    output_index: Option<Value>,
+    summary_index: Option<Value>,
+    arguments: Option<Value>,
+    item: Option<Value>,
+    response: Option<Value>,
+    error: Option<Value>,
+    code: Option<Value>,
+    message: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Message,
+    Reasoning,
+    FunctionCall,
+    Other,
+}
+
+#[derive(Debug)]
+struct Item {
+    kind: Kind,
+    item_id: Option<String>,
+    /// A block was opened in the assembler for this item.
+    opened: bool,
+    /// Text (message) or thinking (reasoning) was streamed.
+    streamed: bool,
+    /// Last reasoning summary part seen.
+    summary_index: Option<u64>,
+    /// The item is finished (`output_item.done`).
+    done: bool,
+    /// A `multi_tool_use.parallel` wrapper call: arguments are buffered, not streamed.
+    wrapper: Option<String>,
+}
+
+impl Item {
+    fn new(kind: Kind, item_id: Option<String>) -> Self {
+        Item {
+            kind,
+            item_id,
+            opened: false,
+            streamed: false,
+            summary_index: None,
+            done: false,
+            wrapper: None,
+        }
+    }
+}
+
+/// The Responses [`WireDecoder`].
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    items: HashMap<BlockKey, Item>,
+    by_item_id: HashMap<String, BlockKey>,
+    current: Option<BlockKey>,
+    next_synthetic: BlockKey,
+    next_wrapper: BlockKey,
+    tool_calls: usize,
+    finished: bool,
+    /// User tool names, so a real tool called `parallel` is never expanded.
+    tool_names: Arc<BTreeSet<String>>,
+}
+
+impl Decoder {
+    /// A decoder for one response; `tool_names` are the request's tools.
+    pub(crate) fn new(tool_names: Arc<BTreeSet<String>>) -> Self {
+        Decoder {
+            items: HashMap::new(),
+            by_item_id: HashMap::new(),
+            current: None,
+            next_synthetic: SYNTHETIC_KEYS,
+            next_wrapper: WRAPPER_KEYS,
+            tool_calls: 0,
+            finished: false,
+            tool_names,
+        }
+    }
+
+    fn handle(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Delta>) {
+        let event: WireEvent = match serde_json::from_str(data) {
+            Ok(e) => e,
+            Err(e) => {
+                self.fail(
+                    out,
+                    Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid event JSON: {e}"))
+                        .with_body(data),
+                );
+                return;
+            }
+        };
+        // The data's `type` names the event; the SSE `event:` line is the fallback.
+        let kind = event.kind.as_deref().or(name).unwrap_or_default();
+        match kind {
+            "response.created" | "response.in_progress" | "response.queued" => {
+                if let Some(response) = &event.response {
+                    out.push(metadata(response));
+                }
+            }
+            "response.output_item.added" => self.item_added(&event, out),
+            "response.output_item.done" => {
+                if let Some(item) = &event.item {
+                    let key = self.key_for_item(&event, item);
+                    self.item_done(key, item, out);
+                }
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                if let Some(text) = str_of(event.delta.as_ref()).filter(|t| !t.is_empty()) {
+                    let key = self.resolve(&event, Kind::Message);
+                    self.mark_streamed(key);
+                    out.push(Delta::Text { key, text: text.to_owned() });
+                }
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                if let Some(text) = str_of(event.delta.as_ref()).filter(|t| !t.is_empty()) {
+                    let key = self.resolve(&event, Kind::Reasoning);
+                    if kind == "response.reasoning_summary_text.delta" {
+                        // Summary parts are separated by a blank line (as the final text
+                        // OpenClaw builds from the `.done` item), added lazily so an empty
+                        // part adds nothing.
+                        self.summary_separator(key, num(event.summary_index.as_ref()), out);
+                    }
+                    self.mark_streamed(key);
+                    out.push(Delta::Thinking { key, text: text.to_owned() });
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                if let Some(fragment) = str_of(event.delta.as_ref()).filter(|t| !t.is_empty()) {
+                    let key = self.resolve(&event, Kind::FunctionCall);
+                    self.call_fragment(key, fragment, out);
+                }
+            }
+            "response.function_call_arguments.done" => {
+                if let Some(arguments) = str_of(event.arguments.as_ref()).filter(|t| !t.is_empty())
+                {
+                    let key = self.resolve(&event, Kind::FunctionCall);
+                    self.call_arguments_done(key, arguments, out);
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = event.response.clone().unwrap_or(Value::Null);
+                self.complete(kind, &response, out);
+            }
+            "response.failed" | "response.cancelled" => {
+                let response = event.response.clone().unwrap_or(Value::Null);
+                self.reconcile_output(&response, out);
+                let error = failure(&response, data);
+                self.fail(out, error);
+            }
+            "error" => {
+                let object = match &event.error {
+                    Some(nested) if nested.is_object() => nested.clone(),
+                    _ => {
+                        let mut flat = serde_json::Map::new();
+                        if let Some(code) = event.code {
+                            flat.insert("code".to_owned(), code);
+                        }
+                        if let Some(message) = event.message {
+                            flat.insert("message".to_owned(), message);
+                        }
+                        Value::Object(flat)
+                    }
+                };
+                self.fail(out, stream_error(&object, data));
+            }
+            // A bare JSON body in a 200 response: an error envelope, or a whole
+            // non-streamed response object.
+            "" if event.error.as_ref().is_some_and(Value::is_object) => {
+                let object = event.error.unwrap_or_default();
+                self.fail(out, stream_error(&object, data));
+            }
+            "" => {
+                if let Ok(response) = serde_json::from_str::<Value>(data)
+                    && str_of(response.get("object")) == Some("response")
+                {
+                    self.complete("response.completed", &response, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn fail(&mut self, out: &mut Vec<Delta>, error: Error) {
+        self.finished = true;
+        out.push(Delta::Error(error));
+    }
+
+    /// The block key an event addresses: its `output_index`, else its `item_id`, else the
+    /// current item. Registers an item of `kind` if the key is new (an event whose
+    /// `output_item.added` never came).
+    fn resolve(&mut self, event: &WireEvent, kind: Kind) -> BlockKey {
+        let item_id = str_of(event.item_id.as_ref());
+        let key = match num(event.output_index.as_ref()) {
+            Some(index) => index,
+            None => match item_id.and_then(|id| self.by_item_id.get(id)) {
+                Some(key) => *key,
+                None => match self.current {
+                    Some(key) if item_id.is_none() => key,
+                    _ => self.synthetic_key(),
+                },
+            },
+        };
+        self.items.entry(key).or_insert_with(|| Item::new(kind, item_id.map(str::to_owned)));
+        if let Some(id) = item_id {
+            self.by_item_id.entry(id.to_owned()).or_insert(key);
+        }
+        self.current = Some(key);
+        key
+    }
+
+    fn synthetic_key(&mut self) -> BlockKey {
+        let key = self.next_synthetic;
+        self.next_synthetic += 1;
+        key
+    }
+
+    fn key_for_item(&mut self, event: &WireEvent, item: &Value) -> BlockKey {
+        match num(event.output_index.as_ref()) {
+            Some(index) => index,
+            None => match str_of(item.get("id")).and_then(|id| self.by_item_id.get(id)) {
+                Some(key) => *key,
+                None => self.synthetic_key(),
+            },
+        }
+    }
+
+    fn mark_streamed(&mut self, key: BlockKey) {
+        if let Some(item) = self.items.get_mut(&key) {
+            item.streamed = true;
+            item.opened = true;
+        }
+    }
+
+    fn summary_separator(&mut self, key: BlockKey, index: Option<u64>, out: &mut Vec<Delta>) {
+        let Some(item) = self.items.get_mut(&key) else { return };
+        let Some(index) = index else { return };
+        match item.summary_index {
+            Some(previous) if previous == index => {}
+            Some(_) => {
+                item.summary_index = Some(index);
+                if item.streamed {
+                    out.push(Delta::Thinking { key, text: "\n\n".to_owned() });
+                }
+            }
+            None => item.summary_index = Some(index),
+        }
+    }
+
+    fn item_added(&mut self, event: &WireEvent, out: &mut Vec<Delta>) {
+        let Some(item) = &event.item else { return };
+        let key = self.key_for_item(event, item);
+        let item_id = str_of(item.get("id")).map(str::to_owned);
+        let kind = match str_of(item.get("type")) {
+            Some("message") => Kind::Message,
+            Some("reasoning") => Kind::Reasoning,
+            Some("function_call") => Kind::FunctionCall,
+            _ => Kind::Other,
+        };
+        if let Some(previous) = self.items.get(&key)
+            && previous.opened
+            && !previous.done
+            && previous.item_id != item_id
+        {
+            // The wire reused an active output index: close the earlier block.
+            out.push(Delta::BlockEnd { key });
+        }
+        let mut state = Item::new(kind, item_id.clone());
+        if kind == Kind::FunctionCall {
+            let name = str_of(item.get("name")).unwrap_or_default();
+            if self.is_wrapper(name) {
+                state.wrapper = Some(str_of(item.get("arguments")).unwrap_or_default().to_owned());
+            } else {
+                state.opened = true;
+                self.tool_calls += 1;
+                out.push(Delta::ToolCallStart {
+                    key,
+                    id: call_id(item),
+                    name: name.to_owned(),
+                    arguments: None,
+                });
+                if let Some(arguments) = str_of(item.get("arguments")).filter(|a| !a.is_empty()) {
+                    out.push(Delta::ToolCallArgs { key, fragment: arguments.to_owned() });
+                }
+            }
+        }
+        self.items.insert(key, state);
+        if let Some(id) = item_id {
+            self.by_item_id.insert(id, key);
+        }
+        self.current = Some(key);
+    }
+
+    fn is_wrapper(&self, name: &str) -> bool {
+        matches!(name, "parallel" | "multi_tool_use.parallel") && !self.tool_names.contains(name)
+    }
+
+    fn call_fragment(&mut self, key: BlockKey, fragment: &str, out: &mut Vec<Delta>) {
+        let Some(item) = self.items.get_mut(&key) else { return };
+        if let Some(buffer) = item.wrapper.as_mut() {
+            buffer.push_str(fragment);
+            return;
+        }
+        if !item.opened {
+            // Arguments for a call whose `added` never came: open it; id and name
+            // arrive with `output_item.done`.
+            item.opened = true;
+            item.kind = Kind::FunctionCall;
+            self.tool_calls += 1;
+        }
+        out.push(Delta::ToolCallArgs { key, fragment: fragment.to_owned() });
+    }
+
+    fn call_arguments_done(&mut self, key: BlockKey, arguments: &str, out: &mut Vec<Delta>) {
+        let Some(item) = self.items.get_mut(&key) else { return };
+        if let Some(buffer) = item.wrapper.as_mut() {
+            if arguments.len() > buffer.len() || !arguments.starts_with(buffer.as_str()) {
+                *buffer = arguments.to_owned();
+            }
+            return;
+        }
+        if !item.opened {
+            item.opened = true;
+            item.kind = Kind::FunctionCall;
+            self.tool_calls += 1;
+        }
+        out.push(Delta::ToolCallArgsDone { key, arguments: arguments.to_owned() });
+    }
+
+    fn item_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        let item_id = str_of(item.get("id")).map(str::to_owned);
+        let state =
+            self.items.entry(key).or_insert_with(|| Item::new(Kind::Other, item_id.clone()));
+        if state.done && state.item_id == item_id {
+            return;
+        }
+        if state.opened && state.done {
+            // A finished block at this index belonged to another item; start afresh.
+            *state = Item::new(Kind::Other, item_id.clone());
+        }
+        if let Some(id) = &item_id {
+            self.by_item_id.entry(id.clone()).or_insert(key);
+        }
+        match str_of(item.get("type")) {
+            Some("message") => self.message_done(key, item, out),
+            Some("reasoning") => self.reasoning_done(key, item, out),
+            Some("function_call") => self.call_done(key, item, out),
+            _ => {}
+        }
+        if let Some(state) = self.items.get_mut(&key) {
+            state.done = true;
+            state.item_id = item_id;
+        }
+    }
+
+    fn message_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        let Some(state) = self.items.get_mut(&key) else { return };
+        if !state.streamed {
+            let text = message_text(item);
+            if !text.is_empty() {
+                out.push(Delta::Text { key, text });
+                state.streamed = true;
+                state.opened = true;
+            }
+        }
+        if !state.opened {
+            return;
+        }
+        if let Some(id) = str_of(item.get("id")) {
+            let mut signature = serde_json::Map::new();
+            signature.insert("v".to_owned(), Value::from(1));
+            signature.insert("id".to_owned(), Value::from(id));
+            if let Some(phase) = str_of(item.get("phase")) {
+                signature.insert("phase".to_owned(), Value::from(phase));
+            }
+            out.push(Delta::TextSignature { key, signature: Value::Object(signature).to_string() });
+        }
+        out.push(Delta::BlockEnd { key });
+    }
+
+    fn reasoning_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        let Some(state) = self.items.get_mut(&key) else { return };
+        if !state.streamed {
+            let text = reasoning_text(item);
+            if !text.is_empty() {
+                out.push(Delta::Thinking { key, text });
+                state.streamed = true;
+            }
+        }
+        state.opened = true;
+        // The whole item (with the `.done` encrypted_content) is the replay signature.
+        out.push(Delta::ThinkingSignature { key, signature: item.to_string() });
+        out.push(Delta::BlockEnd { key });
+    }
+
+    fn call_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        let name = str_of(item.get("name")).unwrap_or_default().to_owned();
+        let arguments = str_of(item.get("arguments")).unwrap_or_default().to_owned();
+        let wrapper_name = self.is_wrapper(&name);
+        let Some(state) = self.items.get_mut(&key) else { return };
+        if state.wrapper.is_some() || (!state.opened && wrapper_name) {
+            let buffer = state.wrapper.take().unwrap_or_default();
+            let text = if arguments.len() >= buffer.len() { arguments } else { buffer };
+            state.opened = true;
+            self.expand_wrapper(key, item, &name, &text, out);
+            return;
+        }
+        if state.opened {
+            out.push(Delta::ToolCallMeta {
+                key,
+                id: Some(call_id(item)),
+                name: Some(name),
+                thought_signature: None,
+            });
+        } else {
+            // `output_item.done` without `added` (OpenClaw drops this call; we keep it).
+            state.opened = true;
+            state.kind = Kind::FunctionCall;
+            self.tool_calls += 1;
+            out.push(Delta::ToolCallStart { key, id: call_id(item), name, arguments: None });
+        }
+        if !arguments.is_empty() {
+            out.push(Delta::ToolCallArgsDone { key, arguments });
+        }
+        out.push(Delta::BlockEnd { key });
+    }
+
+    /// Expands `multi_tool_use.parallel` (`{"tool_uses":[{"recipient_name":"functions.x",
+    /// "parameters":{...}}]}`) into one call per entry; anything else stays one call.
+    fn expand_wrapper(
+        &mut self,
+        key: BlockKey,
+        item: &Value,
+        name: &str,
+        arguments: &str,
+        out: &mut Vec<Delta>,
+    ) {
+        let base = call_id(item);
+        let base = base.split('|').next().unwrap_or_default().to_owned();
+        let uses = serde_json::from_str::<Value>(arguments)
+            .ok()
+            .and_then(|v| v.get("tool_uses").and_then(Value::as_array).cloned())
+            .filter(|uses| {
+                !uses.is_empty()
+                    && uses
+                        .iter()
+                        .all(|u| str_of(u.get("recipient_name")).is_some_and(|n| !n.is_empty()))
+            });
+        let Some(uses) = uses else {
+            self.tool_calls += 1;
+            out.push(Delta::ToolCallStart {
+                key,
+                id: call_id(item),
+                name: name.to_owned(),
+                arguments: None,
+            });
+            out.push(Delta::ToolCallArgs { key, fragment: arguments.to_owned() });
+            out.push(Delta::BlockEnd { key });
+            return;
+        };
+        for (n, entry) in uses.iter().enumerate() {
+            let recipient = str_of(entry.get("recipient_name")).unwrap_or_default();
+            let tool = recipient.strip_prefix("functions.").unwrap_or(recipient);
+            let parameters = entry.get("parameters").filter(|p| p.is_object()).cloned();
+            let wrapper_key = self.next_wrapper;
+            self.next_wrapper += 1;
+            self.tool_calls += 1;
+            out.push(Delta::ToolCallStart {
+                key: wrapper_key,
+                id: format!("{base}_{n}"),
+                name: tool.to_owned(),
+                arguments: Some(parameters.unwrap_or_else(|| Value::Object(Default::default()))),
+            });
+            out.push(Delta::BlockEnd { key: wrapper_key });
+        }
+    }
+
+    /// Processes items of `response.output` that never came as `output_item.done`.
+    fn reconcile_output(&mut self, response: &Value, out: &mut Vec<Delta>) {
+        let Some(items) = response.get("output").and_then(Value::as_array) else { return };
+        for (index, item) in items.iter().enumerate() {
+            let id = str_of(item.get("id"));
+            let known = match id {
+                Some(id) => {
+                    self.by_item_id.get(id).and_then(|k| self.items.get(k)).is_some_and(|s| s.done)
+                }
+                None => true,
+            };
+            if known {
+                continue;
+            }
+            let key = match id.and_then(|id| self.by_item_id.get(id)) {
+                Some(key) => *key,
+                None if !self.items.contains_key(&(index as BlockKey)) => index as BlockKey,
+                None => self.synthetic_key(),
+            };
+            self.item_done(key, item, out);
+        }
+    }
+
+    fn complete(&mut self, kind: &str, response: &Value, out: &mut Vec<Delta>) {
+        self.reconcile_output(response, out);
+        out.push(metadata(response));
+        if let Some(usage) = response.get("usage").and_then(usage) {
+            out.push(Delta::Usage(usage));
+        }
+        let status = str_of(response.get("status")).unwrap_or(match kind {
+            "response.incomplete" => "incomplete",
+            _ => "completed",
+        });
+        let reason = match status {
+            "incomplete" => {
+                let why = str_of(response.get("incomplete_details").and_then(|d| d.get("reason")));
+                if why == Some("content_filter") {
+                    self.fail(
+                        out,
+                        Error::new(ErrorKind::Refused, PROVIDER, "incomplete: content_filter")
+                            .with_code("content_filter")
+                            .with_retryable(false),
+                    );
+                    return;
+                }
+                StopReason::Length
+            }
+            "failed" | "cancelled" => {
+                let error = failure(response, &response.to_string());
+                self.fail(out, error);
+                return;
+            }
+            _ if self.tool_calls > 0 => StopReason::ToolUse,
+            _ => StopReason::Stop,
+        };
+        self.finished = true;
+        out.push(Delta::Stop(reason));
+        out.push(Delta::Done);
+    }
+}
+
+impl WireDecoder for Decoder {
+    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
+        if self.finished || event.data.trim().is_empty() {
+            return;
+        }
+        self.handle(event.event.as_deref(), &event.data, out);
+    }
+
+    fn end(&mut self, _out: &mut Vec<Delta>) {
+        // No terminator came: llm-core reports the truncation.
+    }
+}
+
+/// `response.failed` (or a failed status) as an error: `<code>: <message>`,
+/// `incomplete: <reason>`, or a generic message.
+fn failure(response: &Value, raw: &str) -> Error {
+    if let Some(error) = response.get("error").filter(|e| e.is_object()) {
+        return stream_error(error, raw);
+    }
+    if let Some(reason) = str_of(response.get("incomplete_details").and_then(|d| d.get("reason"))) {
+        return Error::new(ErrorKind::Provider, PROVIDER, format!("incomplete: {reason}"))
+            .with_code(reason)
+            .with_retryable(false)
+            .with_body(raw);
+    }
+    let status = str_of(response.get("status")).unwrap_or("failed");
+    let kind = if status == "cancelled" { ErrorKind::Aborted } else { ErrorKind::Provider };
+    Error::new(
+        kind,
+        PROVIDER,
+        format!("Response {status}: unknown error (no error details in response)"),
+    )
+    .with_retryable(false)
+    .with_body(raw)
+}
+
+fn metadata(response: &Value) -> Delta {
+    Delta::Metadata {
+        response_id: str_of(response.get("id")).map(str::to_owned),
+        response_model: str_of(response.get("model")).map(str::to_owned),
+    }
+}
+
+/// Usage: `input` excludes cached tokens; reasoning tokens are part of `output_tokens`.
+fn usage(usage: &Value) -> Option<Usage> {
+    if !usage.is_object() {
+        return None;
+    }
+    let input = num(usage.get("input_tokens")).unwrap_or(0);
+    let cached =
+        num(usage.get("input_tokens_details").and_then(|d| d.get("cached_tokens"))).unwrap_or(0);
+    let output = num(usage.get("output_tokens")).unwrap_or(0);
+    Some(Usage {
+        input: input.saturating_sub(cached),
+        output,
+        cache_read: cached,
+        cache_write: 0,
+        total_tokens: num(usage.get("total_tokens")).unwrap_or(input + output),
+        cost: Default::default(),
+    })
+}
+
+fn call_id(item: &Value) -> String {
+    let call = str_of(item.get("call_id")).filter(|s| !s.is_empty());
+    let id = str_of(item.get("id")).filter(|s| !s.is_empty());
+    match (call, id) {
+        (Some(call), Some(id)) => format!("{call}|{id}"),
+        (Some(one), None) | (None, Some(one)) => one.to_owned(),
+        (None, None) => String::new(),
+    }
+}
+
+fn message_text(item: &Value) -> String {
+    let mut text = String::new();
+    for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+        match str_of(part.get("type")) {
+            Some("output_text") => text.push_str(str_of(part.get("text")).unwrap_or_default()),
+            Some("refusal") => text.push_str(str_of(part.get("refusal")).unwrap_or_default()),
+            _ => {}
+        }
+    }
+    text
+}
+
+fn reasoning_text(item: &Value) -> String {
+    let collect = |field: &str| -> Vec<&str> {
+        item.get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| str_of(p.get("text")))
+            .filter(|t| !t.is_empty())
+            .collect()
+    };
+    let summary = collect("summary");
+    if summary.is_empty() { collect("content").join("\n\n") } else { summary.join("\n\n") }
+}
+
+fn str_of(value: Option<&Value>) -> Option<&str> {
+    value.and_then(Value::as_str)
+}
+
+/// A non-negative integer of any JSON width or spelling (`3`, `3.0`, `"3"`).
+fn num(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64().filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64)
+        }),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

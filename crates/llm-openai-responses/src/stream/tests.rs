@@ -1,0 +1,427 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use llm_core::drive::WireDecoder;
+use llm_core::printer::print_transcript;
+use llm_core::sse::SseDecoder;
+use llm_core::{
+    AssistantContent, AssistantEvent, AssistantMessage, ErrorKind, MessageAssembler, Model,
+    StopReason,
+};
+use serde_json::{Value, json};
+
+use super::Decoder;
+
+fn model() -> Model {
+    Model {
+        id: "gpt-5.4-mini".into(),
+        api: crate::API.into(),
+        provider: "openai".into(),
+        cost: llm_core::ModelCost { input: 1.0, output: 4.0, cache_read: 0.1, cache_write: 0.0 },
+        ..Model::default()
+    }
+}
+
+/// `event: <type>\ndata: <json>\n\n` for each payload.
+fn sse(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {}\n\n", e["type"].as_str().unwrap_or("x"), e))
+        .collect()
+}
+
+fn run_chunks(chunks: &[&[u8]], tools: &[&str]) -> Vec<AssistantEvent> {
+    let mut sse = SseDecoder::new();
+    let mut raw = Vec::new();
+    let names: BTreeSet<String> = tools.iter().map(|s| (*s).to_owned()).collect();
+    let mut decoder = Decoder::new(Arc::new(names));
+    let mut deltas = Vec::new();
+    for chunk in chunks {
+        sse.push(chunk, &mut raw).unwrap();
+        for event in raw.drain(..) {
+            decoder.event(event, &mut deltas);
+        }
+    }
+    sse.finish(&mut raw).unwrap();
+    for event in raw.drain(..) {
+        decoder.event(event, &mut deltas);
+    }
+    decoder.end(&mut deltas);
+    let mut assembler = MessageAssembler::new(&model(), 0);
+    for delta in deltas {
+        assembler.push(delta);
+    }
+    std::iter::from_fn(|| assembler.next_event()).collect()
+}
+
+/// Runs the text whole and one byte at a time; both must agree.
+fn run_with(text: &str, tools: &[&str]) -> Vec<AssistantEvent> {
+    let whole = run_chunks(&[text.as_bytes()], tools);
+    let bytes: Vec<&[u8]> = text.as_bytes().chunks(1).collect();
+    let split = run_chunks(&bytes, tools);
+    assert_eq!(print_transcript(&whole), print_transcript(&split));
+    whole
+}
+
+fn run(text: &str) -> Vec<AssistantEvent> {
+    run_with(text, &[])
+}
+
+fn final_message(events: &[AssistantEvent]) -> &AssistantMessage {
+    match events.last() {
+        Some(AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. }) => {
+            message
+        }
+        other => panic!("no terminal event: {other:?}"),
+    }
+}
+
+fn created() -> Value {
+    json!({"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":"gpt-5.4-mini-2026-03-17","output":[]}})
+}
+
+fn completed(status: &str) -> Value {
+    json!({"type":"response.completed","sequence_number":99,"response":{"id":"resp_1","status":status,
+        "usage":{"input_tokens":100,"input_tokens_details":{"cached_tokens":40},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":105}}})
+}
+
+fn call_added(index: u64, call: &str, item: &str, name: &str) -> Value {
+    json!({"type":"response.output_item.added","output_index":index,"item":{"id":item,"type":"function_call","status":"in_progress","arguments":"","call_id":call,"name":name}})
+}
+
+fn args_delta(index: u64, item: &str, delta: &str) -> Value {
+    json!({"type":"response.function_call_arguments.delta","delta":delta,"item_id":item,"obfuscation":"q1","output_index":index})
+}
+
+fn args_done(index: u64, item: &str, arguments: &str) -> Value {
+    json!({"type":"response.function_call_arguments.done","arguments":arguments,"item_id":item,"output_index":index})
+}
+
+fn call_done(index: u64, call: &str, item: &str, name: &str, arguments: &str) -> Value {
+    json!({"type":"response.output_item.done","output_index":index,"item":{"id":item,"type":"function_call","status":"completed","arguments":arguments,"call_id":call,"name":name}})
+}
+
+#[test]
+fn single_call_ids_usage_and_tool_use() {
+    let events = run(&sse(&[
+        created(),
+        call_added(0, "call_Ex02", "fc_Ex02", "get_weather"),
+        args_delta(0, "fc_Ex02", "{\""),
+        args_delta(0, "fc_Ex02", "city\":\"Bergen\"}"),
+        args_done(0, "fc_Ex02", "{\"city\":\"Bergen\"}"),
+        call_done(0, "call_Ex02", "fc_Ex02", "get_weather", "{\"city\":\"Bergen\"}"),
+        completed("completed"),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+    let call = message.tool_calls().next().unwrap();
+    assert_eq!(call.id, "call_Ex02|fc_Ex02");
+    assert_eq!(call.name, "get_weather");
+    assert_eq!(call.arguments, json!({"city": "Bergen"}));
+    assert_eq!(message.response_id.as_deref(), Some("resp_1"));
+    assert_eq!(message.response_model.as_deref(), Some("gpt-5.4-mini-2026-03-17"));
+    // §8 #28: input excludes cached tokens; total as reported.
+    assert_eq!((message.usage.input, message.usage.cache_read, message.usage.output), (60, 40, 5));
+    assert_eq!(message.usage.total_tokens, 105);
+    assert!((message.usage.cost.input - 60.0 / 1e6).abs() < 1e-12);
+    let deltas =
+        events.iter().filter(|e| matches!(e, AssistantEvent::ToolCallDelta { .. })).count();
+    assert_eq!(deltas, 2);
+}
+
+#[test]
+fn done_arguments_longer_than_streamed_add_the_suffix() {
+    let events = run(&sse(&[
+        created(),
+        call_added(0, "call_1", "fc_1", "f"),
+        args_delta(0, "fc_1", "{\"a\":"),
+        args_done(0, "fc_1", "{\"a\":12}"),
+        call_done(0, "call_1", "fc_1", "f", "{\"a\":12}"),
+        completed("completed"),
+    ]));
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::ToolCallDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["{\"a\":", "12}"]);
+    assert_eq!(final_message(&events).tool_calls().next().unwrap().arguments, json!({"a": 12}));
+}
+
+#[test]
+fn function_call_without_added_still_lands() {
+    // Arguments streamed without `added`, then `done`.
+    let events = run(&sse(&[
+        created(),
+        args_delta(0, "fc_1", "{\"q\":"),
+        args_delta(0, "fc_1", "\"x\"}"),
+        call_done(0, "call_1", "fc_1", "search", "{\"q\":\"x\"}"),
+        // Only `output_item.done`: no `added`, no deltas.
+        call_done(1, "call_2", "fc_2", "lookup", "{\"id\":7}"),
+        completed("completed"),
+    ]));
+    let message = final_message(&events);
+    let calls: Vec<_> = message.tool_calls().collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("call_1|fc_1", "search"));
+    assert_eq!(calls[0].arguments, json!({"q": "x"}));
+    assert_eq!((calls[1].id.as_str(), calls[1].name.as_str()), ("call_2|fc_2", "lookup"));
+    assert_eq!(calls[1].arguments, json!({"id": 7}));
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+}
+
+#[test]
+fn interleaved_parallel_calls_keep_their_arguments() {
+    let events = run(&sse(&[
+        created(),
+        call_added(0, "call_a", "fc_a", "a"),
+        call_added(1, "call_b", "fc_b", "b"),
+        call_added(2, "call_c", "fc_c", "c"),
+        args_delta(0, "fc_a", "{\"x\":"),
+        args_delta(2, "fc_c", "{\"z\":"),
+        args_delta(1, "fc_b", "{\"y\":"),
+        args_delta(2, "fc_c", "3}"),
+        args_delta(0, "fc_a", "1}"),
+        // No output_index: routed by item_id.
+        json!({"type":"response.function_call_arguments.delta","delta":"2}","item_id":"fc_b"}),
+        call_done(2, "call_c", "fc_c", "c", "{\"z\":3}"),
+        call_done(0, "call_a", "fc_a", "a", "{\"x\":1}"),
+        call_done(1, "call_b", "fc_b", "b", "{\"y\":2}"),
+        completed("completed"),
+    ]));
+    let message = final_message(&events);
+    let calls: Vec<(String, Value)> =
+        message.tool_calls().map(|c| (c.id.clone(), c.arguments.clone())).collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("call_a|fc_a".into(), json!({"x": 1})),
+            ("call_b|fc_b".into(), json!({"y": 2})),
+            ("call_c|fc_c".into(), json!({"z": 3})),
+        ]
+    );
+}
+
+#[test]
+fn status_mapping() {
+    // completed without calls -> stop; completed without `output` is fine.
+    let text = |status: &str, kind: &str, details: Value| {
+        sse(&[
+            created(),
+            json!({"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","content":[],"role":"assistant"}}),
+            json!({"type":"response.output_text.delta","content_index":0,"delta":"Hi","item_id":"msg_1","output_index":0}),
+            json!({"type":kind,"response":{"id":"resp_1","status":status,"incomplete_details":details,"usage":null}}),
+        ])
+    };
+    let events = run(&text("completed", "response.completed", Value::Null));
+    assert_eq!(final_message(&events).stop_reason, StopReason::Stop);
+    let events =
+        run(&text("incomplete", "response.incomplete", json!({"reason": "max_output_tokens"})));
+    assert!(matches!(events.last(), Some(AssistantEvent::Done { reason: StopReason::Length, .. })));
+    let events =
+        run(&text("incomplete", "response.incomplete", json!({"reason": "content_filter"})));
+    let Some(AssistantEvent::Error { error, message, .. }) = events.last() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::Refused);
+    assert_eq!(message.text(), "Hi");
+    // An incomplete response with a call is `length`, not `toolUse`.
+    let events = run(&sse(&[
+        created(),
+        call_added(0, "call_1", "fc_1", "f"),
+        args_delta(0, "fc_1", "{\"a\":\"tru"),
+        json!({"type":"response.incomplete","response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}),
+    ]));
+    assert_eq!(final_message(&events).stop_reason, StopReason::Length);
+}
+
+#[test]
+fn failed_response_is_an_error_with_code_and_message() {
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"x","message":"y"},"output":[],"usage":null}}),
+    ]));
+    let Some(AssistantEvent::Error { error, message, reason }) = events.last() else { panic!() };
+    assert_eq!(*reason, StopReason::Error);
+    assert_eq!(message.error_message.as_deref(), Some("x: y"));
+    assert_eq!(error.code.as_deref(), Some("x"));
+    let events = run(&sse(&[json!({"type":"response.failed","response":{"status":"failed"}})]));
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!() };
+    assert!(error.message.contains("no error details"));
+}
+
+#[test]
+fn error_events_nested_and_flat_keep_partial_text() {
+    for error in [
+        json!({"type":"error","sequence_number":3,"error":{"type":"server_error","code":null,"message":"Sorry, something went wrong.","param":null}}),
+        json!({"type":"error","sequence_number":3,"code":"server_error","message":"Sorry, something went wrong.","param":null}),
+    ] {
+        let events = run(&sse(&[
+            created(),
+            json!({"type":"response.output_text.delta","delta":"par","item_id":"msg_1","output_index":0}),
+            error,
+            json!({"type":"response.failed","response":{"status":"failed","error":{"code":"other","message":"ignored"}}}),
+        ]));
+        assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
+        let Some(AssistantEvent::Error { error, message, .. }) = events.last() else { panic!() };
+        assert_eq!(error.kind, ErrorKind::Overloaded);
+        assert_eq!(error.message, "server_error: Sorry, something went wrong.");
+        assert_eq!(message.text(), "par");
+    }
+}
+
+#[test]
+fn reasoning_summaries_and_signature() {
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAA-A","summary":[]}}),
+        json!({"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}}),
+        json!({"type":"response.reasoning_summary_text.delta","delta":"First.","item_id":"rs_1","output_index":0,"summary_index":0,"obfuscation":"x"}),
+        json!({"type":"response.reasoning_summary_part.done","item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":"First."}}),
+        json!({"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":1,"part":{"type":"summary_text","text":""}}),
+        json!({"type":"response.reasoning_summary_text.delta","delta":"Second.","item_id":"rs_1","output_index":0,"summary_index":1}),
+        json!({"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAA-B","summary":[{"type":"summary_text","text":"First."},{"type":"summary_text","text":"Second."}]}}),
+        json!({"type":"response.output_item.added","output_index":1,"item":{"id":"rs_2","type":"reasoning","summary":[]}}),
+        json!({"type":"response.output_item.done","output_index":1,"item":{"id":"rs_2","type":"reasoning","encrypted_content":"gAAAA-C","summary":[]}}),
+        call_added(2, "call_1", "fc_1", "f"),
+        call_done(2, "call_1", "fc_1", "f", "{}"),
+        completed("completed"),
+    ]));
+    let message = final_message(&events);
+    let AssistantContent::Thinking(first) = &message.content[0] else { panic!() };
+    assert_eq!(first.thinking, "First.\n\nSecond.");
+    let signature: Value =
+        serde_json::from_str(first.thinking_signature.as_deref().unwrap()).unwrap();
+    assert_eq!(signature["encrypted_content"], json!("gAAAA-B"));
+    assert_eq!(signature["id"], json!("rs_1"));
+    let AssistantContent::Thinking(second) = &message.content[1] else { panic!() };
+    assert_eq!(second.thinking, "");
+    assert!(second.thinking_signature.as_deref().unwrap().contains("gAAAA-C"));
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+}
+
+#[test]
+fn message_signature_carries_id_and_phase() {
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_item.added","item":{"id":"msg_Ex01","type":"message","status":"in_progress","content":[],"phase":"final_answer","role":"assistant"},"output_index":1}),
+        json!({"type":"response.output_text.delta","content_index":0,"delta":"Bergen is wet","item_id":"msg_Ex01","logprobs":[],"obfuscation":"Zt3","output_index":1}),
+        json!({"type":"response.output_item.done","item":{"id":"msg_Ex01","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"Bergen is wet"}],"phase":"final_answer","role":"assistant"},"output_index":1}),
+        completed("completed"),
+    ]));
+    let message = final_message(&events);
+    let AssistantContent::Text(text) = &message.content[0] else { panic!() };
+    assert_eq!(text.text, "Bergen is wet");
+    assert_eq!(
+        text.text_signature.as_deref(),
+        Some(r#"{"v":1,"id":"msg_Ex01","phase":"final_answer"}"#)
+    );
+}
+
+#[test]
+fn text_only_in_done_and_output_only_in_completed() {
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_item.done","output_index":0,"item":{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"whole"}],"role":"assistant"}}),
+        json!({"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[
+            {"id":"msg_1","type":"message","content":[{"type":"output_text","text":"whole"}]},
+            {"id":"fc_9","type":"function_call","call_id":"call_9","name":"late","arguments":"{\"k\":1}"}
+        ]}}),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(message.text(), "whole");
+    let call = message.tool_calls().next().unwrap();
+    assert_eq!((call.id.as_str(), &call.arguments), ("call_9|fc_9", &json!({"k": 1})));
+}
+
+#[test]
+fn parallel_wrapper_is_expanded_unless_a_real_tool() {
+    let args = r#"{"tool_uses":[{"recipient_name":"functions.get_weather","parameters":{"city":"Oslo"}},{"recipient_name":"functions.get_time","parameters":{"tz":"CET"}}]}"#;
+    let text = sse(&[
+        created(),
+        call_added(0, "call_p", "fc_p", "multi_tool_use.parallel"),
+        args_delta(0, "fc_p", &args[..20]),
+        args_delta(0, "fc_p", &args[20..]),
+        call_done(0, "call_p", "fc_p", "multi_tool_use.parallel", args),
+        completed("completed"),
+    ]);
+    let events = run(&text);
+    let calls: Vec<_> = final_message(&events).tool_calls().cloned().collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("call_p_0", "get_weather"));
+    assert_eq!(calls[0].arguments, json!({"city": "Oslo"}));
+    assert_eq!((calls[1].id.as_str(), calls[1].name.as_str()), ("call_p_1", "get_time"));
+    let events = run_with(&text, &["multi_tool_use.parallel"]);
+    let calls: Vec<_> = final_message(&events).tool_calls().cloned().collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "multi_tool_use.parallel");
+}
+
+#[test]
+fn unknown_events_fields_and_missing_sequence_numbers_are_ignored() {
+    let events = run(&sse(&[
+        json!({"type":"response.created","response":{"id":"resp_1","future":{"x":1}}}),
+        json!({"type":"response.brand_new_event","payload":[1,2,3]}),
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"ws_1","type":"web_search_call"}}),
+        json!({"type":"response.output_item.done","output_index":0,"item":{"id":"ws_1","type":"web_search_call"}}),
+        json!({"type":"response.output_text.delta","delta":"ok","item_id":"msg_1","output_index":1,"extra":true}),
+        json!({"type":"response.output_text.annotation.added","item_id":"msg_1","output_index":1}),
+        json!({"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":1.0,"output_tokens":"2","total_tokens":3}}}),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(message.text(), "ok");
+    assert_eq!((message.usage.input, message.usage.output), (1, 2));
+}
+
+#[test]
+fn invalid_json_and_cut_streams_never_succeed() {
+    let events = run("event: response.created\ndata: {not json\n\n");
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::Decode);
+    // Without a terminal event the decoder emits no terminal delta (llm-core reports truncation).
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_text.delta","delta":"a","output_index":0}),
+    ]));
+    assert!(!events.iter().any(AssistantEvent::is_terminal));
+}
+
+#[test]
+fn bare_json_bodies() {
+    let events = run(r#"{"error":{"message":"bad","type":"invalid_request_error","code":null}}"#);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::InvalidRequest);
+    let events = run(
+        r#"{"id":"resp_1","object":"response","status":"completed","output":[{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"hi"}]}]}"#,
+    );
+    assert_eq!(final_message(&events).text(), "hi");
+}
+
+#[test]
+fn empty_summary_parts_add_no_separator_and_raw_reasoning_text_streams() {
+    let rs = "rs_9";
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":rs,"type":"reasoning","summary":[]}}),
+        json!({"type":"response.reasoning_summary_part.added","item_id":rs,"output_index":0,"summary_index":0}),
+        json!({"type":"response.reasoning_summary_text.delta","delta":"Only part.","item_id":rs,"output_index":0,"summary_index":0}),
+        json!({"type":"response.reasoning_summary_part.added","item_id":rs,"output_index":0,"summary_index":1}),
+        json!({"type":"response.reasoning_summary_part.done","item_id":rs,"output_index":0,"summary_index":1}),
+        json!({"type":"response.output_item.done","output_index":0,"item":{"id":rs,"type":"reasoning","summary":[{"type":"summary_text","text":"Only part."}]}}),
+        json!({"type":"response.reasoning_text.delta","delta":"raw thoughts","item_id":"rs_10","output_index":1}),
+        json!({"type":"response.output_item.done","output_index":1,"item":{"id":"rs_10","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"raw thoughts"}]}}),
+        completed("completed"),
+    ]));
+    let message = final_message(&events);
+    let thinking: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            AssistantContent::Thinking(t) => Some(t.thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, ["Only part.", "raw thoughts"]);
+}

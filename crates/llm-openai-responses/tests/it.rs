@@ -1,0 +1,398 @@
+//! Integration tests through the public API: a loopback HTTP server with canned
+//! responses, and a live smoke test that runs only with `OPENAI_API_KEY`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use llm_core::{
+    ApiKey, AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider,
+    RecordingSleeper, RetryPolicy, StopReason, StreamOptions, Tool, ToolResultMessage, UserContent,
+};
+use llm_openai_responses::{API, OpenAiResponsesCompat, OpenAiResponsesProvider, PROVIDER};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// One canned answer: status line + headers + body, written whole, then the
+/// connection closes (or stays open, for the abort test).
+#[derive(Clone)]
+struct Canned {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+    hold_open: bool,
+}
+
+fn sse_ok(body: &str) -> Canned {
+    Canned {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream".into())],
+        body: body.to_owned(),
+        hold_open: false,
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Received {
+    head: String,
+    body: Value,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|line| {
+            let (k, v) = line.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+
+    fn request_line(&self) -> &str {
+        self.head.lines().next().unwrap_or_default()
+    }
+}
+
+/// A minimal HTTP/1.1 server: answer *i* goes to connection *i*.
+async fn serve(answers: Vec<Canned>) -> (String, Arc<Mutex<Vec<Received>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let log = received.clone();
+    tokio::spawn(async move {
+        for answer in answers {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let (head, body_start) = loop {
+                let n = socket.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break (String::from_utf8_lossy(&buf[..pos]).into_owned(), pos + 4);
+                }
+            };
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_owned())
+                })
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            while buf.len() < body_start + length {
+                let n = socket.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = serde_json::from_slice(&buf[body_start..]).unwrap_or(Value::Null);
+            log.lock().unwrap().push(Received { head, body });
+            let mut response = format!("HTTP/1.1 {} X\r\n", answer.status);
+            for (k, v) in &answer.headers {
+                response.push_str(&format!("{k}: {v}\r\n"));
+            }
+            if answer.hold_open {
+                response.push_str("\r\n");
+            } else {
+                response.push_str(&format!(
+                    "content-length: {}\r\nconnection: close\r\n\r\n",
+                    answer.body.len()
+                ));
+            }
+            response.push_str(&answer.body);
+            let _ = socket.write_all(response.as_bytes()).await;
+            if answer.hold_open {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+            let _ = socket.shutdown().await;
+        }
+    });
+    (format!("http://{addr}/v1"), received)
+}
+
+fn model(base_url: &str) -> Model {
+    Model {
+        id: "gpt-5.4-mini".into(),
+        api: API.into(),
+        provider: "openai".into(),
+        base_url: base_url.into(),
+        reasoning: false,
+        cost: llm_core::ModelCost { input: 0.25, output: 2.0, cache_read: 0.025, cache_write: 0.0 },
+        max_tokens: 4096,
+        ..Model::default()
+    }
+}
+
+fn weather_tool() -> Tool {
+    Tool {
+        name: "get_weather".into(),
+        description: "Current weather for a city".into(),
+        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    }
+}
+
+fn options(sleeper: Arc<RecordingSleeper>) -> StreamOptions {
+    StreamOptions {
+        api_key: Some(ApiKey::new("sk-test-secret-123")),
+        session_id: Some("sess-1".into()),
+        retry: RetryPolicy { max_retries: 2, jitter: false, ..RetryPolicy::default() },
+        sleeper: Some(sleeper),
+        ..StreamOptions::default()
+    }
+}
+
+const TOOL_STREAM: &str = r#"event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_Ex02","object":"response","status":"in_progress","model":"gpt-5.4-mini-2026-03-17","output":[]}}
+
+event: response.output_item.added
+data: {"type":"response.output_item.added","item":{"id":"fc_Ex02","type":"function_call","status":"in_progress","arguments":"","call_id":"call_Ex02","name":"get_weather"},"output_index":0,"sequence_number":2}
+
+event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","delta":"{\"","item_id":"fc_Ex02","obfuscation":"q1w2e3","output_index":0,"sequence_number":3}
+
+event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","delta":"city\":\"Bergen\"}","item_id":"fc_Ex02","obfuscation":"r4","output_index":0,"sequence_number":4}
+
+event: response.function_call_arguments.done
+data: {"type":"response.function_call_arguments.done","arguments":"{\"city\":\"Bergen\"}","item_id":"fc_Ex02","output_index":0,"sequence_number":5}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","item":{"id":"fc_Ex02","type":"function_call","status":"completed","arguments":"{\"city\":\"Bergen\"}","call_id":"call_Ex02","name":"get_weather"},"output_index":0,"sequence_number":6}
+
+event: response.completed
+data: {"type":"response.completed","response":{"id":"resp_Ex02","object":"response","status":"completed","error":null,"incomplete_details":null,"model":"gpt-5.4-mini-2026-03-17","usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":100},"output_tokens":18,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":138}},"sequence_number":7}
+
+"#;
+
+async fn collect(
+    provider: &dyn Provider,
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+) -> Vec<AssistantEvent> {
+    provider.stream(model, context, options).collect().await
+}
+
+fn terminal(events: &[AssistantEvent]) -> &AssistantMessage {
+    match events.last() {
+        Some(AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. }) => {
+            message
+        }
+        other => panic!("no terminal event: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn end_to_end_tool_call_over_loopback() {
+    let (base, received) = serve(vec![sse_ok(TOOL_STREAM)]).await;
+    let provider = OpenAiResponsesProvider::new();
+    assert_eq!(provider.api(), "openai-responses");
+    let context = Context {
+        system_prompt: Some("You are terse.".into()),
+        messages: vec![Message::user("Weather in Bergen?")],
+        tools: vec![weather_tool()],
+    };
+    let events =
+        collect(&provider, &model(&base), &context, &options(Arc::new(RecordingSleeper::new())))
+            .await;
+    assert!(matches!(events.first(), Some(AssistantEvent::Start)));
+    let message = terminal(&events);
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+    let call = message.tool_calls().next().unwrap();
+    assert_eq!((call.id.as_str(), call.name.as_str()), ("call_Ex02|fc_Ex02", "get_weather"));
+    assert_eq!(call.arguments, json!({"city": "Bergen"}));
+    assert_eq!(
+        (message.usage.input, message.usage.cache_read, message.usage.output),
+        (20, 100, 18)
+    );
+    assert!(message.usage.cost.total > 0.0);
+
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1);
+    let request = &received[0];
+    assert_eq!(request.request_line(), "POST /v1/responses HTTP/1.1");
+    assert_eq!(request.header("authorization").as_deref(), Some("Bearer sk-test-secret-123"));
+    assert_eq!(request.header("session_id").as_deref(), Some("sess-1"));
+    assert_eq!(request.header("x-client-request-id").as_deref(), Some("sess-1"));
+    assert_eq!(request.body["model"], json!("gpt-5.4-mini"));
+    assert_eq!(request.body["stream"], json!(true));
+    assert_eq!(request.body["store"], json!(false));
+    assert_eq!(request.body["prompt_cache_key"], json!("sess-1"));
+    assert_eq!(request.body["tools"][0]["strict"], json!(true));
+    assert_eq!(request.body["tools"][0]["parameters"]["additionalProperties"], json!(false));
+    assert_eq!(request.body["input"][0]["role"], json!("system"));
+}
+
+#[tokio::test]
+async fn retry_after_429_then_success() {
+    let limited = Canned {
+        status: 429,
+        headers: vec![("content-type", "application/json".into()), ("retry-after", "2".into())],
+        body: r#"{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#.into(),
+        hold_open: false,
+    };
+    let (base, received) = serve(vec![limited, sse_ok(TOOL_STREAM)]).await;
+    let sleeper = Arc::new(RecordingSleeper::new());
+    let context = Context {
+        messages: vec![Message::user("Weather?")],
+        tools: vec![weather_tool()],
+        ..Context::default()
+    };
+    let events = collect(
+        &OpenAiResponsesProvider::new(),
+        &model(&base),
+        &context,
+        &options(sleeper.clone()),
+    )
+    .await;
+    assert_eq!(terminal(&events).stop_reason, StopReason::ToolUse);
+    assert_eq!(sleeper.delays(), vec![Duration::from_secs(2)]);
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].body, received[1].body, "a retry sends the same bytes");
+}
+
+#[tokio::test]
+async fn http_401_is_auth_without_retry_and_without_the_key() {
+    let denied = Canned {
+        status: 401,
+        headers: vec![("content-type", "application/json".into())],
+        body: "{\n  \"error\": {\n    \"message\": \"Incorrect API key provided: sk-test-***123.\",\n    \"type\": \"invalid_request_error\",\n    \"param\": null,\n    \"code\": \"invalid_api_key\"\n  }\n}\n".into(),
+        hold_open: false,
+    };
+    let (base, received) = serve(vec![denied]).await;
+    let sleeper = Arc::new(RecordingSleeper::new());
+    let events = collect(
+        &OpenAiResponsesProvider::new(),
+        &model(&base),
+        &Context::default(),
+        &options(sleeper.clone()),
+    )
+    .await;
+    let Some(AssistantEvent::Error { error, message, .. }) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(error.kind, ErrorKind::Auth);
+    assert_eq!(error.status, Some(401));
+    assert_eq!(error.code.as_deref(), Some("invalid_api_key"));
+    assert_eq!(error.provider, PROVIDER);
+    assert!(!error.retryable);
+    assert!(message.error_body.as_deref().unwrap().contains("invalid_api_key"));
+    let printed = format!("{error} {error:?} {message:?}");
+    assert!(!printed.contains("sk-test-secret-123"));
+    assert_eq!(received.lock().unwrap().len(), 1);
+    assert!(sleeper.delays().is_empty());
+}
+
+#[tokio::test]
+async fn missing_key_fails_without_a_request() {
+    let (base, received) = serve(vec![]).await;
+    let mut options = options(Arc::new(RecordingSleeper::new()));
+    options.api_key = None;
+    let events =
+        collect(&OpenAiResponsesProvider::new(), &model(&base), &Context::default(), &options)
+            .await;
+    assert_eq!(events.len(), 1);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!() };
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (ErrorKind::Auth, "No API key for provider: openai")
+    );
+    assert!(received.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn stream_cut_before_terminal_is_truncated_and_abort_is_single() {
+    let cut = TOOL_STREAM.split("event: response.completed").next().unwrap().to_owned();
+    let (base, _) = serve(vec![sse_ok(&cut)]).await;
+    let events = collect(
+        &OpenAiResponsesProvider::new(),
+        &model(&base),
+        &Context::default(),
+        &options(Arc::new(RecordingSleeper::new())),
+    )
+    .await;
+    let Some(AssistantEvent::Error { error, message, .. }) = events.last() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::Truncated);
+    assert_eq!(message.tool_calls().count(), 1, "partial content is kept");
+
+    // The server sends some text and then stalls; the caller cancels.
+    let stall = Canned {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream".into())],
+        body: "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hel\",\"item_id\":\"msg_1\",\"output_index\":0}\n\n".into(),
+        hold_open: true,
+    };
+    let (base, _) = serve(vec![stall]).await;
+    let options = options(Arc::new(RecordingSleeper::new()));
+    let mut stream =
+        OpenAiResponsesProvider::new().stream(&model(&base), &Context::default(), &options);
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        if matches!(event, AssistantEvent::TextDelta { .. }) {
+            options.cancel.cancel();
+        }
+        events.push(event);
+    }
+    assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
+    let Some(AssistantEvent::Error { reason, message, .. }) = events.last() else { panic!() };
+    assert_eq!(*reason, StopReason::Aborted);
+    assert_eq!(message.text(), "Hel");
+}
+
+#[test]
+fn compat_is_a_plain_documented_struct() {
+    let compat: OpenAiResponsesCompat =
+        serde_json::from_value(json!({"strictTools": false, "replayResponsesItemIds": true, "thinkingLevelMap": {"off": null}}))
+            .unwrap();
+    assert_eq!(compat.strict_tools, Some(false));
+    assert_eq!(compat.replay_item_ids, Some(true));
+    assert_eq!(compat.thinking_level_map.get("off"), Some(&None));
+    let _ = OpenAiResponsesProvider::default();
+    let _ = OpenAiResponsesProvider::with_http_client(reqwest::Client::new());
+}
+
+/// One real tool round trip; runs only when `OPENAI_API_KEY` is set.
+#[tokio::test]
+async fn live_smoke_tool_round_trip() {
+    let Some(key) = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty()) else {
+        println!("skipped: OPENAI_API_KEY not set");
+        return;
+    };
+    let provider = OpenAiResponsesProvider::new();
+    let model = Model {
+        id: std::env::var("OPENAI_RESPONSES_MODEL").unwrap_or_else(|_| "gpt-4.1-mini".into()),
+        ..model("https://api.openai.com/v1")
+    };
+    let options = StreamOptions {
+        api_key: Some(ApiKey::new(key)),
+        max_tokens: Some(512),
+        ..StreamOptions::default()
+    };
+    let mut context = Context {
+        system_prompt: Some("Use the tool to answer.".into()),
+        messages: vec![Message::user("What is the weather in Bergen? Use get_weather.")],
+        tools: vec![weather_tool()],
+    };
+    let first = provider.stream(&model, &context, &options).result().await;
+    assert_eq!(first.stop_reason, StopReason::ToolUse, "{:?}", first.error_message);
+    let call = first.tool_calls().next().cloned().unwrap();
+    assert_eq!(call.name, "get_weather");
+    context.messages.push(Message::Assistant(first.clone()));
+    context.messages.push(Message::ToolResult(ToolResultMessage {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: vec![UserContent::text("Rain, 9°C")],
+        details: None,
+        is_error: false,
+        timestamp: 0,
+    }));
+    let second = provider.stream(&model, &context, &options).result().await;
+    assert_eq!(second.stop_reason, StopReason::Stop, "{:?}", second.error_message);
+    assert!(!second.text().is_empty());
+}
