@@ -15,6 +15,7 @@ use llm_core::{
 };
 use serde_json::{Value, json};
 
+mod e2e;
 mod random;
 
 pub(crate) fn model() -> Model {

@@ -1,0 +1,430 @@
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+
+use llm_core::{
+    ApiKey, AssistantContent, AssistantMessage, ImageContent, InputModality, StopReason,
+    TextContent, ThinkingContent, ToolCall, ToolResultMessage, UserMessage, UserMessageContent,
+};
+use serde_json::json;
+
+use super::*;
+
+fn model(id: &str) -> Model {
+    Model {
+        id: id.into(),
+        api: "google-generative-ai".into(),
+        provider: "google".into(),
+        input: vec![InputModality::Text, InputModality::Image],
+        reasoning: true,
+        max_tokens: 8192,
+        ..Model::default()
+    }
+}
+
+fn assistant(model: &Model, content: Vec<AssistantContent>) -> Message {
+    Message::Assistant(AssistantMessage {
+        content,
+        api: model.api.clone(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        stop_reason: StopReason::ToolUse,
+        ..AssistantMessage::default()
+    })
+}
+
+fn call(id: &str, name: &str, args: Value, sig: Option<&str>) -> AssistantContent {
+    AssistantContent::ToolCall(ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args,
+        thought_signature: sig.map(str::to_owned),
+    })
+}
+
+fn result(id: &str, name: &str, content: Vec<UserContent>, is_error: bool) -> Message {
+    Message::ToolResult(ToolResultMessage {
+        tool_call_id: id.into(),
+        tool_name: name.into(),
+        content,
+        details: None,
+        is_error,
+        timestamp: 0,
+    })
+}
+
+fn image(data: &str) -> UserContent {
+    UserContent::Image(ImageContent { data: data.into(), mime_type: "image/png".into() })
+}
+
+fn body(model: &Model, context: &Context, options: &StreamOptions) -> Value {
+    let compat = GoogleCompat::from_model(model).unwrap();
+    build_body(model, context, options, &compat)
+}
+
+fn weather_tool() -> Tool {
+    Tool {
+        name: "get_weather".into(),
+        description: "Weather for a city".into(),
+        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    }
+}
+
+#[test]
+fn request_shape_and_determinism() {
+    let m = model("gemini-2.5-flash");
+    let context = Context {
+        system_prompt: Some("Be brief.".into()),
+        messages: vec![Message::user("Weather in Lisbon?")],
+        tools: vec![weather_tool()],
+    };
+    let options = StreamOptions {
+        temperature: Some(0.2),
+        max_tokens: Some(1024),
+        stop: vec!["END".into()],
+        tool_choice: Some(ToolChoice::Auto),
+        reasoning: Some(ReasoningLevel::Low),
+        ..StreamOptions::default()
+    };
+    let b = body(&m, &context, &options);
+    assert_eq!(
+        b,
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": "Weather in Lisbon?"}]}],
+            "systemInstruction": {"parts": [{"text": "Be brief."}]},
+            "tools": [{"functionDeclarations": [{"name": "get_weather", "description": "Weather for a city",
+                "parametersJsonSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]}],
+            "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+            "generationConfig": {"temperature": 0.2, "maxOutputTokens": 1024, "stopSequences": ["END"],
+                "thinkingConfig": {"includeThoughts": true, "thinkingBudget": 2048}}
+        })
+    );
+    // Identical input, identical bytes, key order included.
+    let a = serde_json::to_string(&body(&m, &context, &options)).unwrap();
+    let b = serde_json::to_string(&body(&m, &context, &options)).unwrap();
+    assert_eq!(a, b);
+    assert!(a.starts_with("{\"contents\":"));
+}
+
+#[test]
+fn tool_choice_only_with_tools_and_named_tool() {
+    let m = model("gemini-2.5-flash");
+    let mut context = Context { messages: vec![Message::user("hi")], ..Context::default() };
+    let options = StreamOptions {
+        tool_choice: Some(ToolChoice::Tool("get_weather".into())),
+        ..StreamOptions::default()
+    };
+    assert!(body(&m, &context, &options).get("toolConfig").is_none());
+    context.tools.push(weather_tool());
+    assert_eq!(
+        body(&m, &context, &options)["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}})
+    );
+}
+
+#[test]
+fn use_parameters_sends_sanitized_openapi_schema() {
+    let mut m = model("gemini-2.5-flash");
+    m.compat = Some(json!({"useParameters": true}));
+    let tool = Tool {
+        name: "t".into(),
+        description: "d".into(),
+        parameters: json!({"$schema": "x", "type": "object", "properties": {"a": {"type": ["string", "null"]}}, "additionalProperties": false}),
+    };
+    let none = Tool {
+        name: "n".into(),
+        description: "d".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+    };
+    let context = Context {
+        messages: vec![Message::user("hi")],
+        tools: vec![tool, none],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    assert_eq!(
+        b["tools"],
+        json!([{"functionDeclarations": [
+            {"name": "t", "description": "d", "parameters": {"type": "object", "properties": {"a": {"type": "string", "nullable": true}}}},
+            {"name": "n", "description": "d"}
+        ]}])
+    );
+}
+
+#[test]
+fn same_model_replay_keeps_signatures_byte_for_byte() {
+    let m = model("gemini-2.5-flash");
+    let context = Context {
+        messages: vec![
+            Message::user("Weather?"),
+            assistant(
+                &m,
+                vec![
+                    AssistantContent::Thinking(ThinkingContent {
+                        thinking: "plan".into(),
+                        thinking_signature: Some("VGhpbms=".into()),
+                        redacted: false,
+                    }),
+                    AssistantContent::Text(TextContent {
+                        text: "Checking.".into(),
+                        text_signature: Some("VGV4dA==".into()),
+                    }),
+                    call("c1", "get_weather", json!({"city": "Lisbon"}), Some("CiQBExampleSig==")),
+                    AssistantContent::Text(TextContent {
+                        text: String::new(),
+                        text_signature: Some("RW5k".into()),
+                    }),
+                ],
+            ),
+            result("c1", "get_weather", vec![UserContent::text("17C")], false),
+        ],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    assert_eq!(
+        b["contents"][1],
+        json!({"role": "model", "parts": [
+            {"thought": true, "text": "plan", "thoughtSignature": "VGhpbms="},
+            {"text": "Checking.", "thoughtSignature": "VGV4dA=="},
+            {"functionCall": {"name": "get_weather", "args": {"city": "Lisbon"}}, "thoughtSignature": "CiQBExampleSig=="},
+            {"text": "", "thoughtSignature": "RW5k"}
+        ]})
+    );
+    assert_eq!(
+        b["contents"][2],
+        json!({"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"output": "17C"}}}]})
+    );
+}
+
+#[test]
+fn invalid_signature_dropped_openclaw_40() {
+    let m = model("gemini-2.5-flash");
+    let context = Context {
+        messages: vec![
+            Message::user("x"),
+            assistant(&m, vec![call("c1", "f", json!({}), Some("not base64!"))]),
+            result("c1", "f", vec![UserContent::text("ok")], false),
+        ],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    assert_eq!(b["contents"][1]["parts"][0], json!({"functionCall": {"name": "f", "args": {}}}));
+}
+
+#[test]
+fn error_result_shape_openclaw_41() {
+    let m = model("gemini-2.5-flash");
+    let context = Context {
+        messages: vec![
+            Message::user("x"),
+            assistant(&m, vec![call("c1", "f", json!({}), None), call("c2", "g", json!({}), None)]),
+            result("c1", "f", vec![UserContent::text("boom"), UserContent::text("twice")], true),
+            result("c2", "g", vec![], false),
+        ],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    assert_eq!(
+        b["contents"][2],
+        json!({"role": "user", "parts": [
+            {"functionResponse": {"name": "f", "response": {"error": "boom\ntwice"}}},
+            {"functionResponse": {"name": "g", "response": {"output": ""}}}
+        ]})
+    );
+}
+
+fn three_results_with_images(m: &Model) -> Context {
+    Context {
+        messages: vec![
+            Message::user("shots"),
+            assistant(
+                m,
+                vec![
+                    call("c1", "shot", json!({}), None),
+                    call("c2", "shot", json!({}), None),
+                    call("c3", "shot", json!({}), None),
+                ],
+            ),
+            result("c1", "shot", vec![image("AAAA")], false),
+            result("c2", "shot", vec![UserContent::text("no image")], false),
+            result(
+                "c3",
+                "shot",
+                vec![UserContent::text("two"), image("BBBB"), image("CCCC")],
+                false,
+            ),
+            Message::user("thanks"),
+        ],
+        ..Context::default()
+    }
+}
+
+#[test]
+fn images_held_back_for_gemini_2_openclaw_39() {
+    let m = model("gemini-2.5-pro");
+    let b = body(&m, &three_results_with_images(&m), &StreamOptions::default());
+    let contents = b["contents"].as_array().unwrap();
+    assert_eq!(contents.len(), 6, "{contents:#?}");
+    assert_eq!(
+        contents[2],
+        json!({"role": "user", "parts": [
+            {"functionResponse": {"name": "shot", "response": {"output": "(see attached image)"}}},
+            {"functionResponse": {"name": "shot", "response": {"output": "no image"}}},
+            {"functionResponse": {"name": "shot", "response": {"output": "two"}}}
+        ]})
+    );
+    assert_eq!(
+        contents[3],
+        json!({"role": "user", "parts": [{"text": "Tool result image:"}, {"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]})
+    );
+    assert_eq!(
+        contents[4],
+        json!({"role": "user", "parts": [{"text": "Tool result image:"},
+            {"inlineData": {"mimeType": "image/png", "data": "BBBB"}}, {"inlineData": {"mimeType": "image/png", "data": "CCCC"}}]})
+    );
+    assert_eq!(contents[5], json!({"role": "user", "parts": [{"text": "thanks"}]}));
+}
+
+#[test]
+fn images_nested_for_gemini_3_with_ids_openclaw_39() {
+    let m = model("gemini-3-pro-preview");
+    let b = body(&m, &three_results_with_images(&m), &StreamOptions::default());
+    let contents = b["contents"].as_array().unwrap();
+    assert_eq!(contents.len(), 4);
+    assert_eq!(
+        contents[2]["parts"][0],
+        json!({"functionResponse": {"name": "shot", "response": {"output": "(see attached image)"},
+            "parts": [{"inlineData": {"mimeType": "image/png", "data": "AAAA"}}], "id": "c1"}})
+    );
+    // Same model, no signature on the first call: Gemini 3 gets the documented sentinel.
+    assert_eq!(contents[1]["parts"][0]["thoughtSignature"], SKIP_SIGNATURE_SENTINEL);
+    assert!(contents[1]["parts"][1].get("thoughtSignature").is_none());
+    assert_eq!(contents[1]["parts"][0]["functionCall"]["id"], "c1");
+}
+
+#[test]
+fn cross_provider_replay_thinking_to_text_signatures_dropped_ids_normalized() {
+    let m = model("gemini-3-pro-preview");
+    let foreign = AssistantMessage {
+        content: vec![
+            AssistantContent::Thinking(ThinkingContent {
+                thinking: "I should call it".into(),
+                thinking_signature: Some("EqQBCkYIBxgCKkA=".into()),
+                redacted: false,
+            }),
+            AssistantContent::Thinking(ThinkingContent {
+                thinking: String::new(),
+                thinking_signature: Some("opaque".into()),
+                redacted: true,
+            }),
+            call("call_abc|fc_very+long/x", "f", json!({"a": 1}), Some("c2ln")),
+        ],
+        api: "openai-responses".into(),
+        provider: "openai".into(),
+        model: "gpt-5".into(),
+        stop_reason: StopReason::ToolUse,
+        ..AssistantMessage::default()
+    };
+    let context = Context {
+        messages: vec![
+            Message::user("go"),
+            Message::Assistant(foreign),
+            result("call_abc|fc_very+long/x", "f", vec![UserContent::text("done")], false),
+        ],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    let parts = &b["contents"][1]["parts"];
+    assert_eq!(parts[0], json!({"text": "I should call it"}));
+    let fc = &parts[1];
+    assert_eq!(fc["thoughtSignature"], SKIP_SIGNATURE_SENTINEL);
+    let id = fc["functionCall"]["id"].as_str().unwrap();
+    assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{id}");
+    assert_eq!(b["contents"][2]["parts"][0]["functionResponse"]["id"], id);
+    assert_eq!(parts.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn errored_turns_not_replayed_and_orphans_get_results() {
+    let m = model("gemini-2.5-flash");
+    let mut errored = AssistantMessage {
+        content: vec![AssistantContent::Text(TextContent {
+            text: "partial".into(),
+            text_signature: None,
+        })],
+        api: m.api.clone(),
+        provider: m.provider.clone(),
+        model: m.id.clone(),
+        ..AssistantMessage::default()
+    };
+    errored.stop_reason = StopReason::Error;
+    let context = Context {
+        messages: vec![
+            Message::user("a"),
+            Message::Assistant(errored),
+            Message::user("b"),
+            assistant(&m, vec![call("c1", "f", json!({}), None)]),
+            Message::user("c"),
+        ],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    let contents = b["contents"].as_array().unwrap();
+    assert_eq!(contents.len(), 5);
+    assert_eq!(
+        contents[3]["parts"][0]["functionResponse"],
+        json!({"name": "f", "response": {"error": "No result provided"}})
+    );
+}
+
+#[test]
+fn non_vision_model_gets_placeholders_and_empty_user_skipped() {
+    let mut m = model("gemini-2.5-flash");
+    m.input = vec![InputModality::Text];
+    let context = Context {
+        messages: vec![
+            Message::User(UserMessage {
+                content: UserMessageContent::Blocks(vec![image("AAAA")]),
+                timestamp: 0,
+            }),
+            Message::User(UserMessage {
+                content: UserMessageContent::Text(String::new()),
+                timestamp: 0,
+            }),
+        ],
+        ..Context::default()
+    };
+    let b = body(&m, &context, &StreamOptions::default());
+    assert_eq!(
+        b["contents"],
+        json!([{"role": "user", "parts": [{"text": "(image omitted: model does not support images)"}]}])
+    );
+}
+
+#[test]
+fn headers_auth_and_user_override() {
+    let mut m = model("gemini-2.5-flash");
+    m.headers.insert("X-Model".into(), "m".into());
+    let mut options =
+        StreamOptions { api_key: Some(ApiKey::new("k-123")), ..StreamOptions::default() };
+    options.headers.insert("X-Goog-Api-Key".into(), "override".into());
+    options.headers.insert("x-extra".into(), "1".into());
+    let context = Context { messages: vec![Message::user("hi")], ..Context::default() };
+    let r = build_request(&m, &context, &options, &Endpoint::GenerativeLanguage).unwrap();
+    assert_eq!(
+        r.headers,
+        vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("X-Model".to_owned(), "m".to_owned()),
+            ("X-Goog-Api-Key".to_owned(), "override".to_owned()),
+            ("x-extra".to_owned(), "1".to_owned()),
+        ]
+    );
+    assert!(!r.url.contains("key="));
+    assert!(!format!("{r:?}").contains("override"));
+    let vertex = Endpoint::Vertex { project: "p".into(), location: "global".into() };
+    options.headers.clear();
+    let r = build_request(&m, &context, &options, &vertex).unwrap();
+    assert!(r.headers.contains(&("authorization".to_owned(), "Bearer k-123".to_owned())));
+    options.api_key = None;
+    let e = build_request(&m, &context, &options, &Endpoint::GenerativeLanguage).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Auth);
+}

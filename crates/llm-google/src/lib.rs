@@ -1,0 +1,256 @@
+//! Google Gemini for clawcall: the Generative Language API (`google-generative-ai`)
+//! and Vertex AI (`google-vertex`), both over `streamGenerateContent?alt=sse`.
+//!
+//! Capabilities:
+//! - [x] Streaming text, with `data: …\r\n\r\n` (CRLF) framing and no terminator
+//! - [x] Tool calls: `functionCall` parts arrive whole (args an object, maybe absent),
+//!   several per chunk; missing or duplicate ids get ids unique within the message
+//! - [x] Tool schemas as `parametersJsonSchema` (inlined `$ref`s, no `$ref` with
+//!   siblings), or the legacy OpenAPI-3.0 `parameters` with
+//!   [`GoogleCompat::use_parameters`]
+//! - [x] Tool choice (`AUTO` / `NONE` / `ANY`, one named function via `allowedFunctionNames`)
+//! - [x] Thinking: `thought: true` parts; `thinkingBudget` (Gemini 2.x) or
+//!   `thinkingLevel` (Gemini 3, Gemma 4)
+//! - [x] Thought signatures on text, thinking and call parts, replayed byte for byte to
+//!   the same model (invalid base64 dropped); Gemini 3 gets Google's skip sentinel on
+//!   a replayed first call that has no signature
+//! - [x] Images in user messages and tool results (nested in `functionResponse.parts`
+//!   on Gemini 3+, a separate user turn after the results on older models)
+//! - [x] Usage from the last `usageMetadata` (input excludes cached tokens)
+//! - [x] Errors: HTTP bodies (`{"error":{code,message,status,details}}`, an invalid key
+//!   is a 400 mapped to `auth`), `{"error": …}` inside a 200 stream, blocked prompts,
+//!   and blocking finish reasons (`SAFETY`, `RECITATION`, …) as errors even with calls
+//! - [x] Retries, timeouts, cancellation and tracing through [`llm_core::drive`]
+//! - [ ] Vertex streamed function-call arguments (`streamFunctionCallArguments`), not requested
+//! - [ ] Application Default Credentials: pass an OAuth access token as the API key
+//!
+//! The key goes in the `x-goog-api-key` header (never in the URL); Vertex sends it as
+//! `Authorization: Bearer <token>`.
+//!
+//! Provider options ([`StreamOptions::provider_options`]): `thinkingBudget` (integer,
+//! overrides the level's budget; `0` turns thinking off), `thinkingLevel` (string,
+//! `LOW`/`HIGH`/…), and for Vertex `project` and `location`.
+
+#![warn(missing_docs)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use llm_core::drive::drive_sse;
+use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
+
+mod client;
+mod compat;
+mod convert;
+mod error;
+mod schema;
+mod stream;
+
+pub use compat::GoogleCompat;
+pub use stream::Decoder;
+
+/// API id of the Generative Language API (Gemini API / AI Studio).
+pub const API: &str = llm_core::api::GOOGLE_GENERATIVE_AI;
+/// API id of Vertex AI.
+pub const VERTEX_API: &str = llm_core::api::GOOGLE_VERTEX;
+/// Provider name used in errors.
+pub const PROVIDER: &str = "google";
+
+/// Default Vertex location when neither the model, the options nor the environment name one.
+pub const DEFAULT_VERTEX_LOCATION: &str = "us-central1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    GenerativeLanguage,
+    Vertex,
+}
+
+/// The Gemini provider, for either the Generative Language API ([`GoogleProvider::new`],
+/// API id [`API`]) or Vertex AI ([`GoogleProvider::vertex`], API id [`VERTEX_API`]).
+///
+/// The two differ only in [`Provider::api`] (the registry key). A request goes to the
+/// endpoint its `model.api` names (`google-generative-ai` or `google-vertex`); a model
+/// with another API id goes to the provider's own endpoint.
+#[derive(Debug, Clone)]
+pub struct GoogleProvider {
+    http: reqwest::Client,
+    flavor: Flavor,
+}
+
+impl Default for GoogleProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn default_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(llm_core::Timeouts::default().connect.unwrap_or(Duration::from_secs(30)))
+        .build()
+        .unwrap_or_default()
+}
+
+impl GoogleProvider {
+    /// The Generative Language API provider with its own HTTP client.
+    pub fn new() -> Self {
+        Self::with_http_client(default_client())
+    }
+
+    /// The Generative Language API provider on `http`.
+    pub fn with_http_client(http: reqwest::Client) -> Self {
+        GoogleProvider { http, flavor: Flavor::GenerativeLanguage }
+    }
+
+    /// The Vertex AI provider with its own HTTP client.
+    ///
+    /// Needs a project (`project` provider option, [`GoogleCompat::project`], or
+    /// `GOOGLE_CLOUD_PROJECT`) and takes the location the same way (default
+    /// [`DEFAULT_VERTEX_LOCATION`]). The API key option holds an OAuth access token.
+    pub fn vertex() -> Self {
+        Self::vertex_with_http_client(default_client())
+    }
+
+    /// The Vertex AI provider on `http`.
+    pub fn vertex_with_http_client(http: reqwest::Client) -> Self {
+        GoogleProvider { http, flavor: Flavor::Vertex }
+    }
+
+    fn endpoint(&self, model: &Model, options: &StreamOptions) -> Result<convert::Endpoint, Error> {
+        // The model's API id picks the endpoint; the flavor only decides for other ids.
+        let vertex = match model.api.as_str() {
+            VERTEX_API => true,
+            API => false,
+            _ => self.flavor == Flavor::Vertex,
+        };
+        if !vertex {
+            return Ok(convert::Endpoint::GenerativeLanguage);
+        }
+        let compat = GoogleCompat::from_model(model)?;
+        let pick = |option: &str, from_compat: Option<String>, env: &[&str]| -> Option<String> {
+            options
+                .provider_options
+                .get(option)
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+                .or(from_compat)
+                .or_else(|| env.iter().find_map(|var| std::env::var(var).ok()))
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
+        let project = pick("project", compat.project, &["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"]).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                PROVIDER,
+                "Vertex AI needs a project: set the `project` provider option, the model compat `project`, or GOOGLE_CLOUD_PROJECT",
+            )
+            .with_retryable(false)
+        })?;
+        let location = pick("location", compat.location, &["GOOGLE_CLOUD_LOCATION"])
+            .unwrap_or_else(|| DEFAULT_VERTEX_LOCATION.to_owned());
+        let valid = |s: &str| {
+            s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        };
+        if !valid(&project) || !valid(&location) {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                PROVIDER,
+                "Invalid Vertex AI project or location",
+            )
+            .with_retryable(false));
+        }
+        Ok(convert::Endpoint::Vertex { project, location })
+    }
+}
+
+impl Provider for GoogleProvider {
+    fn api(&self) -> &str {
+        match self.flavor {
+            Flavor::GenerativeLanguage => API,
+            Flavor::Vertex => VERTEX_API,
+        }
+    }
+
+    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
+        let request = self
+            .endpoint(model, options)
+            .and_then(|endpoint| convert::build_request(model, context, options, &endpoint));
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => return AssistantStream::from_error(model, e),
+        };
+        let body = match serde_json::to_vec(&request.body) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                return AssistantStream::from_error(
+                    model,
+                    Error::new(
+                        ErrorKind::InvalidRequest,
+                        PROVIDER,
+                        format!("Could not encode the request: {e}"),
+                    ),
+                );
+            }
+        };
+        let http = self.http.clone();
+        let url = request.url;
+        let headers = request.headers;
+        let timeouts = options.timeouts.clone();
+        drive_sse(
+            model,
+            options,
+            PROVIDER,
+            move |_attempt| {
+                client::send(
+                    http.clone(),
+                    url.clone(),
+                    headers.clone(),
+                    body.clone(),
+                    timeouts.clone(),
+                )
+            },
+            Decoder::new,
+        )
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn _assert_impls() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<GoogleProvider>();
+        send_sync::<Decoder>();
+    }
+
+    #[test]
+    fn api_ids() {
+        assert_eq!(GoogleProvider::new().api(), "google-generative-ai");
+        assert_eq!(GoogleProvider::vertex().api(), "google-vertex");
+    }
+
+    #[test]
+    fn vertex_needs_a_project_and_takes_options() {
+        let p = GoogleProvider::vertex();
+        let model = Model { id: "gemini-2.5-flash".into(), ..Model::default() };
+        let gl = Model { api: API.into(), ..model.clone() };
+        assert_eq!(
+            p.endpoint(&gl, &StreamOptions::default()).unwrap(),
+            convert::Endpoint::GenerativeLanguage
+        );
+        let mut options = StreamOptions::default();
+        options.provider_options.insert("project".into(), serde_json::json!("my-proj"));
+        options.provider_options.insert("location".into(), serde_json::json!("europe-west4"));
+        assert_eq!(
+            p.endpoint(&model, &options).unwrap(),
+            convert::Endpoint::Vertex {
+                project: "my-proj".into(),
+                location: "europe-west4".into()
+            }
+        );
+        options.provider_options.insert("project".into(), serde_json::json!("a/b"));
+        assert!(p.endpoint(&model, &options).is_err());
+    }
+}

@@ -1,0 +1,503 @@
+//! Gemini `streamGenerateContent?alt=sse` chunks -> neutral deltas (pure state machine).
+//!
+//! Framing: `data: <GenerateContentResponse>\r\n\r\n`, no terminator; the stream
+//! just ends after the chunk carrying `finishReason`. So [`Decoder::end`] decides:
+//! a finish reason was seen -> `Done` (or an error for blocking reasons); none ->
+//! a `truncated` error.
+//!
+//! - `text` parts are text, or thinking when `thought: true`; a change of kind
+//!   closes the block. A part's `thoughtSignature` belongs to its block (the last
+//!   non-empty one wins) and is emitted when the block closes; an empty text part
+//!   that only carries a signature (Gemini 3's closing part) keeps it.
+//! - `functionCall` parts arrive whole (`args` an object, maybe absent), several per
+//!   chunk: each becomes start + one argument fragment + end. A missing id, or one
+//!   already used in this message, is replaced by an id unique within the message
+//!   (derived from the response id, so also unique across turns; no global state).
+//! - `usageMetadata` repeats on every chunk and is not monotonic: each change is
+//!   passed on, so the last one with token counts wins (and an aborted or failed
+//!   stream still reports what was seen).
+//! - `{"error": ...}` inside the 200 stream, and `promptFeedback.blockReason` without
+//!   candidates, end the stream with an error.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use llm_core::drive::WireDecoder;
+use llm_core::sse::SseEvent;
+use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
+
+use crate::PROVIDER;
+use crate::error::{chunk_error, stream_error};
+
+/// A number of any JSON width (or a numeric string), as `u64`; anything else is absent.
+fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v = Option::<Value>::deserialize(d)?;
+    Ok(match v {
+        Some(Value::Number(n)) => {
+            n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+        }
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    })
+}
+
+/// A string, or a number/bool rendered as one; anything else is absent.
+fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let v = Option::<Value>::deserialize(d)?;
+    Ok(match v {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(Value::Bool(b)) => Some(b.to_string()),
+        _ => None,
+    })
+}
+
+/// `true`, or the string `"true"`.
+fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let v = Option::<Value>::deserialize(d)?;
+    Ok(matches!(v, Some(Value::Bool(true))) || matches!(v, Some(Value::String(s)) if s == "true"))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Chunk {
+    candidates: Option<Vec<Candidate>>,
+    usage_metadata: Option<UsageMetadata>,
+    #[serde(deserialize_with = "lenient_string")]
+    model_version: Option<String>,
+    #[serde(deserialize_with = "lenient_string")]
+    response_id: Option<String>,
+    prompt_feedback: Option<PromptFeedback>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Candidate {
+    content: Option<Content>,
+    #[serde(deserialize_with = "lenient_string")]
+    finish_reason: Option<String>,
+    #[serde(deserialize_with = "lenient_string")]
+    finish_message: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Content {
+    parts: Option<Vec<Part>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Part {
+    #[serde(deserialize_with = "lenient_string")]
+    text: Option<String>,
+    #[serde(deserialize_with = "lenient_bool")]
+    thought: bool,
+    #[serde(deserialize_with = "lenient_string")]
+    thought_signature: Option<String>,
+    function_call: Option<FunctionCall>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FunctionCall {
+    #[serde(deserialize_with = "lenient_string")]
+    name: Option<String>,
+    args: Option<Value>,
+    #[serde(deserialize_with = "lenient_string")]
+    id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct UsageMetadata {
+    #[serde(deserialize_with = "lenient_u64")]
+    prompt_token_count: Option<u64>,
+    #[serde(deserialize_with = "lenient_u64")]
+    candidates_token_count: Option<u64>,
+    #[serde(deserialize_with = "lenient_u64")]
+    thoughts_token_count: Option<u64>,
+    #[serde(deserialize_with = "lenient_u64")]
+    cached_content_token_count: Option<u64>,
+    #[serde(deserialize_with = "lenient_u64")]
+    tool_use_prompt_token_count: Option<u64>,
+    #[serde(deserialize_with = "lenient_u64")]
+    total_token_count: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PromptFeedback {
+    #[serde(deserialize_with = "lenient_string")]
+    block_reason: Option<String>,
+    #[serde(deserialize_with = "lenient_string")]
+    block_reason_message: Option<String>,
+}
+
+impl UsageMetadata {
+    fn has_counts(&self) -> bool {
+        self.prompt_token_count.is_some()
+            || self.candidates_token_count.is_some()
+            || self.thoughts_token_count.is_some()
+            || self.total_token_count.is_some()
+    }
+
+    /// `input` excludes cached tokens; `output` includes thoughts.
+    fn to_usage(&self) -> Usage {
+        let cached = self.cached_content_token_count.unwrap_or(0);
+        let prompt =
+            self.prompt_token_count.unwrap_or(0) + self.tool_use_prompt_token_count.unwrap_or(0);
+        Usage {
+            input: prompt.saturating_sub(cached),
+            output: self.candidates_token_count.unwrap_or(0)
+                + self.thoughts_token_count.unwrap_or(0),
+            cache_read: cached,
+            cache_write: 0,
+            ..Usage::default()
+        }
+    }
+}
+
+#[derive(Debug)]
+struct OpenBlock {
+    key: BlockKey,
+    thinking: bool,
+    /// The last non-empty signature seen for this block, emitted at close.
+    signature: Option<String>,
+}
+
+/// The Gemini stream decoder: one per HTTP attempt.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    next_key: BlockKey,
+    open: Option<OpenBlock>,
+    used_ids: HashSet<String>,
+    calls: usize,
+    finish: Option<(String, Option<String>)>,
+    /// The last usage emitted (usage repeats on every chunk).
+    usage: Option<Usage>,
+    response_id: Option<String>,
+    metadata_sent: bool,
+    finished: bool,
+}
+
+impl Decoder {
+    /// A fresh decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn close_block(&mut self, out: &mut Vec<Delta>) {
+        if let Some(block) = self.open.take() {
+            if let Some(signature) = block.signature {
+                out.push(if block.thinking {
+                    Delta::ThinkingSignature { key: block.key, signature }
+                } else {
+                    Delta::TextSignature { key: block.key, signature }
+                });
+            }
+            out.push(Delta::BlockEnd { key: block.key });
+        }
+    }
+
+    fn new_key(&mut self) -> BlockKey {
+        let key = self.next_key;
+        self.next_key += 1;
+        key
+    }
+
+    /// Ends the stream with `error`. Open blocks are left open: the partial content is
+    /// kept, but a block cut by an error gets no end event.
+    fn fail(&mut self, error: Error, out: &mut Vec<Delta>) {
+        out.push(Delta::Error(error));
+        self.finished = true;
+    }
+
+    fn chunk(&mut self, chunk: Chunk, out: &mut Vec<Delta>) {
+        if self.response_id.is_none() && chunk.response_id.is_some() {
+            self.response_id = chunk.response_id.clone();
+        }
+        if !self.metadata_sent && (chunk.response_id.is_some() || chunk.model_version.is_some()) {
+            self.metadata_sent = true;
+            out.push(Delta::Metadata {
+                response_id: chunk.response_id,
+                response_model: chunk.model_version,
+            });
+        }
+        if let Some(usage) = chunk.usage_metadata.filter(UsageMetadata::has_counts) {
+            let usage = usage.to_usage();
+            if self.usage != Some(usage) {
+                self.usage = Some(usage);
+                out.push(Delta::Usage(usage));
+            }
+        }
+        let candidate = chunk.candidates.and_then(|c| c.into_iter().next());
+        let Some(candidate) = candidate else {
+            if let Some(reason) = chunk
+                .prompt_feedback
+                .and_then(|f| f.block_reason.map(|r| (r, f.block_reason_message)))
+            {
+                let (reason, message) = reason;
+                let mut text = format!("Prompt blocked by Gemini (blockReason {reason})");
+                if let Some(m) = message.filter(|m| !m.is_empty()) {
+                    text.push_str(": ");
+                    text.push_str(&m);
+                }
+                self.fail(
+                    Error::new(ErrorKind::Refused, PROVIDER, text)
+                        .with_code(reason)
+                        .with_retryable(false),
+                    out,
+                );
+            }
+            return;
+        };
+        for part in candidate.content.and_then(|c| c.parts).unwrap_or_default() {
+            self.part(part, out);
+        }
+        if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+            self.finish = Some((reason, candidate.finish_message));
+        }
+    }
+
+    fn part(&mut self, part: Part, out: &mut Vec<Delta>) {
+        let signature = part.thought_signature.filter(|s| !s.is_empty());
+        if let Some(call) = part.function_call {
+            self.function_call(call, signature, out);
+            return;
+        }
+        let Some(text) = part.text else { return };
+        if text.is_empty() && signature.is_none() {
+            return;
+        }
+        let thinking = part.thought;
+        let same_kind = self.open.as_ref().is_some_and(|b| b.thinking == thinking);
+        if !same_kind {
+            self.close_block(out);
+            let key = self.new_key();
+            self.open = Some(OpenBlock { key, thinking, signature: None });
+        }
+        let Some(block) = self.open.as_mut() else { return };
+        if signature.is_some() {
+            block.signature = signature;
+        }
+        if !text.is_empty() {
+            let key = block.key;
+            out.push(if thinking {
+                Delta::Thinking { key, text }
+            } else {
+                Delta::Text { key, text }
+            });
+        }
+    }
+
+    fn function_call(
+        &mut self,
+        call: FunctionCall,
+        signature: Option<String>,
+        out: &mut Vec<Delta>,
+    ) {
+        if call.name.is_none() && call.args.is_none() && call.id.is_none() {
+            // An empty marker part (streamed-arguments mode ends a call with `{}`): nothing to add.
+            return;
+        }
+        self.close_block(out);
+        let key = self.new_key();
+        let name = call.name.unwrap_or_default();
+        let index = self.calls;
+        self.calls += 1;
+        let id = match call.id.filter(|id| !id.is_empty() && !self.used_ids.contains(id)) {
+            Some(id) => id,
+            None => self.generate_id(index),
+        };
+        self.used_ids.insert(id.clone());
+        let args = match call.args {
+            Some(v @ Value::Object(_)) => v,
+            // A string holding a JSON object (never seen from Gemini, cheap to accept).
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => Value::Object(Default::default()),
+            },
+            _ => Value::Object(Default::default()),
+        };
+        let fragment = serde_json::to_string(&args).unwrap_or_else(|_| "{}".to_owned());
+        out.push(Delta::ToolCallStart { key, id, name, arguments: None });
+        out.push(Delta::ToolCallArgs { key, fragment });
+        if signature.is_some() {
+            out.push(Delta::ToolCallMeta {
+                key,
+                id: None,
+                name: None,
+                thought_signature: signature,
+            });
+        }
+        out.push(Delta::BlockEnd { key });
+    }
+
+    /// `call_<response id>_<n>`, unique within the message; the response id makes it
+    /// unique across turns too.
+    fn generate_id(&self, index: usize) -> String {
+        let prefix = match &self.response_id {
+            Some(rid) => {
+                let cleaned: String = rid
+                    .chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                    .take(40)
+                    .collect();
+                if cleaned.is_empty() { "call".to_owned() } else { format!("call_{cleaned}") }
+            }
+            None => "call".to_owned(),
+        };
+        let mut id = format!("{prefix}_{index}");
+        let mut n = 1;
+        while self.used_ids.contains(&id) {
+            id = format!("{prefix}_{index}_{n}");
+            n += 1;
+        }
+        id
+    }
+
+    fn data(&mut self, data: &str, out: &mut Vec<Delta>) {
+        let trimmed = data.trim();
+        if trimmed.is_empty() || trimmed == "[DONE]" {
+            return;
+        }
+        // The non-SSE framing (a JSON array of chunks) can reach us as one bare body.
+        if trimmed.starts_with('[') {
+            match serde_json::from_str::<Vec<Value>>(trimmed) {
+                Ok(items) => {
+                    for item in items {
+                        if self.finished {
+                            return;
+                        }
+                        self.value(item, trimmed, out);
+                    }
+                }
+                Err(e) => self.decode_error(&e, trimmed, out),
+            }
+            return;
+        }
+        // Fast path: a well-formed chunk without an error.
+        if !trimmed.contains("\"error\"")
+            && let Ok(chunk) = serde_json::from_str::<Chunk>(trimmed)
+        {
+            self.chunk(chunk, out);
+            return;
+        }
+        match serde_json::from_str::<Value>(trimmed) {
+            Ok(v) => self.value(v, trimmed, out),
+            Err(e) => self.decode_error(&e, trimmed, out),
+        }
+    }
+
+    fn value(&mut self, value: Value, raw: &str, out: &mut Vec<Delta>) {
+        if let Some(error) = chunk_error(&value) {
+            let error = stream_error(error, raw);
+            self.fail(error, out);
+            return;
+        }
+        match serde_json::from_value::<Chunk>(value) {
+            Ok(chunk) => self.chunk(chunk, out),
+            Err(e) => self.decode_error(&e, raw, out),
+        }
+    }
+
+    fn decode_error(&mut self, e: &serde_json::Error, raw: &str, out: &mut Vec<Delta>) {
+        let error =
+            Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid Gemini stream chunk: {e}"))
+                .with_body(raw)
+                .with_retryable(false);
+        self.fail(error, out);
+    }
+}
+
+/// Finish reasons that mean the output was blocked.
+fn is_blocking(reason: &str) -> bool {
+    matches!(
+        reason,
+        "SAFETY"
+            | "RECITATION"
+            | "BLOCKLIST"
+            | "PROHIBITED_CONTENT"
+            | "SPII"
+            | "IMAGE_SAFETY"
+            | "IMAGE_PROHIBITED_CONTENT"
+            | "IMAGE_RECITATION"
+            | "LANGUAGE"
+    )
+}
+
+impl WireDecoder for Decoder {
+    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
+        if self.finished {
+            return;
+        }
+        self.data(&event.data, out);
+    }
+
+    fn end(&mut self, out: &mut Vec<Delta>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let has_calls = self.calls > 0;
+        let Some((reason, message)) = self.finish.take() else {
+            out.push(Delta::Error(
+                Error::new(
+                    ErrorKind::Truncated,
+                    PROVIDER,
+                    "Gemini stream ended without a finishReason",
+                )
+                .with_retryable(false),
+            ));
+            return;
+        };
+        let detail = |text: String| match message.as_deref().filter(|m| !m.is_empty()) {
+            Some(m) => format!("{text}: {m}"),
+            None => text,
+        };
+        let stop = match reason.as_str() {
+            "STOP" if has_calls => StopReason::ToolUse,
+            "STOP" => StopReason::Stop,
+            "MAX_TOKENS" => StopReason::Length,
+            // OpenClaw §8 #38: the call(s) that did parse are usable.
+            "MALFORMED_FUNCTION_CALL" if has_calls => StopReason::ToolUse,
+            "MALFORMED_FUNCTION_CALL" => {
+                let error = Error::new(
+                    ErrorKind::Provider,
+                    PROVIDER,
+                    detail("Gemini produced a malformed function call (finishReason MALFORMED_FUNCTION_CALL)".to_owned()),
+                );
+                out.push(Delta::Error(error.with_code(reason).with_retryable(false)));
+                return;
+            }
+            r if is_blocking(r) => {
+                let error = Error::new(
+                    ErrorKind::Refused,
+                    PROVIDER,
+                    detail(format!("Response blocked by Gemini (finishReason {r})")),
+                );
+                out.push(Delta::Error(error.with_code(reason).with_retryable(false)));
+                return;
+            }
+            r => {
+                let error = Error::new(
+                    ErrorKind::Provider,
+                    PROVIDER,
+                    detail(format!("Gemini stopped with finishReason {r}")),
+                );
+                out.push(Delta::Error(error.with_code(reason).with_retryable(false)));
+                return;
+            }
+        };
+        self.close_block(out);
+        out.push(Delta::Stop(stop));
+        out.push(Delta::Done);
+    }
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
