@@ -99,6 +99,7 @@ where
         provider: provider.to_owned(),
         policy: options.retry.clone(),
         timeouts: options.timeouts.clone(),
+        max_event_bytes: options.max_event_bytes,
         sleeper: options.sleeper.clone().unwrap_or_else(|| Arc::new(TokioSleeper)),
         cancel: options.cancel.clone(),
         attempt: 0,
@@ -130,6 +131,7 @@ struct Driver<C, N, D> {
     provider: String,
     policy: RetryPolicy,
     timeouts: Timeouts,
+    max_event_bytes: Option<usize>,
     sleeper: Arc<dyn Sleeper>,
     cancel: CancellationToken,
     attempt: u32,
@@ -176,7 +178,10 @@ where
                             self.span.record("status", response.status);
                             self.phase = Phase::Body {
                                 body: response.body,
-                                sse: SseDecoder::new(),
+                                sse: match self.max_event_bytes {
+                                    Some(limit) => SseDecoder::with_max_event_size(limit),
+                                    None => SseDecoder::new(),
+                                },
                                 decoder: (self.new_decoder)(),
                             };
                         }
@@ -202,9 +207,15 @@ where
                     };
                     let mut events = Vec::new();
                     let mut out = Vec::new();
+                    // Events completed before a framing error (in the same read) are
+                    // decoded first, so the content they carry is kept.
                     let ended = match next {
                         Some(Ok(bytes)) => {
-                            if let Err(e) = sse.push(&bytes, &mut events) {
+                            let framing = sse.push(&bytes, &mut events);
+                            for event in events.drain(..) {
+                                decoder.event(event, &mut out);
+                            }
+                            if let Err(e) = framing {
                                 out.push(Delta::Error(sse_error(&self.provider, e)));
                             }
                             false
@@ -215,19 +226,17 @@ where
                             true
                         }
                         None => {
-                            if let Err(e) = sse.finish(&mut events) {
-                                out.push(Delta::Error(sse_error(&self.provider, e)));
-                            }
+                            let framing = sse.finish(&mut events);
                             for event in events.drain(..) {
                                 decoder.event(event, &mut out);
                             }
-                            decoder.end(&mut out);
+                            match framing {
+                                Err(e) => out.push(Delta::Error(sse_error(&self.provider, e))),
+                                Ok(()) => decoder.end(&mut out),
+                            }
                             true
                         }
                     };
-                    for event in events {
-                        decoder.event(event, &mut out);
-                    }
                     let terminal = out.iter().any(|d| matches!(d, Delta::Done | Delta::Error(_)));
                     match self.classify(out) {
                         Outcome::Emit(batch) => {

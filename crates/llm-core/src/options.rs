@@ -235,6 +235,9 @@ pub struct StreamOptions {
     pub timeouts: Timeouts,
     /// Backoff sleeper; `None` uses the runtime's timer.
     pub sleeper: Option<Arc<dyn Sleeper>>,
+    /// Largest accepted server-sent event in bytes; a larger one ends the stream with a
+    /// `decode` error, so memory stays bounded. `None`: the SSE decoder's default (16 MiB).
+    pub max_event_bytes: Option<usize>,
 }
 
 /// A test clock for backoff: records every requested delay and returns at once.

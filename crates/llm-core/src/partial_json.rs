@@ -247,10 +247,24 @@ impl WinPath {
 /// UTF-16 length of UTF-8 bytes.
 #[inline]
 fn utf16_len(bytes: &[u8]) -> u64 {
-    if bytes.is_ascii() {
-        return bytes.len() as u64;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Bytes minus continuation bytes (10xxxxxx) plus 4-byte leads (11110xxx), eight at a time.
+    let mut units = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else { break };
+        let w = u64::from_le_bytes(word);
+        if w & HI == 0 {
+            continue;
+        }
+        let continuation = w & !(w << 1) & HI;
+        let four_byte_lead = w & (w << 1) & (w << 2) & (w << 3) & HI;
+        units = units - u64::from(continuation.count_ones()) + u64::from(four_byte_lead.count_ones());
     }
-    bytes.iter().map(|&b| u64::from((b & 0xC0) != 0x80) + u64::from(b >= 0xF0)).sum()
+    for &b in chunks.remainder() {
+        units = units - u64::from((b & 0xC0) == 0x80) + u64::from(b >= 0xF0);
+    }
+    units
 }
 
 /// Flag: a code marker (`( ) = ; { } ' , < > |`).
@@ -1487,6 +1501,18 @@ mod tests {
                         (run_fed.letter_at, run_fed.letter_ok),
                         (byte_fed.letter_at, byte_fed.letter_ok)
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn utf16_len_counts_units() {
+        let text = "a\u{e9}\u{2019}\u{1F600}bcdefghij\u{10FFFF}\u{4E2D}xyz\u{1F600}\u{1F600}";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                if let Some(s) = text.get(start..end) {
+                    assert_eq!(utf16_len(s.as_bytes()), s.encode_utf16().count() as u64);
                 }
             }
         }

@@ -254,6 +254,8 @@ impl SseDecoder {
         let known = match name {
             "" => true, // comment
             "data" => {
+                // One allocation for the usual single-line event.
+                self.data.reserve(value.len() + 1);
                 self.data.push_str(value);
                 self.data.push('\n');
                 true

@@ -1,0 +1,651 @@
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+
+use llm_core::{
+    ApiKey, AssistantMessage, ImageContent, StopReason, TextContent, ThinkingContent, ToolCall,
+    UserMessage,
+};
+use serde_json::json;
+
+use super::*;
+
+fn model() -> Model {
+    Model {
+        id: "claude-sonnet-4-5".into(),
+        api: crate::API.into(),
+        provider: "anthropic".into(),
+        max_tokens: 8192,
+        ..Model::default()
+    }
+}
+
+fn options(key: &str) -> StreamOptions {
+    StreamOptions { api_key: Some(ApiKey::new(key)), ..StreamOptions::default() }
+}
+
+fn tool(name: &str, parameters: Value) -> Tool {
+    Tool { name: name.into(), description: format!("The {name} tool"), parameters }
+}
+
+fn weather() -> Tool {
+    tool(
+        "get_weather",
+        json!({"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false,"$defs":{"x":{}}}),
+    )
+}
+
+fn assistant(content: Vec<AssistantContent>, model: &Model) -> Message {
+    Message::Assistant(AssistantMessage {
+        content,
+        api: model.api.clone(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        stop_reason: StopReason::ToolUse,
+        ..AssistantMessage::default()
+    })
+}
+
+fn call(id: &str, name: &str, args: Value) -> AssistantContent {
+    AssistantContent::ToolCall(ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args,
+        thought_signature: None,
+    })
+}
+
+fn result(id: &str, name: &str, text: &str, is_error: bool) -> Message {
+    Message::ToolResult(ToolResultMessage {
+        tool_call_id: id.into(),
+        tool_name: name.into(),
+        content: vec![UserContent::text(text)],
+        details: None,
+        is_error,
+        timestamp: 0,
+    })
+}
+
+fn thinking(text: &str, sig: Option<&str>) -> AssistantContent {
+    AssistantContent::Thinking(ThinkingContent {
+        thinking: text.into(),
+        thinking_signature: sig.map(str::to_owned),
+        redacted: false,
+    })
+}
+
+fn header<'a>(r: &'a WireRequest, name: &str) -> Option<&'a str> {
+    r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+}
+
+fn count_cache_markers(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => {
+            usize::from(m.contains_key("cache_control"))
+                + m.values().map(count_cache_markers).sum::<usize>()
+        }
+        Value::Array(a) => a.iter().map(count_cache_markers).sum(),
+        _ => 0,
+    }
+}
+
+#[test]
+fn text_request_shape_and_headers() {
+    let ctx = Context {
+        system_prompt: Some("Be brief.".into()),
+        messages: vec![Message::user("Hi")],
+        tools: vec![],
+    };
+    let mut opts = options("test-key");
+    opts.temperature = Some(0.2);
+    opts.cache_retention = CacheRetention::None;
+    opts.headers.insert("X-Trace".into(), "t1".into());
+    let r = build_request(&model(), &ctx, &opts).unwrap();
+    assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
+    assert_eq!(
+        r.body,
+        json!({
+            "model": "claude-sonnet-4-5",
+            "messages": [{"role": "user", "content": "Hi"}],
+            "system": [{"type": "text", "text": "Be brief."}],
+            "max_tokens": 8192,
+            "stream": true,
+            "temperature": 0.2
+        })
+    );
+    assert_eq!(header(&r, "x-api-key"), Some("test-key"));
+    assert_eq!(header(&r, "anthropic-version"), Some("2023-06-01"));
+    assert_eq!(header(&r, "content-type"), Some("application/json"));
+    assert_eq!(header(&r, "authorization"), None);
+    assert_eq!(header(&r, "anthropic-beta"), None);
+    assert_eq!(header(&r, "x-trace"), Some("t1"));
+    // The key never shows in Debug output.
+    assert!(!format!("{r:?}").contains("test-key"));
+}
+
+#[test]
+fn base_url_override_and_header_precedence() {
+    let mut m = model();
+    m.base_url = "http://127.0.0.1:9999/".into();
+    m.headers.insert("anthropic-version".into(), "2099-01-01".into());
+    m.headers.insert("x-model".into(), "m".into());
+    let mut opts = options("k");
+    opts.headers.insert("X-Model".into(), "caller".into());
+    let r = build_request(
+        &m,
+        &Context { messages: vec![Message::user("x")], ..Context::default() },
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(r.url, "http://127.0.0.1:9999/v1/messages");
+    assert_eq!(header(&r, "anthropic-version"), Some("2099-01-01"));
+    assert_eq!(header(&r, "x-model"), Some("caller"));
+    assert_eq!(r.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("x-model")).count(), 1);
+}
+
+#[test]
+fn missing_key_is_an_auth_error() {
+    let e = build_request(&model(), &Context::default(), &StreamOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Auth);
+    assert_eq!(e.message, "No API key for provider: anthropic");
+}
+
+#[test]
+fn tools_are_projected_with_eager_streaming_and_one_cache_marker() {
+    let ctx = Context {
+        system_prompt: None,
+        messages: vec![Message::user("weather?")],
+        tools: vec![
+            weather(),
+            tool("no_params", Value::Null),
+            tool("bad", json!({"type":"string"})),
+            tool("bad_required", json!({"type":"object","required":"x"})),
+            Tool {
+                name: "quiet".into(),
+                description: String::new(),
+                parameters: json!({"properties":{}}),
+            },
+        ],
+    };
+    let r = build_request(&model(), &ctx, &options("k")).unwrap();
+    assert_eq!(
+        r.body["tools"],
+        json!([
+            {"name":"get_weather","description":"The get_weather tool","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},"eager_input_streaming":true},
+            {"name":"no_params","description":"The no_params tool","input_schema":{"type":"object","properties":{},"required":[]},"eager_input_streaming":true},
+            {"name":"quiet","input_schema":{"type":"object","properties":{},"required":[]},"eager_input_streaming":true,"cache_control":{"type":"ephemeral"}}
+        ])
+    );
+    assert_eq!(header(&r, "anthropic-beta"), None);
+}
+
+#[test]
+fn fireworks_compat_uses_the_beta_header_and_no_tool_marker() {
+    let mut m = model();
+    m.provider = "fireworks".into();
+    let ctx = Context {
+        messages: vec![Message::user("x")],
+        tools: vec![weather()],
+        ..Context::default()
+    };
+    let r = build_request(&m, &ctx, &options("k")).unwrap();
+    assert!(r.body["tools"][0].get("eager_input_streaming").is_none());
+    assert!(r.body["tools"][0].get("cache_control").is_none());
+    assert_eq!(header(&r, "anthropic-beta"), Some("fine-grained-tool-streaming-2025-05-14"));
+
+    // An explicit compat flag wins over the provider default.
+    let mut m = model();
+    m.compat = Some(json!({"supportsEagerToolInputStreaming": false, "unknownFlag": 1}));
+    let r = build_request(&m, &ctx, &options("k")).unwrap();
+    assert!(r.body["tools"][0].get("eager_input_streaming").is_none());
+    assert_eq!(AnthropicCompat::from_model(&m).supports_eager_tool_input_streaming, Some(false));
+}
+
+#[test]
+fn oauth_uses_bearer_claude_code_headers_and_names() {
+    let ctx = Context {
+        system_prompt: Some("Project rules.".into()),
+        messages: vec![
+            Message::user("read it"),
+            assistant(vec![call("toolu_01A", "read", json!({"path":"a"}))], &model()),
+            result("toolu_01A", "read", "contents", false),
+        ],
+        tools: vec![
+            tool("read", json!({"type":"object","properties":{"path":{"type":"string"}}})),
+            weather(),
+        ],
+    };
+    let r = build_request(&model(), &ctx, &options("sk-ant-oat01-test")).unwrap();
+    assert_eq!(header(&r, "authorization"), Some("Bearer sk-ant-oat01-test"));
+    assert_eq!(header(&r, "x-api-key"), None);
+    assert_eq!(header(&r, "anthropic-beta"), Some("claude-code-20250219,oauth-2025-04-20"));
+    assert_eq!(header(&r, "user-agent"), Some("claude-cli/2.1.75"));
+    assert_eq!(header(&r, "x-app"), Some("cli"));
+    assert_eq!(r.body["tools"][0]["name"], "Read");
+    assert_eq!(r.body["tools"][1]["name"], "get_weather");
+    assert_eq!(r.body["messages"][1]["content"][0]["name"], "Read");
+    assert_eq!(r.body["system"][0]["text"], CLAUDE_CODE_IDENTITY);
+    assert_eq!(r.body["system"][1]["text"], "Project rules.");
+    assert_eq!(r.tool_names.original("Read"), "read");
+    assert_eq!(r.tool_names.original("Other"), "Other");
+    assert!(!format!("{r:?}").contains("sk-ant-oat01-test"));
+}
+
+#[test]
+fn oauth_name_collision_fails_before_any_request() {
+    let ctx = Context {
+        messages: vec![Message::user("x")],
+        tools: vec![tool("read", json!({})), tool("Read", json!({}))],
+        ..Context::default()
+    };
+    let e = build_request(&model(), &ctx, &options("sk-ant-oat01-x")).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidRequest);
+    assert!(!e.retryable);
+    assert_eq!(e.message, r#"Anthropic tool names "read" and "Read" both map to "Read""#);
+    // Without OAuth the names are distinct on the wire.
+    assert!(build_request(&model(), &ctx, &options("k")).is_ok());
+}
+
+#[test]
+fn cache_markers_never_exceed_four() {
+    let m = model();
+    let ctx = Context {
+        system_prompt: Some(format!("Stable rules.{CACHE_BOUNDARY}Today is Monday.")),
+        messages: vec![
+            Message::user("first"),
+            assistant(vec![call("toolu_1", "get_weather", json!({"city":"Oslo"}))], &m),
+            result("toolu_1", "get_weather", "cold", false),
+        ],
+        tools: vec![weather(), tool("b", json!({})), tool("c", json!({}))],
+    };
+    // OAuth: identity + stable prefix + last tool = 3, so one left for the messages. The most
+    // recent tool_result wins that last slot over the earlier user text.
+    let r = build_request(&m, &ctx, &options("sk-ant-oat01-x")).unwrap();
+    assert_eq!(count_cache_markers(&r.body), 4);
+    assert_eq!(
+        r.body["system"][1],
+        json!({"type":"text","text":"Stable rules.","cache_control":{"type":"ephemeral"}})
+    );
+    assert_eq!(r.body["system"][2], json!({"type":"text","text":"Today is Monday."}));
+    assert!(r.body["tools"][0].get("cache_control").is_none());
+    assert!(r.body["tools"][2].get("cache_control").is_some());
+    assert!(r.body["messages"][2]["content"][0].get("cache_control").is_some());
+    assert_eq!(r.body["messages"][0]["content"], "first");
+
+    // API key: prefix + tool = 2, so the user text and the tool_result are both marked.
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::Long;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(count_cache_markers(&r.body), 4);
+    let ttl = json!({"type":"ephemeral","ttl":"1h"});
+    assert_eq!(
+        r.body["messages"][0]["content"],
+        json!([{"type":"text","text":"first","cache_control":ttl}])
+    );
+    assert_eq!(r.body["messages"][2]["content"][0]["cache_control"], ttl);
+
+    // No caching: no markers, the boundary becomes a newline.
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(count_cache_markers(&r.body), 0);
+    assert_eq!(r.body["system"], json!([{"type":"text","text":"Stable rules.\nToday is Monday."}]));
+}
+
+#[test]
+fn consecutive_tool_results_merge_into_one_user_message() {
+    let m = model();
+    let ctx = Context {
+        messages: vec![
+            Message::user("go"),
+            assistant(
+                vec![
+                    call("toolu_1", "a", json!({})),
+                    call("toolu_2", "b", json!({"x":1})),
+                    call("toolu_3", "c", json!({})),
+                ],
+                &m,
+            ),
+            result("toolu_1", "a", "one", false),
+            result("toolu_2", "b", "boom", true),
+            Message::ToolResult(ToolResultMessage {
+                tool_call_id: "toolu_3".into(),
+                tool_name: "c".into(),
+                content: vec![UserContent::Image(ImageContent {
+                    data: "iVBORw0KGgo=".into(),
+                    mime_type: "image/png".into(),
+                })],
+                details: Some(json!({"never":"sent"})),
+                is_error: false,
+                timestamp: 0,
+            }),
+        ],
+        ..Context::default()
+    };
+    let mut m2 = m.clone();
+    m2.input = vec![llm_core::InputModality::Text, llm_core::InputModality::Image];
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m2, &ctx, &opts).unwrap();
+    let messages = r.body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(
+        messages[2],
+        json!({"role":"user","content":[
+            {"type":"tool_result","tool_use_id":"toolu_1","content":"one","is_error":false},
+            {"type":"tool_result","tool_use_id":"toolu_2","content":"boom","is_error":true},
+            {"type":"tool_result","tool_use_id":"toolu_3","content":[
+                {"type":"text","text":"(see attached image)"},
+                {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}
+            ],"is_error":false}
+        ]})
+    );
+    assert!(!r.body.to_string().contains("never"));
+}
+
+#[test]
+fn signed_thinking_is_replayed_byte_for_byte_for_the_same_model() {
+    let mut m = model();
+    m.reasoning = true;
+    let sig = " EqQBCkYIBRgCKkB+/=sig ";
+    let ctx = Context {
+        messages: vec![
+            Message::user("q"),
+            assistant(vec![thinking("reasoning…", Some(sig)), call("toolu_9", "f", json!({}))], &m),
+            result("toolu_9", "f", "ok", false),
+        ],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.reasoning = Some(ReasoningLevel::Low);
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(
+        r.body["messages"][1]["content"][0],
+        json!({"type":"thinking","thinking":"reasoning…","signature":sig})
+    );
+    assert_eq!(r.body["thinking"], json!({"type":"enabled","budget_tokens":2048}));
+    assert_eq!(r.body["max_tokens"], 8192);
+    assert_eq!(header(&r, "anthropic-beta"), Some("interleaved-thinking-2025-05-14"));
+    assert!(r.body.get("temperature").is_none());
+
+    // Another model's thinking becomes plain text; its signature is dropped.
+    let mut other = m.clone();
+    other.id = "claude-opus-4-1".into();
+    let ctx2 = Context {
+        messages: vec![
+            Message::user("q"),
+            assistant(
+                vec![thinking("reasoning…", Some(sig)), call("toolu_9", "f", json!({}))],
+                &other,
+            ),
+            result("toolu_9", "f", "ok", false),
+        ],
+        ..Context::default()
+    };
+    let r = build_request(&m, &ctx2, &opts).unwrap();
+    assert_eq!(r.body["messages"][1]["content"][0], json!({"type":"text","text":"reasoning…"}));
+    assert!(!r.body.to_string().contains("EqQB"));
+}
+
+#[test]
+fn thinking_off_keeps_only_the_active_tool_turn() {
+    let mut m = model();
+    m.reasoning = true;
+    let ctx = Context {
+        messages: vec![
+            Message::user("q1"),
+            Message::Assistant(AssistantMessage {
+                content: vec![thinking("old", Some("sigOld"))],
+                api: m.api.clone(),
+                provider: m.provider.clone(),
+                model: m.id.clone(),
+                stop_reason: StopReason::Stop,
+                ..AssistantMessage::default()
+            }),
+            Message::user("q2"),
+            assistant(
+                vec![thinking("active", Some("sigActive")), call("toolu_5", "f", json!({}))],
+                &m,
+            ),
+            result("toolu_5", "f", "ok", false),
+        ],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(r.body["thinking"], json!({"type":"disabled"}));
+    assert_eq!(
+        r.body["messages"][1]["content"],
+        json!([{"type":"text","text":"[assistant reasoning omitted]"}])
+    );
+    assert_eq!(r.body["messages"][3]["content"][0]["signature"], "sigActive");
+}
+
+#[test]
+fn unsigned_and_redacted_thinking() {
+    let m = model();
+    let ctx = Context {
+        messages: vec![
+            Message::user("q"),
+            assistant(
+                vec![
+                    thinking("unsigned", None),
+                    thinking("   ", None),
+                    thinking("openai", Some("reasoning_content")),
+                    AssistantContent::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: Some("ENCRYPTED".into()),
+                        redacted: true,
+                    }),
+                    AssistantContent::Text(TextContent { text: " ".into(), text_signature: None }),
+                    call("toolu_1", "f", json!(null)),
+                ],
+                &m,
+            ),
+            result("toolu_1", "f", "ok", false),
+        ],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::None;
+    opts.provider_options.insert("thinkingEnabled".into(), json!(true));
+    let mut m2 = m.clone();
+    m2.reasoning = true;
+    let r = build_request(&m2, &ctx, &opts).unwrap();
+    assert_eq!(
+        r.body["messages"][1]["content"],
+        json!([
+            {"type":"text","text":"unsigned"},
+            {"type":"redacted_thinking","data":"ENCRYPTED"},
+            {"type":"tool_use","id":"toolu_1","name":"f","input":{}}
+        ])
+    );
+    assert_eq!(r.body["thinking"], json!({"type":"enabled","budget_tokens":1024}));
+}
+
+#[test]
+fn adaptive_models_use_effort() {
+    let mut m = model();
+    m.id = "claude-opus-4-6".into();
+    m.reasoning = true;
+    let mut opts = options("k");
+    opts.reasoning = Some(ReasoningLevel::Max);
+    opts.temperature = Some(1.0);
+    let ctx = Context { messages: vec![Message::user("q")], ..Context::default() };
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(r.body["thinking"], json!({"type":"adaptive","display":"summarized"}));
+    assert_eq!(r.body["output_config"], json!({"effort":"max"}));
+    assert_eq!(header(&r, "anthropic-beta"), None);
+    assert!(r.body.get("temperature").is_none());
+}
+
+#[test]
+fn budget_is_fitted_to_max_tokens() {
+    let mut m = model();
+    m.reasoning = true;
+    m.max_tokens = 10000;
+    let mut opts = options("k");
+    opts.reasoning = Some(ReasoningLevel::High);
+    opts.max_tokens = Some(1000);
+    let ctx = Context { messages: vec![Message::user("q")], ..Context::default() };
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    // min(1000 + 16384, 10000) = 10000 <= 16384, so the budget shrinks to 10000 - 1024.
+    assert_eq!(r.body["max_tokens"], 10000);
+    assert_eq!(r.body["thinking"]["budget_tokens"], 8976);
+}
+
+#[test]
+fn tool_choice_is_reconciled_with_the_projection() {
+    let ctx = Context {
+        messages: vec![Message::user("x")],
+        tools: vec![tool("read", json!({})), tool("bad", json!({"type":"array"}))],
+        ..Context::default()
+    };
+    let mut opts = options("sk-ant-oat01-x");
+    opts.tool_choice = Some(ToolChoice::Tool("read".into()));
+    let r = build_request(&model(), &ctx, &opts).unwrap();
+    assert_eq!(r.body["tool_choice"], json!({"type":"tool","name":"Read"}));
+    opts.tool_choice = Some(ToolChoice::Tool("bad".into()));
+    let e = build_request(&model(), &ctx, &opts).unwrap_err();
+    assert_eq!(
+        e.message,
+        r#"Anthropic tool_choice requested unavailable tool "bad" after schema conversion"#
+    );
+    opts.tool_choice = Some(ToolChoice::Required);
+    opts.provider_options.insert("disableParallelToolUse".into(), json!(true));
+    let r = build_request(&model(), &ctx, &opts).unwrap();
+    assert_eq!(r.body["tool_choice"], json!({"type":"any","disable_parallel_tool_use":true}));
+
+    let only_bad = Context {
+        messages: vec![Message::user("x")],
+        tools: vec![tool("bad", json!({"type":"array"}))],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.tool_choice = Some(ToolChoice::Auto);
+    let r = build_request(&model(), &only_bad, &opts).unwrap();
+    assert!(r.body.get("tool_choice").is_none());
+    assert!(r.body.get("tools").is_none());
+    opts.tool_choice = Some(ToolChoice::Required);
+    let e = build_request(&model(), &only_bad, &opts).unwrap_err();
+    assert_eq!(
+        e.message,
+        "Anthropic tool_choice requires a tool, but no tools survived schema conversion"
+    );
+}
+
+#[test]
+fn cross_provider_ids_are_normalized() {
+    let other = Model {
+        id: "gpt-5".into(),
+        api: "openai-responses".into(),
+        provider: "openai".into(),
+        ..Model::default()
+    };
+    let ctx = Context {
+        messages: vec![
+            Message::user("x"),
+            assistant(vec![call("call_abc|fc_very+long/id", "f", json!({}))], &other),
+            result("call_abc|fc_very+long/id", "f", "ok", false),
+        ],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&model(), &ctx, &opts).unwrap();
+    let id = r.body["messages"][1]["content"][0]["id"].as_str().unwrap().to_owned();
+    assert!(IdRules::ALNUM_DASH_64.accepts(&id), "{id}");
+    assert_eq!(r.body["messages"][2]["content"][0]["tool_use_id"], id.as_str());
+}
+
+#[test]
+fn errored_turns_are_dropped_and_empty_users_skipped() {
+    let m = model();
+    let ctx = Context {
+        messages: vec![
+            Message::user("   "),
+            Message::User(UserMessage {
+                content: UserMessageContent::Blocks(vec![UserContent::text(" ")]),
+                timestamp: 0,
+            }),
+            Message::user("real"),
+            Message::Assistant(AssistantMessage {
+                content: vec![AssistantContent::Text(TextContent {
+                    text: "partial".into(),
+                    text_signature: None,
+                })],
+                api: m.api.clone(),
+                provider: m.provider.clone(),
+                model: m.id.clone(),
+                stop_reason: StopReason::Error,
+                ..AssistantMessage::default()
+            }),
+        ],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(r.body["messages"], json!([{"role":"user","content":"real"}]));
+}
+
+#[test]
+fn body_bytes_are_deterministic() {
+    let m = model();
+    let ctx = Context {
+        system_prompt: Some("sys".into()),
+        messages: vec![
+            Message::user("go"),
+            assistant(
+                vec![call("toolu_1", "get_weather", json!({"z":1,"a":2,"m":{"y":1,"b":2}}))],
+                &m,
+            ),
+            result("toolu_1", "get_weather", "ok", false),
+        ],
+        tools: vec![weather(), tool("t2", json!({"type":"object","properties":{"z":{},"a":{}}}))],
+    };
+    let mut opts = options("k");
+    opts.session_id = Some("s".into());
+    opts.stop = vec!["END".into()];
+    let a = serde_json::to_vec(&build_request(&m, &ctx, &opts).unwrap().body).unwrap();
+    for _ in 0..10 {
+        let b = serde_json::to_vec(&build_request(&m, &ctx, &opts).unwrap().body).unwrap();
+        assert_eq!(a, b);
+    }
+    let text = String::from_utf8(a).unwrap();
+    // Argument key order is the caller's, not sorted and not random.
+    assert!(text.contains(r#"{"z":1,"a":2,"m":{"y":1,"b":2}}"#), "{text}");
+}
+
+#[test]
+fn session_affinity_only_when_enabled() {
+    let mut m = model();
+    m.compat = Some(json!({"sendSessionAffinityHeaders": true}));
+    let mut opts = options("k");
+    opts.session_id = Some("sess-1".into());
+    let ctx = Context { messages: vec![Message::user("x")], ..Context::default() };
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(header(&r, "x-session-affinity"), Some("sess-1"));
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(header(&r, "x-session-affinity"), None);
+    let r = build_request(&model(), &ctx, &options("k")).unwrap();
+    assert_eq!(header(&r, "x-session-affinity"), None);
+}
+
+#[test]
+fn claude_versions() {
+    let v = |id: &str| claude_version(id).map(|v| (v.family, v.major, v.minor));
+    assert_eq!(v("claude-opus-4-6"), Some((Family::Opus, 4, 6)));
+    assert_eq!(v("claude-sonnet-4-5-20250929"), Some((Family::Sonnet, 4, 5)));
+    assert_eq!(v("claude-sonnet-4-20250514"), Some((Family::Sonnet, 4, 0)));
+    assert_eq!(v("claude-3-5-haiku-latest"), Some((Family::Haiku, 3, 5)));
+    assert_eq!(v("anthropic/claude-opus-4.7"), Some((Family::Opus, 4, 7)));
+    assert_eq!(v("gpt-5"), None);
+    let s = |id: &str| {
+        Settings::resolve(&Model { id: id.into(), ..Model::default() }).adaptive_thinking
+    };
+    assert!(s("claude-opus-4-6"));
+    assert!(s("claude-sonnet-4-6"));
+    assert!(!s("claude-sonnet-4-5"));
+    assert!(!s("claude-3-7-sonnet-latest"));
+}

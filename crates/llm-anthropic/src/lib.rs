@@ -1,0 +1,143 @@
+//! Anthropic Messages API (`anthropic-messages`) provider for clawcall.
+//!
+//! # Capabilities
+//!
+//! - [x] Streaming over SSE (`POST {base_url}/v1/messages`, `stream: true`)
+//! - [x] Tools `{name, description, input_schema}`; the schema is projected to exactly
+//!   `{type: "object", properties, required}`; tools that cannot be expressed are dropped
+//! - [x] `eager_input_streaming: true` per tool (or the fine-grained streaming beta when the
+//!   model's compat says it is unsupported)
+//! - [x] Tool choice `auto` / `none` / `any` (required) / a named tool, reconciled with the
+//!   projected names
+//! - [x] Prompt caching: `cache_control` on the system prompt's stable prefix, the last tool and
+//!   the last user text/image (plus the latest `tool_result`), at most four markers, `ttl: "1h"`
+//!   for [`CacheRetention::Long`](llm_core::CacheRetention)
+//! - [x] OAuth keys (`sk-ant-oat…`): Bearer auth, Claude Code headers and system identity, tool
+//!   names projected to Claude Code casing (`read` -> `Read`) and mapped back on the response;
+//!   two tools that project to one wire name fail before any request
+//! - [x] Thinking: budget-based (`{type: "enabled", budget_tokens}`) or adaptive
+//!   (`{type: "adaptive"}` + `output_config.effort`), `thinking_delta`, `signature_delta`,
+//!   `redacted_thinking`; signed thinking replayed byte for byte to the same model
+//! - [x] Images in user messages and tool results (base64)
+//! - [x] Replay: consecutive tool results merged into one user message of `tool_result` blocks
+//!   (`is_error` kept); cross-provider transcripts through `llm_core::transform`
+//! - [x] Usage: input (non-cached), output, cache read, cache write (5m + 1h) from
+//!   `message_start` and `message_delta`; cost from the model's prices
+//! - [x] Stop reasons: `end_turn` / `stop_sequence` / `pause_turn` -> stop, `max_tokens` /
+//!   `model_context_window_exceeded` -> length, `tool_use` -> toolUse, `refusal` -> a `refused`
+//!   error (`Anthropic refusal (category: C): E`), anything else -> `Unhandled stop reason: <r>`
+//! - [x] Errors: HTTP bodies and `event: error` after HTTP 200 mapped to error kinds; retries
+//!   before the first event (`retry-after`, `retry-after-ms`, `x-should-retry`); a body that ends
+//!   before `message_stop` is a `truncated` error
+//! - [x] A `tool_use` whose `input` arrives whole at the start with no deltas keeps that input
+//! - [ ] Server tools (`server_tool_use`, web search results, ...): skipped
+//! - [ ] Citations: skipped
+//!
+//! # Model compat
+//!
+//! `model.compat` is parsed into [`AnthropicCompat`] (camelCase keys, all optional).
+//!
+//! # Provider options
+//!
+//! Read from [`StreamOptions::provider_options`](llm_core::StreamOptions):
+//!
+//! | key | type | effect |
+//! |---|---|---|
+//! | `thinkingEnabled` | bool | force thinking on or off (default: on when `reasoning` is set and the model reasons) |
+//! | `thinkingBudgetTokens` | integer | budget for budget-based thinking (default: the reasoning level's budget) |
+//! | `effort` | string | `output_config.effort` for adaptive models (default: from the reasoning level) |
+//! | `thinkingDisplay` | string | `summarized` (default for adaptive models) or `omitted` |
+//! | `interleavedThinking` | bool | send the `interleaved-thinking-2025-05-14` beta with budget thinking (default true) |
+//! | `disableParallelToolUse` | bool | `tool_choice.disable_parallel_tool_use` |
+//! | `metadata` | object | `{ "user_id": "…" }` is sent as `metadata.user_id` |
+#![warn(missing_docs)]
+
+mod client;
+mod convert;
+mod error;
+mod stream;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
+
+pub use convert::AnthropicCompat;
+pub use stream::Decoder;
+
+/// The API id this crate serves.
+pub const API: &str = llm_core::api::ANTHROPIC_MESSAGES;
+
+/// The provider name used in errors.
+pub const PROVIDER: &str = "anthropic";
+
+/// The Anthropic Messages API provider.
+///
+/// Cheap to clone; clones share the HTTP connection pool.
+#[derive(Debug, Clone)]
+pub struct AnthropicProvider {
+    http: reqwest::Client,
+}
+
+impl Default for AnthropicProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AnthropicProvider {
+    /// A provider with its own HTTP client (rustls, 30 s connect timeout).
+    pub fn new() -> Self {
+        AnthropicProvider { http: client::default_client() }
+    }
+
+    /// A provider that sends requests with `http`.
+    pub fn with_http_client(http: reqwest::Client) -> Self {
+        AnthropicProvider { http }
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn api(&self) -> &str {
+        API
+    }
+
+    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
+        let request = match convert::build_request(model, context, options) {
+            Ok(r) => r,
+            Err(error) => return AssistantStream::from_error(model, error),
+        };
+        let body = match serde_json::to_vec(&request.body) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                let error = llm_core::Error::new(
+                    llm_core::ErrorKind::InvalidRequest,
+                    PROVIDER,
+                    format!("Could not serialize the request: {e}"),
+                )
+                .with_retryable(false);
+                return AssistantStream::from_error(model, error);
+            }
+        };
+        let http = self.http.clone();
+        let url: Arc<str> = request.url.into();
+        let headers = Arc::new(request.headers);
+        let timeouts = options.timeouts.clone();
+        let tool_names = request.tool_names;
+        llm_core::drive::drive_sse(
+            model,
+            options,
+            PROVIDER,
+            move |_attempt| {
+                client::send(
+                    http.clone(),
+                    url.to_string(),
+                    headers.as_ref().clone(),
+                    body.clone(),
+                    timeouts.clone(),
+                )
+            },
+            move || Decoder::with_tool_names(tool_names.clone()),
+        )
+    }
+}

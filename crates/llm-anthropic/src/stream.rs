@@ -1,0 +1,497 @@
+//! Anthropic SSE events -> llm-core's neutral [`Delta`]s. A pure state machine: no IO.
+//!
+//! Event kinds: `message_start`, `content_block_start` (`text`, `thinking`,
+//! `redacted_thinking`, `tool_use`; other block types are skipped with their deltas),
+//! `content_block_delta` (`text_delta`, `thinking_delta`, `signature_delta`,
+//! `input_json_delta`), `content_block_stop`, `message_delta`, `message_stop`, `ping` and
+//! `error`. Unknown event types and unknown fields are ignored; whitespace padding inside the
+//! JSON is fine. Blocks are keyed by their wire `index`.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use llm_core::drive::WireDecoder;
+use llm_core::sse::SseEvent;
+use llm_core::{Delta, Error, ErrorKind, StopReason, Usage};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde_json::Value;
+
+use crate::PROVIDER;
+use crate::convert::ToolNames;
+use crate::error::stream_error;
+
+/// A JSON number of any width (or a numeric string), read as a saturating `u64`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Num(u64);
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+                Ok(Num(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+                Ok(Num(u64::try_from(v).unwrap_or(0)))
+            }
+            fn visit_u128<E: de::Error>(self, v: u128) -> Result<Num, E> {
+                Ok(Num(u64::try_from(v).unwrap_or(u64::MAX)))
+            }
+            fn visit_i128<E: de::Error>(self, v: i128) -> Result<Num, E> {
+                Ok(Num(u64::try_from(v.max(0)).unwrap_or(u64::MAX)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+                // `as` saturates and maps NaN to 0.
+                Ok(Num(v.max(0.0) as u64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
+                let v = v.trim();
+                v.parse::<u64>()
+                    .map(Num)
+                    .or_else(|_| v.parse::<f64>().map(|f| Num(f.max(0.0) as u64)))
+                    .map_err(|_| E::custom("not a number"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireEvent {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    message: Option<WireMessage>,
+    index: Option<Num>,
+    content_block: Option<WireBlock>,
+    delta: Option<WireDelta>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireMessage {
+    id: Option<String>,
+    model: Option<String>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireUsage {
+    input_tokens: Option<Num>,
+    output_tokens: Option<Num>,
+    cache_read_input_tokens: Option<Num>,
+    cache_creation_input_tokens: Option<Num>,
+    cache_creation: Option<WireCacheCreation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireCacheCreation {
+    ephemeral_5m_input_tokens: Option<Num>,
+    ephemeral_1h_input_tokens: Option<Num>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireBlock {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    thinking: Option<String>,
+    signature: Option<String>,
+    data: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireDelta {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    thinking: Option<String>,
+    signature: Option<String>,
+    partial_json: Option<String>,
+    stop_reason: Option<String>,
+    stop_details: Option<Value>,
+}
+
+/// Token counts as last reported; `message_delta` overwrites only the fields it carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tokens {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    /// `cache_creation_input_tokens` (all retentions), when given.
+    cache_write: Option<u64>,
+    cache_write_5m: u64,
+    cache_write_1h: u64,
+}
+
+impl Tokens {
+    fn update(&mut self, u: &WireUsage) {
+        if let Some(Num(n)) = u.input_tokens {
+            self.input = n;
+        }
+        if let Some(Num(n)) = u.output_tokens {
+            self.output = n;
+        }
+        if let Some(Num(n)) = u.cache_read_input_tokens {
+            self.cache_read = n;
+        }
+        if let Some(Num(n)) = u.cache_creation_input_tokens {
+            self.cache_write = Some(n);
+        }
+        if let Some(c) = &u.cache_creation {
+            if let Some(Num(n)) = c.ephemeral_5m_input_tokens {
+                self.cache_write_5m = n;
+            }
+            if let Some(Num(n)) = c.ephemeral_1h_input_tokens {
+                self.cache_write_1h = n;
+            }
+        }
+    }
+
+    /// Anthropic's `input_tokens` already excludes cache reads and writes.
+    fn usage(&self) -> Usage {
+        Usage {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: self
+                .cache_write
+                .unwrap_or(self.cache_write_5m.saturating_add(self.cache_write_1h)),
+            ..Usage::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    /// A text block; `open` once a delta was emitted (empty blocks emit nothing).
+    Text { open: bool },
+    /// A thinking block; `open` once text or a signature was emitted.
+    Thinking { open: bool },
+    /// A client tool call (always open: it was announced at start).
+    Tool,
+    /// A block type we do not surface (server tools, citations, compaction, ...).
+    Skipped,
+}
+
+/// The Anthropic stream decoder: one per HTTP attempt.
+///
+/// Feed it decoded SSE events ([`WireDecoder::event`]) and call [`WireDecoder::end`] at the end
+/// of the body; it appends the matching [`Delta`]s. It never panics on any input: malformed
+/// data becomes a `decode` error delta, an `event: error` an error delta of the matching kind.
+pub struct Decoder {
+    tool_names: ToolNames,
+    /// Bumped by every `message_start` after the first, so a spliced second message never
+    /// reuses the first one's block keys.
+    generation: u64,
+    blocks: HashMap<u64, Block>,
+    tokens: Tokens,
+    started: bool,
+    finished: bool,
+}
+
+impl fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decoder")
+            .field("generation", &self.generation)
+            .field("open_blocks", &self.blocks.len())
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Decoder {
+    /// A decoder that reports tool names exactly as they appear on the wire.
+    pub fn new() -> Self {
+        Decoder::with_tool_names(ToolNames::default())
+    }
+
+    /// A decoder that maps Claude Code wire names back to the request's tool names.
+    pub(crate) fn with_tool_names(tool_names: ToolNames) -> Self {
+        Decoder {
+            tool_names,
+            generation: 0,
+            blocks: HashMap::new(),
+            tokens: Tokens::default(),
+            started: false,
+            finished: false,
+        }
+    }
+
+    fn key(&self, index: u64) -> u64 {
+        (self.generation << 32) | (index & 0xFFFF_FFFF)
+    }
+
+    fn fail(&mut self, error: Error, out: &mut Vec<Delta>) {
+        self.finished = true;
+        out.push(Delta::Error(error));
+    }
+
+    fn handle(&mut self, kind: &str, event: WireEvent, out: &mut Vec<Delta>) {
+        match kind {
+            "message_start" => {
+                if self.started {
+                    self.generation += 1;
+                }
+                self.started = true;
+                let message = event.message.unwrap_or_default();
+                out.push(Delta::Metadata {
+                    response_id: message.id.filter(|s| !s.is_empty()),
+                    response_model: message.model.filter(|s| !s.is_empty()),
+                });
+                if let Some(u) = &message.usage {
+                    self.tokens.update(u);
+                }
+                out.push(Delta::Usage(self.tokens.usage()));
+            }
+            "content_block_start" => {
+                let (Some(Num(index)), Some(block)) = (event.index, event.content_block) else {
+                    return;
+                };
+                let key = self.key(index);
+                // A start for a key that is still open closes the old block first.
+                if let Some(
+                    Block::Text { open: true } | Block::Thinking { open: true } | Block::Tool,
+                ) = self.blocks.remove(&key)
+                {
+                    out.push(Delta::BlockEnd { key });
+                }
+                let state = match block.kind.as_deref() {
+                    Some("text") => {
+                        let text = block.text.unwrap_or_default();
+                        let open = !text.is_empty();
+                        if open {
+                            out.push(Delta::Text { key, text });
+                        }
+                        Block::Text { open }
+                    }
+                    Some("thinking") => {
+                        let mut open = false;
+                        if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
+                            out.push(Delta::Thinking { key, text });
+                            open = true;
+                        }
+                        if let Some(signature) = block.signature.filter(|s| !s.is_empty()) {
+                            out.push(Delta::ThinkingSignature { key, signature });
+                            open = true;
+                        }
+                        Block::Thinking { open }
+                    }
+                    Some("redacted_thinking") => {
+                        out.push(Delta::RedactedThinking {
+                            key,
+                            data: block.data.unwrap_or_default(),
+                        });
+                        Block::Thinking { open: true }
+                    }
+                    Some("tool_use") => {
+                        let wire_name = block.name.unwrap_or_default();
+                        out.push(Delta::ToolCallStart {
+                            key,
+                            id: block.id.unwrap_or_default(),
+                            name: self.tool_names.original(&wire_name),
+                            // Input given whole at the start is kept when no delta follows.
+                            arguments: block.input.filter(Value::is_object),
+                        });
+                        Block::Tool
+                    }
+                    _ => Block::Skipped,
+                };
+                self.blocks.insert(key, state);
+            }
+            "content_block_delta" => {
+                let (Some(Num(index)), Some(delta)) = (event.index, event.delta) else { return };
+                let key = self.key(index);
+                let Some(block) = self.blocks.get_mut(&key) else { return };
+                match (delta.kind.as_deref(), block) {
+                    (Some("text_delta"), Block::Text { open }) => {
+                        if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
+                            *open = true;
+                            out.push(Delta::Text { key, text });
+                        }
+                    }
+                    (Some("thinking_delta"), Block::Thinking { open }) => {
+                        if let Some(text) = delta.thinking.filter(|t| !t.is_empty()) {
+                            *open = true;
+                            out.push(Delta::Thinking { key, text });
+                        }
+                    }
+                    (Some("signature_delta"), Block::Thinking { open }) => {
+                        if let Some(signature) = delta.signature.filter(|s| !s.is_empty()) {
+                            *open = true;
+                            out.push(Delta::ThinkingSignature { key, signature });
+                        }
+                    }
+                    (Some("input_json_delta"), Block::Tool) => {
+                        if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
+                            out.push(Delta::ToolCallArgs { key, fragment });
+                        }
+                    }
+                    // Mismatched or unknown delta kinds (citations_delta, ...) are skipped.
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let Some(Num(index)) = event.index else { return };
+                let key = self.key(index);
+                if let Some(
+                    Block::Text { open: true } | Block::Thinking { open: true } | Block::Tool,
+                ) = self.blocks.remove(&key)
+                {
+                    out.push(Delta::BlockEnd { key });
+                }
+            }
+            "message_delta" => {
+                if let Some(u) = &event.usage {
+                    self.tokens.update(u);
+                    out.push(Delta::Usage(self.tokens.usage()));
+                }
+                let Some(delta) = event.delta else { return };
+                let Some(reason) = delta.stop_reason.filter(|r| !r.is_empty()) else { return };
+                match map_stop_reason(&reason) {
+                    Some(stop) => out.push(Delta::Stop(stop)),
+                    None if reason == "refusal" || reason == "sensitive" => {
+                        let error = refusal_error(delta.stop_details.as_ref());
+                        self.fail(error, out);
+                    }
+                    None => {
+                        let error = Error::new(
+                            ErrorKind::Provider,
+                            PROVIDER,
+                            format!("Unhandled stop reason: {reason}"),
+                        )
+                        .with_code(reason)
+                        .with_retryable(false);
+                        self.fail(error, out);
+                    }
+                }
+            }
+            "message_stop" => {
+                self.finished = true;
+                out.push(Delta::Done);
+            }
+            // `ping` and event types added after this was written.
+            _ => {}
+        }
+    }
+}
+
+/// `end_turn`/`stop_sequence`/`pause_turn` -> stop, `max_tokens` and
+/// `model_context_window_exceeded` -> length, `tool_use` -> toolUse; anything else is an error.
+fn map_stop_reason(reason: &str) -> Option<StopReason> {
+    match reason {
+        "end_turn" | "stop_sequence" | "pause_turn" | "compaction" => Some(StopReason::Stop),
+        "max_tokens" | "model_context_window_exceeded" => Some(StopReason::Length),
+        "tool_use" => Some(StopReason::ToolUse),
+        _ => None,
+    }
+}
+
+/// `Anthropic refusal[ (category: C)][: explanation | .]`, code `provider_refusal`.
+fn refusal_error(details: Option<&Value>) -> Error {
+    let field = |name: &str| {
+        details
+            .and_then(|d| d.get(name))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    };
+    let mut message = String::from("Anthropic refusal");
+    if let Some(category) = field("category") {
+        message.push_str(&format!(" (category: {category})"));
+    }
+    match field("explanation") {
+        Some(explanation) => message.push_str(&format!(": {explanation}")),
+        None => message.push('.'),
+    }
+    Error::new(ErrorKind::Refused, PROVIDER, message)
+        .with_code("provider_refusal")
+        .with_retryable(false)
+}
+
+impl WireDecoder for Decoder {
+    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
+        if self.finished {
+            return;
+        }
+        let name = event.event.as_deref().unwrap_or("");
+        if name == "error" {
+            let error = stream_error(&event.data);
+            self.fail(error, out);
+            return;
+        }
+        let parsed: Result<WireEvent, _> = serde_json::from_str(&event.data);
+        let wire = match parsed {
+            Ok(w) => w,
+            Err(e) => {
+                if KNOWN_EVENTS.contains(&name) {
+                    let error = Error::new(
+                        ErrorKind::Decode,
+                        PROVIDER,
+                        format!("Could not parse Anthropic SSE event {name}: {e}"),
+                    )
+                    .with_body(event.data)
+                    .with_retryable(false);
+                    self.fail(error, out);
+                }
+                // Data of an unknown event type that is not our JSON: not ours to judge.
+                return;
+            }
+        };
+        let kind = wire.kind.clone().unwrap_or_else(|| name.to_owned());
+        if kind == "error" {
+            let error = stream_error(&event.data);
+            self.fail(error, out);
+            return;
+        }
+        self.handle(&kind, wire, out);
+    }
+
+    fn end(&mut self, out: &mut Vec<Delta>) {
+        if !self.finished {
+            self.finished = true;
+            out.push(Delta::Error(
+                Error::new(
+                    ErrorKind::Truncated,
+                    PROVIDER,
+                    "Anthropic stream ended before message_stop",
+                )
+                .with_retryable(false),
+            ));
+        }
+    }
+}
+
+const KNOWN_EVENTS: [&str; 7] = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+];
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
