@@ -10,6 +10,7 @@
 //! the providers consume.
 #![warn(missing_docs)]
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -452,29 +453,29 @@ impl PlanError {
 
 /// A visible tool with its executor.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VisibleTool {
+pub struct VisibleTool<'a> {
     /// The descriptor.
-    pub descriptor: ToolDescriptor,
+    pub descriptor: &'a ToolDescriptor,
     /// Its executor.
-    pub executor: ExecutorRef,
+    pub executor: &'a ExecutorRef,
 }
 
 /// A hidden tool with the reasons.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HiddenTool {
+pub struct HiddenTool<'a> {
     /// The descriptor.
-    pub descriptor: ToolDescriptor,
+    pub descriptor: &'a ToolDescriptor,
     /// Why it is hidden, in expression order.
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// The planner's output; both lists in plan order.
+/// The planner's output, borrowing the descriptors; both lists in plan order.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolPlan {
+pub struct ToolPlan<'a> {
     /// Tools the model sees.
-    pub visible: Vec<VisibleTool>,
+    pub visible: Vec<VisibleTool<'a>>,
     /// Tools it does not, with diagnostics.
-    pub hidden: Vec<HiddenTool>,
+    pub hidden: Vec<HiddenTool<'a>>,
 }
 
 /// Plan order: `sort_key` (else name), ties by name.
@@ -484,37 +485,57 @@ pub struct ToolPlan {
 /// case-insensitive first (Unicode lowercase), then by code points, so the
 /// order never depends on the machine's locale.
 pub fn compare_descriptors(a: &ToolDescriptor, b: &ToolDescriptor) -> Ordering {
-    let ka = a.sort_key.as_deref().unwrap_or(&a.name);
-    let kb = b.sort_key.as_deref().unwrap_or(&b.name);
-    collate(ka, kb).then_with(|| collate(&a.name, &b.name))
+    SortKey::of(a).cmp(&SortKey::of(b))
 }
 
-fn collate(a: &str, b: &str) -> Ordering {
-    let fold = |s: &str| s.chars().flat_map(char::to_lowercase).collect::<String>();
-    fold(a).cmp(&fold(b)).then_with(|| a.cmp(b))
+/// The precomputed collation key of a descriptor (folded once, not per comparison).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct SortKey<'a> {
+    key_folded: Cow<'a, str>,
+    key: &'a str,
+    name_folded: Cow<'a, str>,
+    name: &'a str,
 }
 
-/// Builds the plan (OpenClaw §4.3).
-pub fn build_tool_plan(descriptors: &[ToolDescriptor], env: &AvailabilityEnv) -> Result<ToolPlan, PlanError> {
-    let mut sorted: Vec<&ToolDescriptor> = descriptors.iter().collect();
-    sorted.sort_by(|a, b| compare_descriptors(a, b));
+impl<'a> SortKey<'a> {
+    fn of(d: &'a ToolDescriptor) -> Self {
+        let key = d.sort_key.as_deref().unwrap_or(&d.name);
+        SortKey { key_folded: fold(key), key, name_folded: fold(&d.name), name: &d.name }
+    }
+}
+
+fn fold(s: &str) -> Cow<'_, str> {
+    if s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(s.chars().flat_map(char::to_lowercase).collect())
+}
+
+/// Builds the plan (OpenClaw §4.3). Linear in the descriptors plus the sort.
+pub fn build_tool_plan<'a>(
+    descriptors: &'a [ToolDescriptor],
+    env: &AvailabilityEnv,
+) -> Result<ToolPlan<'a>, PlanError> {
+    let mut sorted: Vec<(SortKey<'a>, &'a ToolDescriptor)> =
+        descriptors.iter().map(|d| (SortKey::of(d), d)).collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut seen = HashSet::with_capacity(sorted.len());
-    for d in &sorted {
+    for (_, d) in &sorted {
         if !seen.insert(d.name.as_str()) {
             return Err(PlanError::DuplicateToolName { name: d.name.clone() });
         }
     }
     let mut plan = ToolPlan::default();
-    for d in sorted {
+    for (_, d) in sorted {
         let diagnostics = evaluate_availability(d.availability.as_ref(), env);
         if !diagnostics.is_empty() {
-            plan.hidden.push(HiddenTool { descriptor: d.clone(), diagnostics });
+            plan.hidden.push(HiddenTool { descriptor: d, diagnostics });
             continue;
         }
-        let Some(executor) = d.executor.clone() else {
+        let Some(executor) = d.executor.as_ref() else {
             return Err(PlanError::MissingExecutor { name: d.name.clone() });
         };
-        plan.visible.push(VisibleTool { descriptor: d.clone(), executor });
+        plan.visible.push(VisibleTool { descriptor: d, executor });
     }
     Ok(plan)
 }

@@ -11,7 +11,7 @@ fn d(name: &str) -> ToolDescriptor {
     ToolDescriptor::new(name, format!("{name} tool"), json!({"type": "object", "properties": {}}))
 }
 
-fn names(plan: &ToolPlan) -> Vec<&str> {
+fn names<'a>(plan: &ToolPlan<'a>) -> Vec<&'a str> {
     plan.visible.iter().map(|v| v.descriptor.name.as_str()).collect()
 }
 
@@ -24,7 +24,8 @@ fn sort_key_then_name() {
     // §8 #63
     let mut a = d("a");
     a.sort_key = Some("z".into());
-    let plan = build_tool_plan(&[d("b"), a, d("c")], &AvailabilityEnv::default()).unwrap();
+    let list = [d("b"), a, d("c")];
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     assert_eq!(names(&plan), ["b", "c", "a"]);
 }
 
@@ -47,7 +48,8 @@ fn visible_tool_needs_an_executor_hidden_one_does_not() {
     assert_eq!(err.code(), "missing-executor");
     assert_eq!(err.to_string(), "Visible tool descriptor has no executor ref: v");
     no_exec.availability = avail(json!({"kind": "auth", "providerId": "p"}));
-    let plan = build_tool_plan(&[no_exec], &AvailabilityEnv::default()).unwrap();
+    let list = [no_exec];
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     assert_eq!(plan.hidden.len(), 1);
 }
 
@@ -57,7 +59,8 @@ fn any_of_with_a_malformed_sibling_stays_hidden() {
     let mut t = d("t");
     t.availability = avail(json!({"anyOf": [{"kind": "env", "name": "X"}, {"kind": "bogus"}]}));
     let env = AvailabilityEnv { env: [("X".to_owned(), "1".to_owned())].into(), ..Default::default() };
-    let plan = build_tool_plan(&[t], &env).unwrap();
+    let list = [t];
+    let plan = build_tool_plan(&list, &env).unwrap();
     let diags = &plan.hidden[0].diagnostics;
     assert_eq!(diags.len(), 1);
     assert_eq!(diags[0].reason.code(), "unsupported-signal");
@@ -68,7 +71,8 @@ fn all_of_reports_in_expression_order() {
     // §8 #67
     let mut t = d("t");
     t.availability = avail(json!({"allOf": [{"kind": "auth", "providerId": "p1"}, {"kind": "env", "name": "E"}]}));
-    let plan = build_tool_plan(&[t], &AvailabilityEnv::default()).unwrap();
+    let list = [t];
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     let codes: Vec<&str> = plan.hidden[0].diagnostics.iter().map(|d| d.reason.code()).collect();
     assert_eq!(codes, ["auth-missing", "env-missing"]);
     assert_eq!(plan.hidden[0].diagnostics[0].message, "Missing auth provider: p1");
@@ -94,7 +98,8 @@ fn config_checks() {
     env.is_config_value_available = Some(Arc::new(|v: &Value, path: &[String]| v == "x" && path.len() == 2));
     assert!(visible(&t, &env));
     t.availability = sig("exists");
-    let plan = build_tool_plan(&[t], &AvailabilityEnv::default()).unwrap();
+    let list = [t];
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     assert_eq!(plan.hidden[0].diagnostics[0].message, "Missing config path: a.b");
 }
 
@@ -104,14 +109,16 @@ fn context_equality() {
     let mut t = d("t");
     t.availability = avail(json!({"kind": "context", "key": "channel", "equals": "discord"}));
     let env = AvailabilityEnv { values: [("channel".to_owned(), json!("slack"))].into(), ..Default::default() };
-    let plan = build_tool_plan(&[t.clone()], &env).unwrap();
+    let list = [t.clone()];
+    let plan = build_tool_plan(&list, &env).unwrap();
     assert_eq!(plan.hidden[0].diagnostics[0].message, "Context value did not match: channel");
     let env = AvailabilityEnv { values: [("channel".to_owned(), json!("discord"))].into(), ..Default::default() };
     assert_eq!(build_tool_plan(&[t.clone()], &env).unwrap().visible.len(), 1);
     t.availability = avail(json!({"kind": "context", "key": "k", "equals": null}));
     let env = AvailabilityEnv { values: [("k".to_owned(), Value::Null)].into(), ..Default::default() };
     assert_eq!(build_tool_plan(&[t.clone()], &env).unwrap().visible.len(), 1, "explicit null matches");
-    let plan = build_tool_plan(&[t], &AvailabilityEnv::default()).unwrap();
+    let list = [t];
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     assert_eq!(plan.hidden.len(), 1, "equals:null needs an explicit null");
 }
 
@@ -121,7 +128,8 @@ fn protocol_projection_keeps_only_the_definition_in_plan_order() {
     let mut b = d("b");
     b.annotations = Some(json!({"readOnly": true}));
     b.owner = Owner::Mcp { server_id: "s".into() };
-    let plan = build_tool_plan(&[b, d("a")], &AvailabilityEnv::default()).unwrap();
+    let list = [b, d("a")];
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     let tools = to_protocol_descriptors(&plan);
     assert_eq!(tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(serde_json::to_value(&tools[1]).unwrap(), json!({"name": "b", "description": "b tool", "parameters": {"type": "object", "properties": {}}}));

@@ -1,0 +1,1171 @@
+//! Neutral request to Chat Completions request: tools, messages, body, headers.
+//! Pure functions (`openclaw-behavior.md` §3.2 "Payload", "Tool conversion",
+//! "Message conversion"; `wire-formats.md` §2.d).
+//!
+//! The body is built with `serde_json::Map` (insertion order), so the same input
+//! always gives the same bytes.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use llm_core::transform::{IdRules, transform_messages};
+use llm_core::{
+    AssistantContent, AssistantMessage, CacheRetention, Context, Error, ErrorKind, Message, Model,
+    ReasoningLevel, StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
+    UserMessageContent,
+};
+use serde_json::{Map, Value, json};
+
+use crate::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat, is_native_openai};
+use crate::strict::{StrictPlan, to_strict};
+
+/// Default base URL when the model has none.
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Endpoint path below the base URL.
+const ENDPOINT: &str = "/chat/completions";
+/// Longest `prompt_cache_key` sent, in characters.
+const PROMPT_CACHE_KEY_MAX: usize = 64;
+/// Text of the bridge message for servers that need an assistant turn after tool results.
+const BRIDGE_TEXT: &str = "I have processed the tool results.";
+/// Text that introduces tool-result images re-sent as a user message.
+const TOOL_IMAGES_TEXT: &str = "Attached image(s) from tool result:";
+/// Tool-result content when the result has images and no text.
+const SEE_IMAGE_TEXT: &str = "(see attached image)";
+/// Tool-result content when the result has neither text nor images.
+const NO_OUTPUT_TEXT: &str = "(no tool output)";
+
+fn id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// Tool-call ids Chat Completions accepts: `[A-Za-z0-9_-]`, 1 to 40 characters
+/// (OpenAI rejects longer ids; OpenClaw truncates at 40).
+pub(crate) const ID_RULES: IdRules = IdRules { max_len: 40, min_len: 1, allowed: id_char };
+
+/// A request ready to send.
+#[derive(Debug, Clone)]
+pub(crate) struct WireRequest {
+    /// Full URL.
+    pub(crate) url: String,
+    /// Headers, in order, names unique (case-insensitively).
+    pub(crate) headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub(crate) body: Value,
+    /// Per tool name: how to restore arguments of strict tools.
+    pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
+}
+
+/// Provider options read from `StreamOptions::provider_options`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ProviderOptions {
+    /// `parallelToolCalls`: sent as `parallel_tool_calls` when tools are present.
+    pub(crate) parallel_tool_calls: Option<bool>,
+    /// `strictTools`: overrides the compat's `strictTools`.
+    pub(crate) strict_tools: Option<bool>,
+    /// `extraBody`: top-level fields merged last into the body.
+    pub(crate) extra_body: Option<Map<String, Value>>,
+}
+
+impl ProviderOptions {
+    pub(crate) fn parse(options: &BTreeMap<String, Value>, provider: &str) -> Result<Self, Error> {
+        let invalid = |what: &str| {
+            Error::new(ErrorKind::InvalidRequest, provider, format!("providerOptions.{what}"))
+                .with_retryable(false)
+        };
+        let flag = |key: &str| -> Result<Option<bool>, Error> {
+            match options.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Bool(b)) => Ok(Some(*b)),
+                Some(_) => Err(invalid(&format!("{key} must be a boolean"))),
+            }
+        };
+        let extra_body = match options.get("extraBody") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(m.clone()),
+            Some(_) => return Err(invalid("extraBody must be an object")),
+        };
+        Ok(ProviderOptions {
+            parallel_tool_calls: flag("parallelToolCalls")?,
+            strict_tools: flag("strictTools")?,
+            extra_body,
+        })
+    }
+}
+
+/// The chat-completions URL for a base URL (`https://api.openai.com/v1` when empty).
+pub(crate) fn endpoint_url(base_url: &str) -> String {
+    let base = base_url.trim().trim_end_matches('/');
+    let base = if base.is_empty() { DEFAULT_BASE_URL } else { base };
+    if base.ends_with(ENDPOINT) { base.to_owned() } else { format!("{base}{ENDPOINT}") }
+}
+
+/// Sets a header, replacing any earlier one with the same name (case-insensitive).
+fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    headers.push((name.to_owned(), value.to_owned()));
+}
+
+/// Builds the whole request.
+pub(crate) fn build_request(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    compat: &ResolvedCompat,
+) -> Result<WireRequest, Error> {
+    let provider = crate::provider_name(model);
+    let provider_options = ProviderOptions::parse(&options.provider_options, &provider)?;
+    let Some(key) = options.api_key.as_ref().filter(|k| !k.expose().is_empty()) else {
+        return Err(Error::new(
+            ErrorKind::Auth,
+            provider.clone(),
+            format!("No API key for provider: {provider}"),
+        )
+        .with_retryable(false));
+    };
+
+    // Headers: defaults, auth, the model's, session affinity, then the caller's.
+    let mut headers = Vec::new();
+    set_header(&mut headers, "content-type", "application/json");
+    set_header(&mut headers, "accept", "text/event-stream");
+    set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose()));
+    for (name, value) in &model.headers {
+        set_header(&mut headers, name, value);
+    }
+    if compat.send_session_affinity_headers
+        && options.cache_retention != CacheRetention::None
+        && let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty())
+    {
+        for name in ["session_id", "x-client-request-id", "x-session-affinity"] {
+            set_header(&mut headers, name, session);
+        }
+    }
+    for (name, value) in &options.headers {
+        set_header(&mut headers, name, value);
+    }
+
+    let messages = convert_messages(model, context, compat);
+    let strict_setting = provider_options.strict_tools.or(Some(compat.strict_tools).filter(|s| *s));
+    let tools = convert_tools(&context.tools, compat, strict_setting);
+    let has_tool_history = context.messages.iter().any(|m| match m {
+        Message::Assistant(a) => a.tool_calls().next().is_some(),
+        Message::ToolResult(_) => true,
+        Message::User(_) => false,
+    });
+
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model.id.as_str()));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("stream".into(), Value::Bool(true));
+    if compat.supports_usage_in_streaming {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if compat.supports_store {
+        body.insert("store".into(), Value::Bool(false));
+    }
+    if let Some(max) = options.max_tokens {
+        let max = if model.max_tokens > 0 { max.min(model.max_tokens) } else { max };
+        let field = match compat.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        };
+        body.insert(field.into(), Value::from(max));
+    }
+    if let Some(t) = options.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if !options.stop.is_empty() {
+        body.insert("stop".into(), json!(options.stop));
+    }
+    if !tools.tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools.tools.clone()));
+    } else if has_tool_history {
+        // Proxies in front of Anthropic need the key once the transcript has tool turns.
+        body.insert("tools".into(), Value::Array(Vec::new()));
+    }
+    if let Some(choice) = tool_choice(options.tool_choice.as_ref(), &tools.names, &provider)? {
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(parallel) = provider_options.parallel_tool_calls
+        && !tools.tools.is_empty()
+        && compat.supports_parallel_tool_calls
+    {
+        body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
+    }
+    if compat.zai_tool_stream && !tools.tools.is_empty() {
+        body.insert("tool_stream".into(), Value::Bool(true));
+    }
+    if options.cache_retention != CacheRetention::None {
+        let key = options
+            .prompt_cache_key
+            .as_deref()
+            .or(options.session_id.as_deref())
+            .filter(|k| !k.is_empty());
+        if let Some(key) = key
+            && (compat.supports_prompt_cache_key || is_native_openai(model))
+        {
+            let clamped: String = key.chars().take(PROMPT_CACHE_KEY_MAX).collect();
+            body.insert("prompt_cache_key".into(), Value::from(clamped));
+        }
+        if options.cache_retention == CacheRetention::Long && compat.supports_long_cache_retention {
+            body.insert("prompt_cache_retention".into(), Value::from("24h"));
+        }
+    }
+    reasoning_params(&mut body, model, options.reasoning, compat);
+    if let Some(extra) = provider_options.extra_body {
+        for (k, v) in extra {
+            body.insert(k, v);
+        }
+    }
+    Ok(WireRequest {
+        url: endpoint_url(&model.base_url),
+        headers,
+        body: Value::Object(body),
+        strict_plans: tools.strict_plans,
+    })
+}
+
+/// The wire name of a reasoning level (`max` is OpenAI's `xhigh`).
+fn effort(level: ReasoningLevel) -> &'static str {
+    match level {
+        ReasoningLevel::Max => "xhigh",
+        other => other.as_str(),
+    }
+}
+
+/// Reasoning knobs per the compat's thinking format (reasoning models only).
+fn reasoning_params(
+    body: &mut Map<String, Value>,
+    model: &Model,
+    level: Option<ReasoningLevel>,
+    compat: &ResolvedCompat,
+) {
+    if !model.reasoning {
+        return;
+    }
+    let enabled = level.is_some();
+    match compat.thinking_format {
+        ThinkingFormat::Zai => {
+            let thinking = if enabled {
+                json!({"type": "enabled", "clear_thinking": false})
+            } else {
+                json!({"type": "disabled"})
+            };
+            body.insert("thinking".into(), thinking);
+            if let (Some(level), true) = (level, compat.supports_reasoning_effort) {
+                body.insert("reasoning_effort".into(), Value::from(effort(level)));
+            }
+        }
+        ThinkingFormat::Deepseek => {
+            body.insert(
+                "thinking".into(),
+                json!({"type": if enabled { "enabled" } else { "disabled" }}),
+            );
+            if let (Some(level), true) = (level, compat.supports_reasoning_effort) {
+                body.insert("reasoning_effort".into(), Value::from(effort(level)));
+            }
+        }
+        ThinkingFormat::Qwen => {
+            body.insert("enable_thinking".into(), Value::Bool(enabled));
+        }
+        ThinkingFormat::QwenChatTemplate => {
+            body.insert(
+                "chat_template_kwargs".into(),
+                json!({"enable_thinking": enabled, "preserve_thinking": true}),
+            );
+        }
+        ThinkingFormat::Openrouter => {
+            if let Some(level) = level {
+                body.insert("reasoning".into(), json!({"effort": effort(level)}));
+            }
+        }
+        ThinkingFormat::Openai | ThinkingFormat::Together => {
+            if let (Some(level), true) = (level, compat.supports_reasoning_effort) {
+                body.insert("reasoning_effort".into(), Value::from(effort(level)));
+            }
+        }
+    }
+}
+
+/// Converted tools.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ConvertedTools {
+    /// Wire tools, in input order.
+    pub(crate) tools: Vec<Value>,
+    /// Names of the tools that survived projection.
+    pub(crate) names: Vec<String>,
+    /// Restore plans when the tools are sent strict.
+    pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
+}
+
+/// OpenClaw's `projectOpenAITools` plus the root fixes of its generic normalizer:
+/// drops tools with an empty name or a parameters schema that is not an object
+/// schema (`type` other than `"object"`, `$dynamicRef` / `$dynamicAnchor`), and
+/// returns the usable schema of every other tool, input order kept.
+pub(crate) fn project_tools(tools: &[Tool]) -> Vec<(&Tool, Value)> {
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        if tool.name.trim().is_empty() {
+            tracing::warn!(tool_index = i, "dropping tool: tool[{i}].name is empty");
+            continue;
+        }
+        let schema = match &tool.parameters {
+            Value::Null => Map::new(),
+            Value::Object(m) => m.clone(),
+            _ => {
+                tracing::warn!(tool = %tool.name, "dropping tool: parameters must be a JSON object schema");
+                continue;
+            }
+        };
+        if let Some(t) = schema.get("type")
+            && t != "object"
+        {
+            tracing::warn!(tool = %tool.name, "dropping tool: parameters.type must be \"object\"");
+            continue;
+        }
+        if has_dynamic_ref(&tool.parameters, 0) {
+            tracing::warn!(tool = %tool.name, "dropping tool: parameters use $dynamicRef / $dynamicAnchor");
+            continue;
+        }
+        let mut fixed = Map::new();
+        if !schema.contains_key("type") {
+            fixed.insert("type".into(), Value::from("object"));
+        }
+        let has_properties = schema.get("properties").is_some_and(Value::is_object);
+        for (k, v) in schema {
+            if k == "properties" && !has_properties {
+                continue;
+            }
+            fixed.insert(k, v);
+        }
+        if !has_properties {
+            fixed.insert("properties".into(), Value::Object(Map::new()));
+        }
+        out.push((tool, Value::Object(fixed)));
+    }
+    out
+}
+
+fn has_dynamic_ref(value: &Value, depth: usize) -> bool {
+    if depth > 128 {
+        return false;
+    }
+    match value {
+        Value::Object(m) => m.iter().any(|(k, v)| {
+            k == "$dynamicRef" || k == "$dynamicAnchor" || has_dynamic_ref(v, depth + 1)
+        }),
+        Value::Array(items) => items.iter().any(|v| has_dynamic_ref(v, depth + 1)),
+        _ => false,
+    }
+}
+
+/// `{type:"function", function:{name, description, parameters, strict?}}` per tool.
+///
+/// `strict` (the setting): `Some(true)` sends `strict: true` with losslessly
+/// normalized schemas when *every* tool can be expressed strictly, else every
+/// tool non-strict (spec decision 6); `Some(false)` and `None` send
+/// `strict: false`. The key is left out when the server does not support it.
+pub(crate) fn convert_tools(
+    tools: &[Tool],
+    compat: &ResolvedCompat,
+    strict: Option<bool>,
+) -> ConvertedTools {
+    let projected = project_tools(tools);
+    let mut strict_schemas = None;
+    if compat.supports_strict_mode && strict == Some(true) {
+        let mut all = Vec::with_capacity(projected.len());
+        for (tool, schema) in &projected {
+            match to_strict(schema) {
+                Ok(s) => all.push(s),
+                Err(reason) => {
+                    tracing::info!(tool = %tool.name, %reason, "sending tools non-strict: a schema cannot be strict");
+                    all.clear();
+                    break;
+                }
+            }
+        }
+        if all.len() == projected.len() && !projected.is_empty() {
+            strict_schemas = Some(all);
+        }
+    }
+    let mut out = ConvertedTools::default();
+    for (i, (tool, schema)) in projected.iter().enumerate() {
+        let mut function = Map::new();
+        function.insert("name".into(), Value::from(tool.name.as_str()));
+        function.insert("description".into(), Value::from(tool.description.as_str()));
+        match strict_schemas.as_ref().and_then(|s| s.get(i)) {
+            Some(s) => {
+                function.insert("parameters".into(), s.schema.clone());
+                function.insert("strict".into(), Value::Bool(true));
+                if !s.plan.is_trivial() {
+                    out.strict_plans.insert(tool.name.clone(), Arc::new(s.plan.clone()));
+                }
+            }
+            None => {
+                function.insert("parameters".into(), schema.clone());
+                if compat.supports_strict_mode {
+                    function.insert("strict".into(), Value::Bool(false));
+                }
+            }
+        }
+        let mut wire = Map::new();
+        wire.insert("type".into(), Value::from("function"));
+        wire.insert("function".into(), Value::Object(function));
+        out.tools.push(Value::Object(wire));
+        out.names.push(tool.name.clone());
+    }
+    out
+}
+
+/// `tool_choice` (OpenClaw's reconciliation against the surviving tools).
+pub(crate) fn tool_choice(
+    choice: Option<&ToolChoice>,
+    names: &[String],
+    provider: &str,
+) -> Result<Option<Value>, Error> {
+    let invalid = |message: String| {
+        Error::new(ErrorKind::InvalidRequest, provider, message).with_retryable(false)
+    };
+    Ok(match choice {
+        None => None,
+        // Without tools `auto` and `none` mean the same thing, and OpenAI rejects
+        // `tool_choice` without `tools`.
+        Some(ToolChoice::Auto | ToolChoice::None) if names.is_empty() => None,
+        Some(ToolChoice::Auto) => Some(Value::from("auto")),
+        Some(ToolChoice::None) => Some(Value::from("none")),
+        Some(ToolChoice::Required) if names.is_empty() => {
+            return Err(invalid(
+                "OpenAI Chat Completions tool_choice \"required\" needs a tool, but no tools survived schema conversion"
+                    .to_owned(),
+            ));
+        }
+        Some(ToolChoice::Required) => Some(Value::from("required")),
+        Some(ToolChoice::Tool(name)) => {
+            if !names.iter().any(|n| n == name) {
+                return Err(invalid(format!(
+                    "OpenAI Chat Completions tool_choice requested unavailable tool \"{name}\" after schema conversion"
+                )));
+            }
+            Some(json!({"type": "function", "function": {"name": name}}))
+        }
+    })
+}
+
+fn is_same_model(message: &AssistantMessage, target: &Model) -> bool {
+    message.provider == target.provider && message.api == target.api && message.model == target.id
+}
+
+/// Cuts OpenAI Responses composite ids (`call_x|fc_y`) from other models down to
+/// their call id, as OpenClaw does, and rewrites the matching results. A cut that
+/// would collide with another id in the transcript is skipped (the id normalizer
+/// then hashes the full id, keeping ids distinct).
+fn split_composite_ids<'m>(messages: &'m [Message], target: &Model) -> Cow<'m, [Message]> {
+    let composite = |m: &Message| match m {
+        Message::Assistant(a) => {
+            !is_same_model(a, target) && a.tool_calls().any(|c| c.id.contains('|'))
+        }
+        _ => false,
+    };
+    if !messages.iter().any(composite) {
+        return Cow::Borrowed(messages);
+    }
+    let mut used: HashSet<String> = HashSet::new();
+    for m in messages {
+        if let Message::Assistant(a) = m {
+            used.extend(a.tool_calls().filter(|c| !c.id.contains('|')).map(|c| c.id.clone()));
+        }
+    }
+    let mut map: HashMap<String, String> = HashMap::new();
+    let mut out = messages.to_vec();
+    for m in &mut out {
+        match m {
+            Message::Assistant(a) if !is_same_model(a, target) => {
+                for block in &mut a.content {
+                    let AssistantContent::ToolCall(call) = block else { continue };
+                    let Some((head, _)) = call.id.split_once('|') else { continue };
+                    if let Some(mapped) = map.get(&call.id) {
+                        call.id = mapped.clone();
+                        continue;
+                    }
+                    let cut: String =
+                        head.chars().map(|c| if id_char(c) { c } else { '_' }).collect();
+                    if cut.is_empty() || used.contains(&cut) {
+                        continue;
+                    }
+                    used.insert(cut.clone());
+                    map.insert(call.id.clone(), cut.clone());
+                    call.id = cut;
+                }
+            }
+            Message::ToolResult(r) => {
+                if let Some(mapped) = map.get(&r.tool_call_id) {
+                    r.tool_call_id = mapped.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The transcript as Chat Completions messages (system prompt first).
+pub(crate) fn convert_messages(
+    model: &Model,
+    context: &Context,
+    compat: &ResolvedCompat,
+) -> Vec<Value> {
+    let pre = split_composite_ids(&context.messages, model);
+    let messages = transform_messages(&pre, model, Some(&ID_RULES));
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    if let Some(system) = context.system_prompt.as_deref().filter(|s| !s.is_empty()) {
+        let role =
+            if model.reasoning && compat.supports_developer_role { "developer" } else { "system" };
+        out.push(json!({"role": role, "content": system}));
+    }
+    let mut after_tool_result = false;
+    let mut i = 0;
+    while let Some(message) = messages.get(i) {
+        match message {
+            Message::User(user) => {
+                i += 1;
+                if compat.requires_assistant_after_tool_result && after_tool_result {
+                    out.push(json!({"role": "assistant", "content": BRIDGE_TEXT}));
+                }
+                let content = match &user.content {
+                    UserMessageContent::Text(text) if text.is_empty() => continue,
+                    UserMessageContent::Text(text) => Value::from(text.as_str()),
+                    UserMessageContent::Blocks(blocks) => {
+                        let parts = user_parts(blocks, model.supports_images());
+                        if parts.is_empty() {
+                            continue;
+                        }
+                        Value::Array(parts)
+                    }
+                };
+                out.push(json!({"role": "user", "content": content}));
+                after_tool_result = false;
+            }
+            Message::Assistant(assistant) => {
+                i += 1;
+                if let Some(wire) = assistant_message(assistant, compat) {
+                    out.push(wire);
+                    after_tool_result = false;
+                }
+            }
+            Message::ToolResult(_) => {
+                let mut images = Vec::new();
+                while let Some(Message::ToolResult(result)) = messages.get(i) {
+                    out.push(tool_message(result, compat));
+                    if model.supports_images() {
+                        images.extend(result.content.iter().filter_map(image_part));
+                    }
+                    i += 1;
+                }
+                if images.is_empty() {
+                    after_tool_result = true;
+                } else {
+                    if compat.requires_assistant_after_tool_result {
+                        out.push(json!({"role": "assistant", "content": BRIDGE_TEXT}));
+                    }
+                    let mut parts = vec![json!({"type": "text", "text": TOOL_IMAGES_TEXT})];
+                    parts.extend(images);
+                    out.push(json!({"role": "user", "content": parts}));
+                    after_tool_result = false;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn image_part(block: &UserContent) -> Option<Value> {
+    match block {
+        UserContent::Image(img) => Some(json!({
+            "type": "image_url",
+            "image_url": {"url": format!("data:{};base64,{}", img.mime_type, img.data)}
+        })),
+        UserContent::Text(_) => None,
+    }
+}
+
+fn user_parts(blocks: &[UserContent], images: bool) -> Vec<Value> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            UserContent::Text(t) => Some(json!({"type": "text", "text": t.text})),
+            UserContent::Image(_) if images => image_part(b),
+            UserContent::Image(_) => None,
+        })
+        .collect()
+}
+
+/// Whether a thinking signature can name the assistant-message field its text goes in.
+fn is_reasoning_field(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !matches!(
+            name,
+            "role" | "content" | "tool_calls" | "name" | "reasoning_details" | "tool_call_id"
+        )
+}
+
+fn assistant_message(message: &AssistantMessage, compat: &ResolvedCompat) -> Option<Value> {
+    let text: String = message
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            AssistantContent::Text(t) if !t.text.trim().is_empty() => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let thinking: Vec<_> = message
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            AssistantContent::Thinking(t) if !t.thinking.trim().is_empty() => Some(t),
+            _ => None,
+        })
+        .collect();
+    let calls: Vec<_> = message.tool_calls().collect();
+
+    let mut content = if text.is_empty() {
+        if compat.requires_assistant_after_tool_result { Value::from("") } else { Value::Null }
+    } else {
+        Value::from(text.as_str())
+    };
+    let mut reasoning_field: Option<(String, String)> = None;
+    let serialize_thinking = !thinking.is_empty()
+        && (compat.thinking_format != ThinkingFormat::Deepseek || !calls.is_empty());
+    if serialize_thinking {
+        if compat.requires_thinking_as_text {
+            let joined =
+                thinking.iter().map(|t| t.thinking.as_str()).collect::<Vec<_>>().join("\n\n");
+            let mut parts = vec![json!({"type": "text", "text": joined})];
+            if !text.is_empty() {
+                parts.push(json!({"type": "text", "text": text}));
+            }
+            content = Value::Array(parts);
+        } else {
+            let joined =
+                thinking.iter().map(|t| t.thinking.as_str()).collect::<Vec<_>>().join("\n");
+            let field = thinking
+                .first()
+                .and_then(|t| t.thinking_signature.as_deref())
+                .filter(|s| is_reasoning_field(s))
+                .map(str::to_owned)
+                .or_else(|| {
+                    compat.requires_reasoning_content.then(|| "reasoning_content".to_owned())
+                });
+            if let Some(field) = field {
+                reasoning_field = Some((field, joined));
+            }
+        }
+    }
+    if compat.requires_reasoning_content && reasoning_field.is_none() {
+        reasoning_field = Some(("reasoning_content".to_owned(), String::new()));
+    }
+
+    let has_content = match &content {
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        _ => false,
+    };
+    if !has_content && calls.is_empty() {
+        return None;
+    }
+    let mut wire = Map::new();
+    wire.insert("role".into(), Value::from("assistant"));
+    wire.insert("content".into(), content);
+    if let Some((field, text)) = reasoning_field {
+        wire.insert(field, Value::from(text));
+    }
+    if !calls.is_empty() {
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": serde_json::to_string(&c.arguments).unwrap_or_else(|_| "{}".to_owned())}
+                })
+            })
+            .collect();
+        wire.insert("tool_calls".into(), Value::Array(tool_calls));
+        let details: Vec<Value> = calls
+            .iter()
+            .filter_map(|c| c.thought_signature.as_deref())
+            .filter_map(|s| serde_json::from_str::<Value>(s).ok())
+            .filter(|v| !v.is_null())
+            .collect();
+        if !details.is_empty() {
+            wire.insert("reasoning_details".into(), Value::Array(details));
+        }
+    }
+    Some(Value::Object(wire))
+}
+
+fn tool_message(result: &ToolResultMessage, compat: &ResolvedCompat) -> Value {
+    let text = result.text();
+    let content = if !text.is_empty() {
+        text
+    } else if result.content.iter().any(|c| matches!(c, UserContent::Image(_))) {
+        SEE_IMAGE_TEXT.to_owned()
+    } else {
+        NO_OUTPUT_TEXT.to_owned()
+    };
+    let mut wire = Map::new();
+    wire.insert("role".into(), Value::from("tool"));
+    wire.insert("tool_call_id".into(), Value::from(result.tool_call_id.as_str()));
+    wire.insert("content".into(), Value::from(content));
+    if compat.requires_tool_result_name && !result.tool_name.is_empty() {
+        wire.insert("name".into(), Value::from(result.tool_name.as_str()));
+    }
+    Value::Object(wire)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::compat::OpenAICompletionsCompat;
+    use llm_core::{
+        ApiKey, ImageContent, InputModality, StopReason, TextContent, ThinkingContent, ToolCall,
+        UserMessage,
+    };
+
+    fn model() -> Model {
+        Model {
+            id: "gpt-4o".into(),
+            api: "openai-completions".into(),
+            provider: "openai".into(),
+            base_url: "https://api.openai.com/v1".into(),
+            input: vec![InputModality::Text, InputModality::Image],
+            max_tokens: 16384,
+            ..Model::default()
+        }
+    }
+
+    fn compat(m: &Model) -> ResolvedCompat {
+        ResolvedCompat::resolve(m, &OpenAICompletionsCompat::from_model(m).unwrap())
+    }
+
+    fn options() -> StreamOptions {
+        StreamOptions { api_key: Some(ApiKey::new("test-key")), ..StreamOptions::default() }
+    }
+
+    fn tool(name: &str, parameters: Value) -> Tool {
+        Tool { name: name.into(), description: format!("{name} tool"), parameters }
+    }
+
+    fn assistant(
+        model: &str,
+        provider: &str,
+        api: &str,
+        content: Vec<AssistantContent>,
+    ) -> Message {
+        Message::Assistant(AssistantMessage {
+            content,
+            api: api.into(),
+            provider: provider.into(),
+            model: model.into(),
+            stop_reason: StopReason::ToolUse,
+            ..AssistantMessage::default()
+        })
+    }
+
+    fn call(id: &str, name: &str, args: Value) -> AssistantContent {
+        AssistantContent::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args,
+            thought_signature: None,
+        })
+    }
+
+    fn result(id: &str, name: &str, content: Vec<UserContent>) -> Message {
+        Message::ToolResult(ToolResultMessage {
+            tool_call_id: id.into(),
+            tool_name: name.into(),
+            content,
+            details: None,
+            is_error: false,
+            timestamp: 0,
+        })
+    }
+
+    fn image() -> UserContent {
+        UserContent::Image(ImageContent { data: "AAAA".into(), mime_type: "image/png".into() })
+    }
+
+    #[test]
+    fn request_shape_and_determinism() {
+        let m = model();
+        let context = Context {
+            system_prompt: Some("Be brief.".into()),
+            messages: vec![Message::user("Weather in Oslo?")],
+            tools: vec![tool(
+                "get_weather",
+                json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+            )],
+        };
+        let mut o = options();
+        o.max_tokens = Some(1_000_000);
+        o.temperature = Some(0.2);
+        o.session_id = Some("s".repeat(100));
+        o.tool_choice = Some(ToolChoice::Auto);
+        o.provider_options.insert("parallelToolCalls".into(), json!(false));
+        o.headers.insert("X-Extra".into(), "1".into());
+        let a = build_request(&m, &context, &o, &compat(&m)).unwrap();
+        let b = build_request(&m, &context, &o, &compat(&m)).unwrap();
+        assert_eq!(serde_json::to_vec(&a.body).unwrap(), serde_json::to_vec(&b.body).unwrap());
+        assert_eq!(a.url, "https://api.openai.com/v1/chat/completions");
+        assert_eq!(
+            a.body,
+            json!({
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Weather in Oslo?"}
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "store": false,
+                "max_completion_tokens": 16384,
+                "temperature": 0.2,
+                "tools": [{"type": "function", "function": {"name": "get_weather", "description": "get_weather tool",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                    "strict": false}}],
+                "tool_choice": "auto",
+                "parallel_tool_calls": false,
+                "prompt_cache_key": "s".repeat(64)
+            })
+        );
+        let names: Vec<&str> = a.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, vec!["content-type", "accept", "authorization", "X-Extra"]);
+    }
+
+    #[test]
+    fn missing_key_is_an_auth_error() {
+        let m = model();
+        let e = build_request(&m, &Context::default(), &StreamOptions::default(), &compat(&m))
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Auth);
+        assert_eq!(e.message, "No API key for provider: openai");
+    }
+
+    #[test]
+    fn user_headers_override_case_insensitively() {
+        let mut m = model();
+        m.headers.insert("Authorization".into(), "Bearer model".into());
+        let mut o = options();
+        o.headers.insert("AUTHORIZATION".into(), "Bearer user".into());
+        let r = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap();
+        let auth: Vec<_> =
+            r.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("authorization")).collect();
+        assert_eq!(auth, vec![&("AUTHORIZATION".to_owned(), "Bearer user".to_owned())]);
+    }
+
+    #[test]
+    fn tools_projection_and_empty_tools_for_history() {
+        let m = model();
+        let c = compat(&m);
+        let converted = convert_tools(
+            &[
+                tool("ok", json!({"properties": {"a": {"type": "string"}}})),
+                tool("", json!({})),
+                tool("str", json!({"type": "string"})),
+                tool("dyn", json!({"type": "object", "properties": {"a": {"$dynamicRef": "#x"}}})),
+                tool("none", Value::Null),
+            ],
+            &c,
+            None,
+        );
+        assert_eq!(converted.names, vec!["ok", "none"]);
+        assert_eq!(
+            converted.tools[0]["function"]["parameters"],
+            json!({"type": "object", "properties": {"a": {"type": "string"}}})
+        );
+        assert_eq!(
+            converted.tools[1]["function"]["parameters"],
+            json!({"type": "object", "properties": {}})
+        );
+
+        // §8 #18: no tools, but tool history.
+        let context = Context {
+            messages: vec![
+                Message::user("hi"),
+                assistant(
+                    "gpt-4o",
+                    "openai",
+                    "openai-completions",
+                    vec![call("call_1", "f", json!({}))],
+                ),
+                result("call_1", "f", vec![UserContent::text("ok")]),
+            ],
+            ..Context::default()
+        };
+        let r = build_request(&m, &context, &options(), &c).unwrap();
+        assert_eq!(r.body["tools"], json!([]));
+    }
+
+    #[test]
+    fn strict_key_omitted_when_unsupported_and_strict_when_possible() {
+        let mut m = model();
+        m.compat = Some(json!({"supportsStrictMode": false}));
+        let t = [tool("f", json!({"type": "object", "properties": {}}))];
+        let converted = convert_tools(&t, &compat(&m), Some(true));
+        assert!(converted.tools[0]["function"].get("strict").is_none());
+
+        let m = model();
+        let t = [
+            tool("f", json!({"type": "object", "properties": {"a": {"type": "string"}}})),
+            tool("g", json!({"type": "object", "properties": {}})),
+        ];
+        let converted = convert_tools(&t, &compat(&m), Some(true));
+        assert_eq!(converted.tools[0]["function"]["strict"], json!(true));
+        assert_eq!(
+            converted.tools[0]["function"]["parameters"],
+            json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}, "required": ["a"], "additionalProperties": false})
+        );
+        assert!(converted.strict_plans.contains_key("f"));
+
+        // One tool that cannot be strict downgrades the whole list, unchanged.
+        let t = [
+            tool("f", json!({"type": "object", "properties": {"a": {"type": "string"}}})),
+            tool(
+                "g",
+                json!({"type": "object", "properties": {"b": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}),
+            ),
+        ];
+        let converted = convert_tools(&t, &compat(&m), Some(true));
+        assert_eq!(converted.tools[0]["function"]["strict"], json!(false));
+        assert_eq!(converted.tools[0]["function"]["parameters"], t[0].parameters);
+        assert!(converted.strict_plans.is_empty());
+    }
+
+    #[test]
+    fn tool_choice_reconciliation() {
+        let names = vec!["a".to_owned()];
+        assert_eq!(tool_choice(Some(&ToolChoice::Auto), &[], "openai").unwrap(), None);
+        assert_eq!(tool_choice(Some(&ToolChoice::None), &[], "openai").unwrap(), None);
+        assert_eq!(
+            tool_choice(Some(&ToolChoice::None), &names, "openai").unwrap(),
+            Some(json!("none"))
+        );
+        assert!(tool_choice(Some(&ToolChoice::Required), &[], "openai").is_err());
+        assert_eq!(
+            tool_choice(Some(&ToolChoice::Tool("a".into())), &names, "openai").unwrap(),
+            Some(json!({"type": "function", "function": {"name": "a"}}))
+        );
+        let e = tool_choice(Some(&ToolChoice::Tool("str".into())), &names, "openai").unwrap_err();
+        assert_eq!(
+            e.message,
+            "OpenAI Chat Completions tool_choice requested unavailable tool \"str\" after schema conversion"
+        );
+    }
+
+    #[test]
+    fn replay_shapes_and_tool_result_images() {
+        let m = model();
+        let context = Context {
+            messages: vec![
+                Message::user("look"),
+                assistant(
+                    "gpt-4o",
+                    "openai",
+                    "openai-completions",
+                    vec![
+                        AssistantContent::Text(TextContent {
+                            text: "Sure".into(),
+                            text_signature: None,
+                        }),
+                        call("call_1", "shot", json!({"x": 1, "a": "b"})),
+                        call("call_2", "shot", json!({})),
+                    ],
+                ),
+                result("call_1", "shot", vec![image()]),
+                result("call_2", "shot", vec![UserContent::text("done"), image()]),
+                Message::user("thanks"),
+            ],
+            ..Context::default()
+        };
+        let msgs = convert_messages(&m, &context, &compat(&m));
+        assert_eq!(
+            Value::Array(msgs),
+            json!([
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": "Sure", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "shot", "arguments": "{\"x\":1,\"a\":\"b\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "(see attached image)"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "done"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Attached image(s) from tool result:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                ]},
+                {"role": "user", "content": "thanks"}
+            ])
+        );
+    }
+
+    #[test]
+    fn responses_ids_are_cut_to_the_call_id() {
+        let m = model();
+        let context = Context {
+            messages: vec![
+                Message::user("go"),
+                assistant(
+                    "gpt-5",
+                    "openai",
+                    "openai-responses",
+                    vec![call("call_abc|fc_very+long/xyz", "f", json!({}))],
+                ),
+                result("call_abc|fc_very+long/xyz", "f", vec![UserContent::text("ok")]),
+            ],
+            ..Context::default()
+        };
+        let msgs = convert_messages(&m, &context, &compat(&m));
+        assert_eq!(msgs[1]["tool_calls"][0]["id"], json!("call_abc"));
+        assert_eq!(msgs[2]["tool_call_id"], json!("call_abc"));
+    }
+
+    #[test]
+    fn composite_ids_that_would_collide_stay_distinct() {
+        let m = model();
+        let context = Context {
+            messages: vec![
+                Message::user("go"),
+                assistant(
+                    "gpt-5",
+                    "openai",
+                    "openai-responses",
+                    vec![call("call_a|fc_1", "f", json!({})), call("call_a|fc_2", "f", json!({}))],
+                ),
+                result("call_a|fc_1", "f", vec![UserContent::text("1")]),
+                result("call_a|fc_2", "f", vec![UserContent::text("2")]),
+            ],
+            ..Context::default()
+        };
+        let msgs = convert_messages(&m, &context, &compat(&m));
+        let a = msgs[1]["tool_calls"][0]["id"].as_str().unwrap();
+        let b = msgs[1]["tool_calls"][1]["id"].as_str().unwrap();
+        assert_eq!(a, "call_a");
+        assert_ne!(a, b);
+        assert!(ID_RULES.accepts(b), "{b}");
+        assert_eq!(msgs[2]["tool_call_id"], json!(a));
+        assert_eq!(msgs[3]["tool_call_id"], json!(b));
+    }
+
+    #[test]
+    fn same_model_thinking_goes_back_in_its_field() {
+        let mut m = model();
+        m.provider = "deepseek".into();
+        m.id = "deepseek-reasoner".into();
+        m.base_url = "https://api.deepseek.com".into();
+        m.reasoning = true;
+        let context = Context {
+            messages: vec![
+                Message::user("q"),
+                assistant(
+                    "deepseek-reasoner",
+                    "deepseek",
+                    "openai-completions",
+                    vec![
+                        AssistantContent::Thinking(ThinkingContent {
+                            thinking: "hmm".into(),
+                            thinking_signature: Some("reasoning_content".into()),
+                            redacted: false,
+                        }),
+                        call("call_1", "f", json!({})),
+                    ],
+                ),
+                result("call_1", "f", vec![]),
+            ],
+            ..Context::default()
+        };
+        let msgs = convert_messages(&m, &context, &compat(&m));
+        assert_eq!(msgs[1]["reasoning_content"], json!("hmm"));
+        assert_eq!(msgs[1]["content"], Value::Null);
+        assert_eq!(msgs[2]["content"], json!("(no tool output)"));
+    }
+
+    #[test]
+    fn bridge_message_and_tool_result_name() {
+        let mut m = model();
+        m.compat =
+            Some(json!({"requiresAssistantAfterToolResult": true, "requiresToolResultName": true}));
+        let context = Context {
+            messages: vec![
+                Message::user("q"),
+                assistant(
+                    "gpt-4o",
+                    "openai",
+                    "openai-completions",
+                    vec![call("call_1", "f", json!({}))],
+                ),
+                result("call_1", "f", vec![UserContent::text("r")]),
+                Message::User(UserMessage {
+                    content: UserMessageContent::Text("next".into()),
+                    timestamp: 0,
+                }),
+            ],
+            ..Context::default()
+        };
+        let msgs = convert_messages(&m, &context, &compat(&m));
+        assert_eq!(msgs[1]["content"], json!(""));
+        assert_eq!(
+            msgs[2],
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "r", "name": "f"})
+        );
+        assert_eq!(
+            msgs[3],
+            json!({"role": "assistant", "content": "I have processed the tool results."})
+        );
+        assert_eq!(msgs[4]["content"], json!("next"));
+    }
+
+    #[test]
+    fn reasoning_params_per_format() {
+        let mut m = model();
+        m.reasoning = true;
+        let mut o = options();
+        o.reasoning = Some(ReasoningLevel::Max);
+        let r = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap();
+        assert_eq!(r.body["reasoning_effort"], json!("xhigh"));
+        m.compat = Some(json!({"thinkingFormat": "zai"}));
+        let r = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap();
+        assert_eq!(r.body["thinking"], json!({"type": "enabled", "clear_thinking": false}));
+        m.compat = Some(json!({"thinkingFormat": "qwen"}));
+        o.reasoning = None;
+        let r = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap();
+        assert_eq!(r.body["enable_thinking"], json!(false));
+    }
+
+    #[test]
+    fn extra_body_and_bad_provider_options() {
+        let m = model();
+        let mut o = options();
+        o.provider_options.insert("extraBody".into(), json!({"top_k": 5, "store": true}));
+        let r = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap();
+        assert_eq!(r.body["top_k"], json!(5));
+        assert_eq!(r.body["store"], json!(true));
+        o.provider_options.insert("parallelToolCalls".into(), json!("yes"));
+        assert_eq!(
+            build_request(&m, &Context::default(), &o, &compat(&m)).unwrap_err().kind,
+            ErrorKind::InvalidRequest
+        );
+    }
+
+    #[test]
+    fn endpoint_urls() {
+        assert_eq!(endpoint_url(""), "https://api.openai.com/v1/chat/completions");
+        assert_eq!(
+            endpoint_url("http://127.0.0.1:8080/v1/"),
+            "http://127.0.0.1:8080/v1/chat/completions"
+        );
+        assert_eq!(endpoint_url("https://x/v1/chat/completions"), "https://x/v1/chat/completions");
+    }
+}

@@ -1,0 +1,187 @@
+//! OpenAI Chat Completions provider for clawcall, for OpenAI and OpenAI-compatible
+//! servers (API id `openai-completions`).
+//!
+//! # Capabilities
+//!
+//! - [x] Streaming text, usage (`stream_options.include_usage`; `input` excludes cached tokens), cost
+//! - [x] Tools `{type:"function", function:{name, description, parameters, strict?}}`, input order
+//! - [x] Strict tools, lossless (optional → required + nullable, nulls removed again from the
+//!   arguments); non-strict for the whole list when one schema cannot be strict; `strict` left out
+//!   for servers that reject it
+//! - [x] `tool_choice` (`auto`, `none`, `required`, a named function) reconciled with the tools that
+//!   survived conversion; `parallel_tool_calls`
+//! - [x] Streamed tool calls keyed by `index`, else by `id`; parallel calls in any interleaving;
+//!   concatenated `{…}{…}` arguments split into separate calls
+//! - [x] Reasoning deltas (`reasoning_content`, `reasoning`, `reasoning_text`) as thinking, replayed
+//!   to the same model in the field they came from
+//! - [x] Reasoning written into `content` between `<think>`-style tags split off as thinking
+//!   (chunk boundaries anywhere); a non-streamed completion body read like one big delta
+//! - [x] Finish reasons as OpenClaw (§3.2), `Stream ended without finish_reason`, mid-stream
+//!   `{"error": …}` payloads, `[DONE]`
+//! - [x] Replay: `tool_calls` with JSON-string arguments, `{role:"tool"}` results, tool-result images
+//!   in one following user message, Responses ids `call_x|fc_y` cut to `call_x`
+//! - [x] `prompt_cache_key` (at most 64 characters), `prompt_cache_retention`, session headers
+//! - [x] Compat profile for OpenAI-compatible servers ([`OpenAICompletionsCompat`])
+//! - [x] Retries before the first event, timeouts, cancellation (via `llm_core::drive`)
+//! - [ ] Images in assistant output, audio, logprobs, `n > 1`; Anthropic-style `cache_control`
+//!   markers for OpenRouter `anthropic/*` models; OpenRouter / Vercel routing fields (use the
+//!   `extraBody` provider option)
+//!
+//! # Configuration
+//!
+//! The endpoint is `<model.base_url>/chat/completions` (`https://api.openai.com/v1` when the base
+//! URL is empty); auth is `Authorization: Bearer <key>`; `model.headers` and then
+//! `StreamOptions::headers` are merged last. `Model::compat` is parsed into
+//! [`OpenAICompletionsCompat`]. `StreamOptions::provider_options` understands:
+//!
+//! | key | type | effect |
+//! |---|---|---|
+//! | `parallelToolCalls` | bool | `parallel_tool_calls` (only sent with tools) |
+//! | `strictTools` | bool | ask for strict tools (overrides the compat's `strictTools`) |
+//! | `extraBody` | object | top-level body fields merged last (server-specific knobs) |
+//!
+//! Errors name the model's provider (`model.provider`, or [`PROVIDER`] when empty), so an
+//! OpenRouter or DeepSeek failure says so.
+
+#![warn(missing_docs)]
+
+mod client;
+mod compat;
+mod convert;
+mod error;
+mod stream;
+mod strict;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use llm_core::drive::drive_sse;
+use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, StreamOptions};
+
+pub use compat::{MaxTokensField, OpenAICompletionsCompat, ThinkingFormat};
+pub use stream::Decoder;
+
+/// The API id this crate serves.
+pub const API: &str = "openai-completions";
+
+/// The provider name used in errors when the model names none.
+pub const PROVIDER: &str = "openai";
+
+/// The provider name for errors: the model's, else [`PROVIDER`].
+pub(crate) fn provider_name(model: &Model) -> String {
+    if model.provider.is_empty() { PROVIDER.to_owned() } else { model.provider.clone() }
+}
+
+/// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
+#[derive(Debug, Clone)]
+pub struct OpenAICompletionsProvider {
+    http: reqwest::Client,
+    /// Built here (not passed in): a request with another connect timeout gets a client with it.
+    own_client: bool,
+}
+
+impl Default for OpenAICompletionsProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OpenAICompletionsProvider {
+    /// A provider with its own HTTP client (rustls, the default connect timeout).
+    pub fn new() -> Self {
+        OpenAICompletionsProvider {
+            http: client::default_client(llm_core::Timeouts::default().connect),
+            own_client: true,
+        }
+    }
+
+    /// A provider that sends through `http` (proxies, custom TLS, connection pools; its own
+    /// connect timeout applies).
+    pub fn with_http_client(http: reqwest::Client) -> Self {
+        OpenAICompletionsProvider { http, own_client: false }
+    }
+
+    /// The client for one request: reqwest sets the connect timeout per client, so a
+    /// request whose `timeouts.connect` differs from the default gets its own client.
+    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
+        if self.own_client && options.timeouts.connect != llm_core::Timeouts::default().connect {
+            client::default_client(options.timeouts.connect)
+        } else {
+            self.http.clone()
+        }
+    }
+}
+
+impl llm_core::Provider for OpenAICompletionsProvider {
+    fn api(&self) -> &str {
+        API
+    }
+
+    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
+        let provider = provider_name(model);
+        let compat = match OpenAICompletionsCompat::from_model(model) {
+            Ok(c) => compat::ResolvedCompat::resolve(model, &c),
+            Err(e) => return AssistantStream::from_error(model, e),
+        };
+        let request = match convert::build_request(model, context, options, &compat) {
+            Ok(r) => r,
+            Err(e) => return AssistantStream::from_error(model, e),
+        };
+        let body = match serde_json::to_vec(&request.body) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                let error = Error::new(
+                    ErrorKind::InvalidRequest,
+                    provider,
+                    format!("Could not serialize the request: {e}"),
+                )
+                .with_retryable(false);
+                return AssistantStream::from_error(model, error);
+            }
+        };
+        tracing::debug!(
+            provider = %provider,
+            model = %model.id,
+            tools = request.body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
+            bytes = body.len(),
+            "openai-completions request"
+        );
+        let config = Arc::new(stream::DecoderConfig {
+            provider: provider.clone(),
+            reasoning_fields: compat.reasoning_fields.clone(),
+            strict_plans: request.strict_plans,
+            reasoning_tags: compat.reasoning_tags,
+        });
+        let http = self.client_for(options);
+        let url = request.url;
+        let headers = request.headers;
+        let send_provider = provider.clone();
+        drive_sse(
+            model,
+            options,
+            &provider,
+            move |_attempt| {
+                client::send(
+                    http.clone(),
+                    send_provider.clone(),
+                    url.clone(),
+                    headers.clone(),
+                    body.clone(),
+                )
+            },
+            move || stream::Decoder::with_config(Arc::clone(&config)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod assert_impls {
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn provider_and_decoder_are_send_sync() {
+        send_sync::<super::OpenAICompletionsProvider>();
+        send_sync::<super::Decoder>();
+        send_sync::<super::OpenAICompletionsCompat>();
+    }
+}
