@@ -10,10 +10,10 @@ use llm_core::{Error, ErrorKind, Timeouts};
 use crate::PROVIDER;
 use crate::error::http_error;
 
-/// The default client: rustls, the default connect timeout.
-pub(crate) fn default_client() -> reqwest::Client {
+/// A client with rustls and the given connect timeout (reqwest sets it per client).
+pub(crate) fn build_client(connect: Option<std::time::Duration>) -> reqwest::Client {
     let mut builder = reqwest::Client::builder();
-    if let Some(connect) = Timeouts::default().connect {
+    if let Some(connect) = connect {
         builder = builder.connect_timeout(connect);
     }
     builder.build().unwrap_or_default()
@@ -40,7 +40,7 @@ pub(crate) async fn send(
     headers: Vec<(String, String)>,
     body: Bytes,
     // The driver enforces the first-byte, idle and total limits; the connect limit is set on the
-    // client (see `default_client`).
+    // client (see `build_client`).
     _timeouts: Timeouts,
 ) -> Result<HttpResponse, Error> {
     let mut request = http.post(url.as_str()).body(body);

@@ -77,6 +77,8 @@ pub const PROVIDER: &str = "anthropic";
 #[derive(Debug, Clone)]
 pub struct AnthropicProvider {
     http: reqwest::Client,
+    /// Built here (not passed in): a request with another connect timeout gets a client with it.
+    own_client: bool,
 }
 
 impl Default for AnthropicProvider {
@@ -88,12 +90,25 @@ impl Default for AnthropicProvider {
 impl AnthropicProvider {
     /// A provider with its own HTTP client (rustls, 30 s connect timeout).
     pub fn new() -> Self {
-        AnthropicProvider { http: client::default_client() }
+        AnthropicProvider {
+            http: client::build_client(llm_core::Timeouts::default().connect),
+            own_client: true,
+        }
     }
 
-    /// A provider that sends requests with `http`.
+    /// A provider that sends requests with `http` (its own connect timeout applies).
     pub fn with_http_client(http: reqwest::Client) -> Self {
-        AnthropicProvider { http }
+        AnthropicProvider { http, own_client: false }
+    }
+
+    /// The client for one request: reqwest sets the connect timeout per client, so a
+    /// request whose `timeouts.connect` differs from the default gets its own client.
+    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
+        if self.own_client && options.timeouts.connect != llm_core::Timeouts::default().connect {
+            client::build_client(options.timeouts.connect)
+        } else {
+            self.http.clone()
+        }
     }
 }
 
@@ -119,7 +134,7 @@ impl Provider for AnthropicProvider {
                 return AssistantStream::from_error(model, error);
             }
         };
-        let http = self.http.clone();
+        let http = self.client_for(options);
         let url: Arc<str> = request.url.into();
         let headers = Arc::new(request.headers);
         let timeouts = options.timeouts.clone();

@@ -470,14 +470,11 @@ impl WireDecoder for Decoder {
     fn end(&mut self, out: &mut Vec<Delta>) {
         if !self.finished {
             self.finished = true;
-            out.push(Delta::Error(
-                Error::new(
-                    ErrorKind::Truncated,
-                    PROVIDER,
-                    "Anthropic stream ended before message_stop",
-                )
-                .with_retryable(false),
-            ));
+            out.push(Delta::Error(Error::new(
+                ErrorKind::Truncated,
+                PROVIDER,
+                "Anthropic stream ended before message_stop",
+            )));
         }
     }
 }

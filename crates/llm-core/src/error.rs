@@ -64,9 +64,17 @@ impl ErrorKind {
         }
     }
 
-    /// Whether a failure of this kind may succeed when retried.
+    /// Whether a failure of this kind may succeed when retried. A truncated
+    /// stream is (a dropped connection); the driver still retries only before
+    /// any content was shown.
     pub fn is_retryable(self) -> bool {
-        matches!(self, ErrorKind::RateLimited | ErrorKind::Overloaded | ErrorKind::Transport)
+        matches!(
+            self,
+            ErrorKind::RateLimited
+                | ErrorKind::Overloaded
+                | ErrorKind::Transport
+                | ErrorKind::Truncated
+        )
     }
 }
 
@@ -165,7 +173,10 @@ impl Error {
 
 /// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds; HTTP dates are
 /// ignored) header values into a delay.
-pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
+pub fn parse_retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+) -> Option<Duration> {
     if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok())
         && ms.is_finite()
         && ms >= 0.0

@@ -76,6 +76,8 @@ enum Flavor {
 pub struct GoogleProvider {
     http: reqwest::Client,
     flavor: Flavor,
+    /// Built here (not passed in): a request with another connect timeout gets a client with it.
+    own_client: bool,
 }
 
 impl Default for GoogleProvider {
@@ -85,21 +87,27 @@ impl Default for GoogleProvider {
 }
 
 fn default_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(llm_core::Timeouts::default().connect.unwrap_or(Duration::from_secs(30)))
-        .build()
-        .unwrap_or_default()
+    client_with(llm_core::Timeouts::default().connect)
+}
+
+/// A client with the given connect timeout (reqwest sets it per client).
+fn client_with(connect: Option<Duration>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder();
+    if let Some(connect) = connect {
+        builder = builder.connect_timeout(connect);
+    }
+    builder.build().unwrap_or_default()
 }
 
 impl GoogleProvider {
     /// The Generative Language API provider with its own HTTP client.
     pub fn new() -> Self {
-        Self::with_http_client(default_client())
+        GoogleProvider { own_client: true, ..Self::with_http_client(default_client()) }
     }
 
     /// The Generative Language API provider on `http`.
     pub fn with_http_client(http: reqwest::Client) -> Self {
-        GoogleProvider { http, flavor: Flavor::GenerativeLanguage }
+        GoogleProvider { http, flavor: Flavor::GenerativeLanguage, own_client: false }
     }
 
     /// The Vertex AI provider with its own HTTP client.
@@ -108,12 +116,22 @@ impl GoogleProvider {
     /// `GOOGLE_CLOUD_PROJECT`) and takes the location the same way (default
     /// [`DEFAULT_VERTEX_LOCATION`]). The API key option holds an OAuth access token.
     pub fn vertex() -> Self {
-        Self::vertex_with_http_client(default_client())
+        GoogleProvider { own_client: true, ..Self::vertex_with_http_client(default_client()) }
+    }
+
+    /// The client for one request: reqwest sets the connect timeout per client, so a
+    /// request whose `timeouts.connect` differs from the default gets its own client.
+    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
+        if self.own_client && options.timeouts.connect != llm_core::Timeouts::default().connect {
+            client_with(options.timeouts.connect)
+        } else {
+            self.http.clone()
+        }
     }
 
     /// The Vertex AI provider on `http`.
     pub fn vertex_with_http_client(http: reqwest::Client) -> Self {
-        GoogleProvider { http, flavor: Flavor::Vertex }
+        GoogleProvider { http, flavor: Flavor::Vertex, own_client: false }
     }
 
     fn endpoint(&self, model: &Model, options: &StreamOptions) -> Result<convert::Endpoint, Error> {
@@ -192,7 +210,7 @@ impl Provider for GoogleProvider {
                 );
             }
         };
-        let http = self.http.clone();
+        let http = self.client_for(options);
         let url = request.url;
         let headers = request.headers;
         let timeouts = options.timeouts.clone();

@@ -233,6 +233,11 @@ impl Decoder {
                 out.push(Delta::Usage(usage));
             }
         }
+        // The chunk with `finishReason` is the last with content: a chunk after it (the
+        // final chunk repeated by a proxy, say) adds nothing but its usage.
+        if self.finish.is_some() {
+            return;
+        }
         let candidate = chunk.candidates.and_then(|c| c.into_iter().next());
         let Some(candidate) = candidate else {
             if let Some(reason) = chunk
@@ -444,14 +449,11 @@ impl WireDecoder for Decoder {
         self.finished = true;
         let has_calls = self.calls > 0;
         let Some((reason, message)) = self.finish.take() else {
-            out.push(Delta::Error(
-                Error::new(
-                    ErrorKind::Truncated,
-                    PROVIDER,
-                    "Gemini stream ended without a finishReason",
-                )
-                .with_retryable(false),
-            ));
+            out.push(Delta::Error(Error::new(
+                ErrorKind::Truncated,
+                PROVIDER,
+                "Gemini stream ended without a finishReason",
+            )));
             return;
         };
         let detail = |text: String| match message.as_deref().filter(|m| !m.is_empty()) {

@@ -739,7 +739,7 @@ impl Decoder {
         self.finished = true;
         self.flush_tags(out);
         let Some(reason) = self.finish_reason.clone() else {
-            let error = self.error(ErrorKind::Truncated, NO_FINISH_REASON).with_retryable(true);
+            let error = self.error(ErrorKind::Truncated, NO_FINISH_REASON);
             self.flush_held(false, out);
             out.push(Delta::Error(error));
             return;
