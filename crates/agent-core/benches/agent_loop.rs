@@ -7,13 +7,18 @@ use std::time::{Duration, Instant};
 use agent_core::*;
 use criterion::{Criterion, criterion_group, criterion_main};
 use llm_core::{
-    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason, TextContent,
-    Tool, ToolCall,
+    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason,
+    TextContent, Tool, ToolCall,
 };
 use serde_json::json;
 
 fn model() -> Model {
-    Model { id: "bench".into(), api: "scripted".into(), provider: "scripted".into(), ..Model::default() }
+    Model {
+        id: "bench".into(),
+        api: "scripted".into(),
+        provider: "scripted".into(),
+        ..Model::default()
+    }
 }
 
 fn script(calls: usize, tool: &str) -> Vec<ScriptedTurn> {
@@ -32,7 +37,10 @@ fn script(calls: usize, tool: &str) -> Vec<ScriptedTurn> {
         ..AssistantMessage::default()
     };
     let done = AssistantMessage {
-        content: vec![AssistantContent::Text(TextContent { text: "done".into(), text_signature: None })],
+        content: vec![AssistantContent::Text(TextContent {
+            text: "done".into(),
+            text_signature: None,
+        })],
         stop_reason: StopReason::Stop,
         ..AssistantMessage::default()
     };
@@ -84,7 +92,9 @@ fn bench(c: &mut Criterion) {
             rt.block_on(run_once(calls, None));
         }
         let per_call = start.elapsed() / (runs * calls as u32);
-        println!("agent_loop: {per_call:?} per instant tool call ({calls} calls per batch, scripted provider)");
+        println!(
+            "agent_loop: {per_call:?} per instant tool call ({calls} calls per batch, scripted provider)"
+        );
     }
 }
 

@@ -57,7 +57,11 @@ pub trait AgentHooks: Send + Sync {
     }
 
     /// Runs after validation, before execution; may block the call.
-    fn before_tool_call<'a>(&'a self, _info: CallInfo<'a>, _args: &'a Value) -> BoxFuture<'a, BeforeToolCall> {
+    fn before_tool_call<'a>(
+        &'a self,
+        _info: CallInfo<'a>,
+        _args: &'a Value,
+    ) -> BoxFuture<'a, BeforeToolCall> {
         Box::pin(std::future::ready(BeforeToolCall::Allow))
     }
 
@@ -72,7 +76,11 @@ pub trait AgentHooks: Send + Sync {
     }
 
     /// Asked after each turn: stop the run now?
-    fn should_stop_after_turn(&self, _message: &AssistantMessage, _results: &[ToolResultMessage]) -> bool {
+    fn should_stop_after_turn(
+        &self,
+        _message: &AssistantMessage,
+        _results: &[ToolResultMessage],
+    ) -> bool {
         false
     }
 }

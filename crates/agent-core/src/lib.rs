@@ -23,7 +23,10 @@ pub use context::{AgentContext, MessageQueue};
 pub use event::{AgentEvent, EndReason};
 pub use hooks::{AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks};
 pub use llm_core::transform::{TranscriptViolation, check_tool_results};
-pub use run::{ABORTED_TEXT, Agent, AgentConfig, AgentOutcome, AgentRun, BLOCKED_TEXT, ContinueError};
+pub use run::{
+    ABORTED_TEXT, Agent, AgentConfig, AgentOutcome, AgentRun, BLOCKED_TEXT, ContinueError,
+};
 pub use tool::{
-    AgentTool, ExecutionMode, PrepareArguments, ProgressSink, ToolError, ToolExecutor, ToolInvocation, ToolOutput,
+    AgentTool, ExecutionMode, PrepareArguments, ProgressSink, ToolError, ToolExecutor,
+    ToolInvocation, ToolOutput,
 };

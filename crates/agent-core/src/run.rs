@@ -12,8 +12,9 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
 use llm_core::validation::ValidatorCache;
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Message, Model, Provider,
-    StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, Usage, now_millis,
+    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Message, Model,
+    Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, Usage,
+    now_millis,
 };
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -199,11 +200,11 @@ impl Stream for AgentRun {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<AgentEvent>> {
         let this = &mut *self;
-        if let Some(driver) = this.driver.as_mut() {
-            if let Poll::Ready(outcome) = driver.as_mut().poll(cx) {
-                this.outcome = Some(outcome);
-                this.driver = None;
-            }
+        if let Some(driver) = this.driver.as_mut()
+            && let Poll::Ready(outcome) = driver.as_mut().poll(cx)
+        {
+            this.outcome = Some(outcome);
+            this.driver = None;
         }
         if this.driver.is_none() {
             // Every event is queued once the driver is done; `try_recv` also ignores
@@ -233,7 +234,12 @@ struct CallResult {
 
 impl CallResult {
     fn error(text: impl Into<String>, started: bool) -> Self {
-        CallResult { output: ToolOutput::text(text), is_error: true, started, stop_after_batch: false }
+        CallResult {
+            output: ToolOutput::text(text),
+            is_error: true,
+            started,
+            stop_after_batch: false,
+        }
     }
 }
 
@@ -246,7 +252,10 @@ struct BatchOutcome {
 
 enum Prepared {
     /// Index into `context.tools`, and the validated arguments.
-    Ready { tool: usize, args: Value },
+    Ready {
+        tool: usize,
+        args: Value,
+    },
     Immediate(CallResult),
 }
 
@@ -321,7 +330,10 @@ impl Runner {
                             )
                         };
                         let results = self.write_unexecuted(&message, &why);
-                        self.emit(AgentEvent::TurnEnd { message: message.clone(), tool_results: results });
+                        self.emit(AgentEvent::TurnEnd {
+                            message: message.clone(),
+                            tool_results: results,
+                        });
                         return if message.stop_reason == StopReason::Aborted {
                             EndReason::Aborted
                         } else {
@@ -365,7 +377,10 @@ impl Runner {
                 } else {
                     last_reason = EndReason::Completed;
                 }
-                self.emit(AgentEvent::TurnEnd { message: message.clone(), tool_results: results.clone() });
+                self.emit(AgentEvent::TurnEnd {
+                    message: message.clone(),
+                    tool_results: results.clone(),
+                });
                 if stop_after_batch {
                     return EndReason::StopAfterBatch;
                 }
@@ -410,7 +425,11 @@ impl Runner {
     }
 
     /// Error results for every call of a message whose calls will not run.
-    fn write_unexecuted(&mut self, message: &AssistantMessage, why: &str) -> Vec<ToolResultMessage> {
+    fn write_unexecuted(
+        &mut self,
+        message: &AssistantMessage,
+        why: &str,
+    ) -> Vec<ToolResultMessage> {
         let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
         let mut results = Vec::new();
         for call in calls {
@@ -462,49 +481,63 @@ impl Runner {
         if let Some(r) = memo.get(&index) {
             return r.clone();
         }
-        let resolution = if let Some(index) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
-            Ok(Some(index))
-        } else {
-            let info = CallInfo { assistant: message, call, context: &self.context };
-            let fut = self.config.hooks.resolve_deferred_tool(info);
-            match AssertUnwindSafe(fut).catch_unwind().await {
-                Ok(Ok(Some(tool))) if tool.tool.name != call.name => Err(format!(
-                    "Deferred tool resolver returned \"{}\" for requested \"{}\"",
-                    tool.tool.name, call.name
-                )),
-                Ok(Ok(Some(tool))) => {
-                    self.context.tools.push(tool);
-                    Ok(Some(self.context.tools.len() - 1))
+        let resolution =
+            if let Some(index) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
+                Ok(Some(index))
+            } else {
+                let info = CallInfo { assistant: message, call, context: &self.context };
+                let fut = self.config.hooks.resolve_deferred_tool(info);
+                match AssertUnwindSafe(fut).catch_unwind().await {
+                    Ok(Ok(Some(tool))) if tool.tool.name != call.name => Err(format!(
+                        "Deferred tool resolver returned \"{}\" for requested \"{}\"",
+                        tool.tool.name, call.name
+                    )),
+                    Ok(Ok(Some(tool))) => {
+                        self.context.tools.push(tool);
+                        Ok(Some(self.context.tools.len() - 1))
+                    }
+                    Ok(Ok(None)) => Ok(None),
+                    Ok(Err(e)) => Err(e.0),
+                    Err(panic) => Err(panic_text(panic)),
                 }
-                Ok(Ok(None)) => Ok(None),
-                Ok(Err(e)) => Err(e.0),
-                Err(panic) => Err(panic_text(panic)),
-            }
-        };
+            };
         memo.insert(index, resolution.clone());
         resolution
     }
 
-    async fn prepare(&self, message: &AssistantMessage, call: &ToolCall, resolution: Resolution) -> Prepared {
+    async fn prepare(
+        &self,
+        message: &AssistantMessage,
+        call: &ToolCall,
+        resolution: Resolution,
+    ) -> Prepared {
         let tool_index = match resolution {
             Err(e) => {
                 let text = if self.cancel.is_cancelled() { ABORTED_TEXT.to_owned() } else { e };
                 return Prepared::Immediate(CallResult::error(text, false));
             }
             Ok(None) => {
-                return Prepared::Immediate(CallResult::error(format!("Tool {} not found", call.name), false));
+                return Prepared::Immediate(CallResult::error(
+                    format!("Tool {} not found", call.name),
+                    false,
+                ));
             }
             Ok(Some(index)) => index,
         };
         let Some(tool) = self.context.tools.get(tool_index) else {
-            return Prepared::Immediate(CallResult::error(format!("Tool {} not found", call.name), false));
+            return Prepared::Immediate(CallResult::error(
+                format!("Tool {} not found", call.name),
+                false,
+            ));
         };
         let mut args = call.arguments.clone();
         if let Some(prepare) = &tool.prepare_arguments {
             match std::panic::catch_unwind(AssertUnwindSafe(|| prepare(args.clone()))) {
                 Ok(Ok(a)) => args = a,
                 Ok(Err(e)) => return Prepared::Immediate(CallResult::error(e.0, false)),
-                Err(panic) => return Prepared::Immediate(CallResult::error(panic_text(panic), false)),
+                Err(panic) => {
+                    return Prepared::Immediate(CallResult::error(panic_text(panic), false));
+                }
             }
         }
         let args = match self.validators.validate(&tool.tool, &args) {
@@ -512,7 +545,8 @@ impl Runner {
             Err(e) => return Prepared::Immediate(CallResult::error(e.to_string(), false)),
         };
         let info = CallInfo { assistant: message, call, context: &self.context };
-        match AssertUnwindSafe(self.config.hooks.before_tool_call(info, &args)).catch_unwind().await {
+        match AssertUnwindSafe(self.config.hooks.before_tool_call(info, &args)).catch_unwind().await
+        {
             Ok(BeforeToolCall::Allow) => {}
             Ok(BeforeToolCall::Block(reason)) => {
                 let text = if self.cancel.is_cancelled() {
@@ -531,7 +565,13 @@ impl Runner {
     }
 
     /// Runs one prepared call and its `after_tool_call` hook.
-    async fn execute(&self, message: &AssistantMessage, call: &ToolCall, tool: usize, args: Value) -> CallResult {
+    async fn execute(
+        &self,
+        message: &AssistantMessage,
+        call: &ToolCall,
+        tool: usize,
+        args: Value,
+    ) -> CallResult {
         let Some(executor) = self.context.tools.get(tool).map(|t| t.executor.clone()) else {
             return CallResult::error(format!("Tool {} not found", call.name), false);
         };
@@ -547,10 +587,11 @@ impl Runner {
                 closed: closed.clone(),
             },
         };
-        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
-            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-            Err(panic) => Err(panic),
-        };
+        let outcome =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
+                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                Err(panic) => Err(panic),
+            };
         closed.store(true, Ordering::SeqCst);
         let (mut output, mut is_error) = match outcome {
             Ok(Ok(output)) => (output, false),
@@ -559,7 +600,10 @@ impl Runner {
         };
         let info = CallInfo { assistant: message, call, context: &self.context };
         let mut stop_after_batch = false;
-        match AssertUnwindSafe(self.config.hooks.after_tool_call(info, &output, is_error)).catch_unwind().await {
+        match AssertUnwindSafe(self.config.hooks.after_tool_call(info, &output, is_error))
+            .catch_unwind()
+            .await
+        {
             Ok(Some(over)) => {
                 if let Some(content) = over.content {
                     output.content = content;
@@ -612,7 +656,11 @@ impl Runner {
                     break;
                 }
                 if let Ok(Some(tool)) = self.resolve(message, call, &mut memo, i).await
-                    && self.context.tools.get(tool).is_some_and(|t| t.execution_mode == ExecutionMode::Sequential)
+                    && self
+                        .context
+                        .tools
+                        .get(tool)
+                        .is_some_and(|t| t.execution_mode == ExecutionMode::Sequential)
                 {
                     sequential = true;
                     break;
@@ -727,12 +775,12 @@ impl Runner {
         if aborted_running || this.cancel.is_cancelled() {
             aborted = true;
             for (i, call) in calls.iter().enumerate() {
-                if let Some(slot) = slots.get_mut(i) {
-                    if slot.is_none() {
-                        let r = CallResult::error(ABORTED_TEXT, true);
-                        this.emit_end(call, &r);
-                        *slot = Some(r);
-                    }
+                if let Some(slot) = slots.get_mut(i)
+                    && slot.is_none()
+                {
+                    let r = CallResult::error(ABORTED_TEXT, true);
+                    this.emit_end(call, &r);
+                    *slot = Some(r);
                 }
             }
         }

@@ -129,7 +129,10 @@ pub struct ToolInvocation {
 /// Runs a tool.
 pub trait ToolExecutor: Send + Sync {
     /// Executes one call.
-    fn execute(&self, invocation: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+    fn execute(
+        &self,
+        invocation: ToolInvocation,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
 }
 
 impl<F, Fut> ToolExecutor for F
@@ -137,7 +140,10 @@ where
     F: Fn(ToolInvocation) -> Fut + Send + Sync,
     Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
 {
-    fn execute(&self, invocation: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+    fn execute(
+        &self,
+        invocation: ToolInvocation,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(self(invocation))
     }
 }

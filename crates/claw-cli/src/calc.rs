@@ -102,7 +102,10 @@ impl Parser<'_> {
         self.atom()
     }
 
-    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<f64, CalcError>) -> Result<f64, CalcError> {
+    fn nested(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<f64, CalcError>,
+    ) -> Result<f64, CalcError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(CalcError("expression is nested too deeply".into()));

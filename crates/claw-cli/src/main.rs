@@ -135,7 +135,8 @@ fn init_tracing(verbose: u8) {
         Ok(v) if !v.is_empty() => EnvFilter::new(v),
         _ => EnvFilter::new(default),
     };
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
@@ -182,11 +183,21 @@ async fn run(args: Args) -> u8 {
         };
         let server = match session.serve().await {
             Ok(s) => s,
-            Err(e) => return fail(exit::CONFIG_ERROR, format_args!("cannot start the replay server: {e}")),
+            Err(e) => {
+                return fail(
+                    exit::CONFIG_ERROR,
+                    format_args!("cannot start the replay server: {e}"),
+                );
+            }
         };
         provider_kind = match ProviderKind::from_api(&session.model.api) {
             Some(p) => p,
-            None => return fail(exit::CONFIG_ERROR, format_args!("recorded session uses unknown api {}", session.model.api)),
+            None => {
+                return fail(
+                    exit::CONFIG_ERROR,
+                    format_args!("recorded session uses unknown api {}", session.model.api),
+                );
+            }
         };
         let mut m = session.model.clone();
         m.base_url = server.base_url();
@@ -211,10 +222,11 @@ async fn run(args: Args) -> u8 {
         _replay_guard = Some(server);
     } else {
         provider_kind = args.provider;
-        model = match models::resolve(args.provider, args.model.as_deref(), args.base_url.as_deref()) {
-            Ok(m) => m,
-            Err(e) => return fail(exit::CONFIG_ERROR, e),
-        };
+        model =
+            match models::resolve(args.provider, args.model.as_deref(), args.base_url.as_deref()) {
+                Ok(m) => m,
+                Err(e) => return fail(exit::CONFIG_ERROR, e),
+            };
         options.api_key = key.map(ApiKey::new);
     }
 
@@ -223,11 +235,21 @@ async fn run(args: Args) -> u8 {
     if let Some(path) = &args.resume {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
-            Err(e) => return fail(exit::CONFIG_ERROR, format_args!("cannot read {}: {e}", path.display())),
+            Err(e) => {
+                return fail(
+                    exit::CONFIG_ERROR,
+                    format_args!("cannot read {}: {e}", path.display()),
+                );
+            }
         };
         let saved: Transcript = match serde_json::from_str(&text) {
             Ok(t) => t,
-            Err(e) => return fail(exit::CONFIG_ERROR, format_args!("{} is not a claw transcript: {e}", path.display())),
+            Err(e) => {
+                return fail(
+                    exit::CONFIG_ERROR,
+                    format_args!("{} is not a claw transcript: {e}", path.display()),
+                );
+            }
         };
         context.messages = saved.messages;
         if saved.system_prompt.is_some() {
@@ -245,7 +267,12 @@ async fn run(args: Args) -> u8 {
     let run = if prompts.is_empty() {
         match agent.continue_run(context) {
             Ok(r) => r,
-            Err(e) => return fail(exit::CONFIG_ERROR, format_args!("nothing to do: {e} (give a prompt)")),
+            Err(e) => {
+                return fail(
+                    exit::CONFIG_ERROR,
+                    format_args!("nothing to do: {e} (give a prompt)"),
+                );
+            }
         }
     } else {
         agent.run(context, prompts)
@@ -301,7 +328,10 @@ async fn run(args: Args) -> u8 {
                 Message::Assistant(a) => a.error_message.clone(),
                 _ => None,
             });
-            fail(exit::PROVIDER_ERROR, format_args!("the provider failed: {}", message.unwrap_or_default()))
+            fail(
+                exit::PROVIDER_ERROR,
+                format_args!("the provider failed: {}", message.unwrap_or_default()),
+            )
         }
         EndReason::Aborted => exit::INTERRUPTED,
         _ => exit::OK,

@@ -52,7 +52,9 @@ pub(crate) fn provider(kind: ProviderKind) -> Arc<dyn Provider> {
     match kind {
         ProviderKind::Anthropic => Arc::new(llm_anthropic::AnthropicProvider::new()),
         ProviderKind::Openai => Arc::new(llm_openai_completions::OpenAICompletionsProvider::new()),
-        ProviderKind::OpenaiResponses => Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()),
+        ProviderKind::OpenaiResponses => {
+            Arc::new(llm_openai_responses::OpenAiResponsesProvider::new())
+        }
         ProviderKind::Google => Arc::new(llm_google::GoogleProvider::new()),
         ProviderKind::Mistral => Arc::new(llm_mistral::MistralProvider::new()),
     }
@@ -77,40 +79,146 @@ struct Entry {
 }
 
 const CATALOG: &[Entry] = &[
-    Entry { kind: ProviderKind::Anthropic, id: "claude-sonnet-4-5", reasoning: true, context_window: 200_000, max_tokens: 64_000, cost: [3.0, 15.0, 0.3, 3.75] },
-    Entry { kind: ProviderKind::Anthropic, id: "claude-opus-4-1", reasoning: true, context_window: 200_000, max_tokens: 32_000, cost: [15.0, 75.0, 1.5, 18.75] },
-    Entry { kind: ProviderKind::Anthropic, id: "claude-haiku-4-5", reasoning: true, context_window: 200_000, max_tokens: 64_000, cost: [1.0, 5.0, 0.1, 1.25] },
-    Entry { kind: ProviderKind::Openai, id: "gpt-5-mini", reasoning: true, context_window: 400_000, max_tokens: 128_000, cost: [0.25, 2.0, 0.025, 0.0] },
-    Entry { kind: ProviderKind::Openai, id: "gpt-5", reasoning: true, context_window: 400_000, max_tokens: 128_000, cost: [1.25, 10.0, 0.125, 0.0] },
-    Entry { kind: ProviderKind::Openai, id: "gpt-4.1", reasoning: false, context_window: 1_047_576, max_tokens: 32_768, cost: [2.0, 8.0, 0.5, 0.0] },
-    Entry { kind: ProviderKind::OpenaiResponses, id: "gpt-5-mini", reasoning: true, context_window: 400_000, max_tokens: 128_000, cost: [0.25, 2.0, 0.025, 0.0] },
-    Entry { kind: ProviderKind::OpenaiResponses, id: "gpt-5", reasoning: true, context_window: 400_000, max_tokens: 128_000, cost: [1.25, 10.0, 0.125, 0.0] },
-    Entry { kind: ProviderKind::Google, id: "gemini-2.5-flash", reasoning: true, context_window: 1_048_576, max_tokens: 65_536, cost: [0.3, 2.5, 0.075, 0.0] },
-    Entry { kind: ProviderKind::Google, id: "gemini-2.5-pro", reasoning: true, context_window: 1_048_576, max_tokens: 65_536, cost: [1.25, 10.0, 0.31, 0.0] },
-    Entry { kind: ProviderKind::Mistral, id: "mistral-large-latest", reasoning: false, context_window: 128_000, max_tokens: 32_768, cost: [2.0, 6.0, 0.0, 0.0] },
-    Entry { kind: ProviderKind::Mistral, id: "mistral-medium-latest", reasoning: false, context_window: 128_000, max_tokens: 32_768, cost: [0.4, 2.0, 0.0, 0.0] },
-    Entry { kind: ProviderKind::Mistral, id: "magistral-medium-latest", reasoning: true, context_window: 128_000, max_tokens: 32_768, cost: [2.0, 5.0, 0.0, 0.0] },
+    Entry {
+        kind: ProviderKind::Anthropic,
+        id: "claude-sonnet-4-5",
+        reasoning: true,
+        context_window: 200_000,
+        max_tokens: 64_000,
+        cost: [3.0, 15.0, 0.3, 3.75],
+    },
+    Entry {
+        kind: ProviderKind::Anthropic,
+        id: "claude-opus-4-1",
+        reasoning: true,
+        context_window: 200_000,
+        max_tokens: 32_000,
+        cost: [15.0, 75.0, 1.5, 18.75],
+    },
+    Entry {
+        kind: ProviderKind::Anthropic,
+        id: "claude-haiku-4-5",
+        reasoning: true,
+        context_window: 200_000,
+        max_tokens: 64_000,
+        cost: [1.0, 5.0, 0.1, 1.25],
+    },
+    Entry {
+        kind: ProviderKind::Openai,
+        id: "gpt-5-mini",
+        reasoning: true,
+        context_window: 400_000,
+        max_tokens: 128_000,
+        cost: [0.25, 2.0, 0.025, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Openai,
+        id: "gpt-5",
+        reasoning: true,
+        context_window: 400_000,
+        max_tokens: 128_000,
+        cost: [1.25, 10.0, 0.125, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Openai,
+        id: "gpt-4.1",
+        reasoning: false,
+        context_window: 1_047_576,
+        max_tokens: 32_768,
+        cost: [2.0, 8.0, 0.5, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::OpenaiResponses,
+        id: "gpt-5-mini",
+        reasoning: true,
+        context_window: 400_000,
+        max_tokens: 128_000,
+        cost: [0.25, 2.0, 0.025, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::OpenaiResponses,
+        id: "gpt-5",
+        reasoning: true,
+        context_window: 400_000,
+        max_tokens: 128_000,
+        cost: [1.25, 10.0, 0.125, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Google,
+        id: "gemini-2.5-flash",
+        reasoning: true,
+        context_window: 1_048_576,
+        max_tokens: 65_536,
+        cost: [0.3, 2.5, 0.075, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Google,
+        id: "gemini-2.5-pro",
+        reasoning: true,
+        context_window: 1_048_576,
+        max_tokens: 65_536,
+        cost: [1.25, 10.0, 0.31, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Mistral,
+        id: "mistral-large-latest",
+        reasoning: false,
+        context_window: 128_000,
+        max_tokens: 32_768,
+        cost: [2.0, 6.0, 0.0, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Mistral,
+        id: "mistral-medium-latest",
+        reasoning: false,
+        context_window: 128_000,
+        max_tokens: 32_768,
+        cost: [0.4, 2.0, 0.0, 0.0],
+    },
+    Entry {
+        kind: ProviderKind::Mistral,
+        id: "magistral-medium-latest",
+        reasoning: true,
+        context_window: 128_000,
+        max_tokens: 32_768,
+        cost: [2.0, 5.0, 0.0, 0.0],
+    },
 ];
 
 fn defaults(kind: ProviderKind) -> (&'static str, &'static str, &'static str, &'static str) {
     // (api, provider name, base url, default model)
     match kind {
-        ProviderKind::Anthropic => (api::ANTHROPIC_MESSAGES, "anthropic", "https://api.anthropic.com", "claude-sonnet-4-5"),
-        ProviderKind::Openai => (api::OPENAI_COMPLETIONS, "openai", "https://api.openai.com/v1", "gpt-5-mini"),
-        ProviderKind::OpenaiResponses => (api::OPENAI_RESPONSES, "openai", "https://api.openai.com/v1", "gpt-5-mini"),
+        ProviderKind::Anthropic => {
+            (api::ANTHROPIC_MESSAGES, "anthropic", "https://api.anthropic.com", "claude-sonnet-4-5")
+        }
+        ProviderKind::Openai => {
+            (api::OPENAI_COMPLETIONS, "openai", "https://api.openai.com/v1", "gpt-5-mini")
+        }
+        ProviderKind::OpenaiResponses => {
+            (api::OPENAI_RESPONSES, "openai", "https://api.openai.com/v1", "gpt-5-mini")
+        }
         ProviderKind::Google => (
             api::GOOGLE_GENERATIVE_AI,
             "google",
             "https://generativelanguage.googleapis.com/v1beta",
             "gemini-2.5-flash",
         ),
-        ProviderKind::Mistral => (api::MISTRAL_CONVERSATIONS, "mistral", "https://api.mistral.ai", "mistral-large-latest"),
+        ProviderKind::Mistral => (
+            api::MISTRAL_CONVERSATIONS,
+            "mistral",
+            "https://api.mistral.ai",
+            "mistral-large-latest",
+        ),
     }
 }
 
 /// The model for `kind`/`id`. An unknown id is an error unless a base URL is
 /// given (compatible servers name their models freely).
-pub(crate) fn resolve(kind: ProviderKind, id: Option<&str>, base_url: Option<&str>) -> Result<Model, String> {
+pub(crate) fn resolve(
+    kind: ProviderKind,
+    id: Option<&str>,
+    base_url: Option<&str>,
+) -> Result<Model, String> {
     let (api_id, provider, default_url, default_model) = defaults(kind);
     let id = id.unwrap_or(default_model);
     let entry = CATALOG.iter().find(|e| e.kind == kind && e.id == id);

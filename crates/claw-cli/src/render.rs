@@ -83,7 +83,8 @@ impl Renderer {
         self.spinner_at = Some(now);
         self.spinner_frame = (self.spinner_frame + 1) % SPINNER.len();
         let frame = SPINNER.get(self.spinner_frame).copied().unwrap_or("*");
-        let line = format!("\r\x1b[2K{} running {}", paint("36", frame, true), self.running.join(", "));
+        let line =
+            format!("\r\x1b[2K{} running {}", paint("36", frame, true), self.running.join(", "));
         let mut stderr = std::io::stderr().lock();
         let _ = stderr.write_all(line.as_bytes());
         let _ = stderr.flush();
@@ -153,7 +154,8 @@ impl Renderer {
             AgentEvent::ToolExecutionUpdate { tool_name, partial, .. } => {
                 self.clear_spinner();
                 self.newline();
-                let line = format!("  {} {tool_name}: {}\n", dim("…", c), first_line(&partial.content));
+                let line =
+                    format!("  {} {tool_name}: {}\n", dim("…", c), first_line(&partial.content));
                 self.out(&line);
                 self.draw_spinner();
             }
@@ -232,7 +234,9 @@ pub(crate) fn event_json(event: &AgentEvent) -> Value {
         AgentEvent::TurnEnd { message, tool_results } => {
             json!({"type": "turn_end", "message": message, "toolResults": tool_results})
         }
-        AgentEvent::MessageStart { message } => json!({"type": "message_start", "message": message}),
+        AgentEvent::MessageStart { message } => {
+            json!({"type": "message_start", "message": message})
+        }
         AgentEvent::MessageEnd { message } => json!({"type": "message_end", "message": message}),
         AgentEvent::MessageUpdate { event } => {
             json!({"type": "message_update", "event": llm_core::printer::print_event(event)})
@@ -244,7 +248,13 @@ pub(crate) fn event_json(event: &AgentEvent) -> Value {
             "type": "tool_execution_update", "toolCallId": tool_call_id, "toolName": tool_name,
             "partialResult": output_json(partial)
         }),
-        AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error, execution_started } => json!({
+        AgentEvent::ToolExecutionEnd {
+            tool_call_id,
+            tool_name,
+            result,
+            is_error,
+            execution_started,
+        } => json!({
             "type": "tool_execution_end", "toolCallId": tool_call_id, "toolName": tool_name,
             "result": output_json(result), "isError": is_error, "executionStarted": execution_started
         }),

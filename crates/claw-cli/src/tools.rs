@@ -9,7 +9,8 @@ use serde_json::json;
 use crate::calc;
 
 /// Names of every built-in tool, in the order `--tools` lists them.
-pub(crate) const ALL: [&str; 5] = ["read_file", "list_dir", "calculator", "current_time", "append_note"];
+pub(crate) const ALL: [&str; 5] =
+    ["read_file", "list_dir", "calculator", "current_time", "append_note"];
 
 const MAX_READ: usize = 64 * 1024;
 
@@ -42,33 +43,48 @@ struct AppendNoteArgs {
 }
 
 fn read_file() -> AgentTool {
-    AgentTool::typed("read_file", "Read a UTF-8 text file (at most 64 KiB).", |a: ReadFileArgs, _i: ToolInvocation| async move {
-        let bytes = tokio::fs::read(&a.path).await.map_err(|e| ToolError(format!("cannot read {}: {e}", a.path)))?;
-        let truncated = bytes.len() > MAX_READ;
-        let mut text = String::from_utf8_lossy(bytes.get(..MAX_READ).unwrap_or(&bytes)).into_owned();
-        if truncated {
-            text.push_str("\n[truncated at 64 KiB]");
-        }
-        Ok(ToolOutput::text(text).with_details(json!({"bytes": bytes.len()})))
-    })
+    AgentTool::typed(
+        "read_file",
+        "Read a UTF-8 text file (at most 64 KiB).",
+        |a: ReadFileArgs, _i: ToolInvocation| async move {
+            let bytes = tokio::fs::read(&a.path)
+                .await
+                .map_err(|e| ToolError(format!("cannot read {}: {e}", a.path)))?;
+            let truncated = bytes.len() > MAX_READ;
+            let mut text =
+                String::from_utf8_lossy(bytes.get(..MAX_READ).unwrap_or(&bytes)).into_owned();
+            if truncated {
+                text.push_str("\n[truncated at 64 KiB]");
+            }
+            Ok(ToolOutput::text(text).with_details(json!({"bytes": bytes.len()})))
+        },
+    )
     .with_label("Read file")
 }
 
 fn list_dir() -> AgentTool {
-    AgentTool::typed("list_dir", "List a directory's entries (directories end with /).", |a: ListDirArgs, _i: ToolInvocation| async move {
-        let path = a.path.unwrap_or_else(|| ".".into());
-        let mut dir = tokio::fs::read_dir(&path).await.map_err(|e| ToolError(format!("cannot list {path}: {e}")))?;
-        let mut names = Vec::new();
-        while let Some(entry) = dir.next_entry().await.map_err(|e| ToolError(format!("cannot list {path}: {e}")))? {
-            let mut name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
-                name.push('/');
+    AgentTool::typed(
+        "list_dir",
+        "List a directory's entries (directories end with /).",
+        |a: ListDirArgs, _i: ToolInvocation| async move {
+            let path = a.path.unwrap_or_else(|| ".".into());
+            let mut dir = tokio::fs::read_dir(&path)
+                .await
+                .map_err(|e| ToolError(format!("cannot list {path}: {e}")))?;
+            let mut names = Vec::new();
+            while let Some(entry) =
+                dir.next_entry().await.map_err(|e| ToolError(format!("cannot list {path}: {e}")))?
+            {
+                let mut name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+                    name.push('/');
+                }
+                names.push(name);
             }
-            names.push(name);
-        }
-        names.sort();
-        Ok(ToolOutput::text(names.join("\n")).with_details(json!({"entries": names.len()})))
-    })
+            names.sort();
+            Ok(ToolOutput::text(names.join("\n")).with_details(json!({"entries": names.len()})))
+        },
+    )
     .with_label("List directory")
 }
 
@@ -77,7 +93,8 @@ fn calculator() -> AgentTool {
         "calculator",
         "Evaluate an arithmetic expression: + - * / % ^, parentheses, pi, e.",
         |a: CalculatorArgs, _i: ToolInvocation| async move {
-            let v = calc::evaluate(&a.expression).map_err(|e| ToolError(format!("cannot evaluate: {e}")))?;
+            let v = calc::evaluate(&a.expression)
+                .map_err(|e| ToolError(format!("cannot evaluate: {e}")))?;
             Ok(ToolOutput::text(calc::format_number(v)))
         },
     )
@@ -85,39 +102,50 @@ fn calculator() -> AgentTool {
 }
 
 fn current_time() -> AgentTool {
-    AgentTool::typed("current_time", "The current date and time in UTC (RFC 3339).", |_a: NoArgs, _i: ToolInvocation| async move {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Ok(ToolOutput::text(rfc3339(secs)))
-    })
+    AgentTool::typed(
+        "current_time",
+        "The current date and time in UTC (RFC 3339).",
+        |_a: NoArgs, _i: ToolInvocation| async move {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            Ok(ToolOutput::text(rfc3339(secs)))
+        },
+    )
     .with_label("Current time")
 }
 
 fn append_note(notes: PathBuf) -> AgentTool {
-    AgentTool::typed("append_note", "Append one line to the notes file. Runs sequentially.", move |a: AppendNoteArgs, _i: ToolInvocation| {
-        let notes = notes.clone();
-        async move {
-            use tokio::io::AsyncWriteExt;
-            let mut f = tokio::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&notes)
-                .await
-                .map_err(|e| ToolError(format!("cannot open {}: {e}", notes.display())))?;
-            let line = format!("{}\n", a.text.replace('\n', " "));
-            f.write_all(line.as_bytes()).await.map_err(|e| ToolError(format!("cannot write: {e}")))?;
-            Ok(ToolOutput::text(format!("appended to {}", notes.display())))
-        }
-    })
+    AgentTool::typed(
+        "append_note",
+        "Append one line to the notes file. Runs sequentially.",
+        move |a: AppendNoteArgs, _i: ToolInvocation| {
+            let notes = notes.clone();
+            async move {
+                use tokio::io::AsyncWriteExt;
+                let mut f = tokio::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&notes)
+                    .await
+                    .map_err(|e| ToolError(format!("cannot open {}: {e}", notes.display())))?;
+                let line = format!("{}\n", a.text.replace('\n', " "));
+                f.write_all(line.as_bytes())
+                    .await
+                    .map_err(|e| ToolError(format!("cannot write: {e}")))?;
+                Ok(ToolOutput::text(format!("appended to {}", notes.display())))
+            }
+        },
+    )
     .with_mode(ExecutionMode::Sequential)
     .with_label("Append note")
 }
 
 /// The tools named in `names` (all when empty); unknown names are an error.
 pub(crate) fn builtin(names: &[String], notes: PathBuf) -> Result<Vec<AgentTool>, String> {
-    let wanted: Vec<&str> = if names.is_empty() { ALL.to_vec() } else { names.iter().map(String::as_str).collect() };
+    let wanted: Vec<&str> =
+        if names.is_empty() { ALL.to_vec() } else { names.iter().map(String::as_str).collect() };
     let mut out = Vec::new();
     for name in wanted {
         out.push(match name {

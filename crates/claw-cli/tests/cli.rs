@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const KEYS: [&str; 4] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY"];
+const KEYS: [&str; 4] =
+    ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY"];
 
 fn claw() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_claw"));
@@ -52,7 +53,8 @@ fn offline_default_replays_the_recorded_session_with_real_tools() {
 fn json_mode_prints_one_event_per_line() {
     let (out, stdout, _) = run(claw().arg("--json"));
     assert_eq!(out.status.code(), Some(0));
-    let events: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let events: Vec<Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert_eq!(events.first().unwrap()["type"], "agent_start");
     assert_eq!(events.last().unwrap()["type"], "agent_end");
     assert_eq!(events.last().unwrap()["reason"], "Completed");
@@ -66,10 +68,14 @@ fn saved_transcript_has_a_result_for_every_call_and_resumes() {
     let (out, _, stderr) = run(claw().arg("--save").arg(&path));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let messages: Vec<llm_core::Message> = serde_json::from_value(saved["messages"].clone()).unwrap();
+    let messages: Vec<llm_core::Message> =
+        serde_json::from_value(saved["messages"].clone()).unwrap();
     assert!(agent_core::check_tool_results(&messages).is_empty());
     assert_eq!(messages.len(), 1 + 3 + 4, "user, 3 turns, 4 results");
-    assert!(!std::fs::read_to_string(&path).unwrap().contains("replay-no-key"), "no key in transcripts");
+    assert!(
+        !std::fs::read_to_string(&path).unwrap().contains("replay-no-key"),
+        "no key in transcripts"
+    );
 
     // Resuming replays the session again after the saved messages.
     let (out, _, stderr) = run(claw().arg("--resume").arg(&path).arg("--save").arg(&path));
@@ -81,9 +87,13 @@ fn saved_transcript_has_a_result_for_every_call_and_resumes() {
 
 #[test]
 fn configuration_errors_exit_3_with_an_actionable_message() {
-    let (out, _, stderr) = run(claw().env("ANTHROPIC_API_KEY", "sk-test").args(["--model", "claude-nope", "hi"]));
+    let (out, _, stderr) =
+        run(claw().env("ANTHROPIC_API_KEY", "sk-test").args(["--model", "claude-nope", "hi"]));
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr.contains("unknown model `claude-nope`") && stderr.contains("claude-sonnet-4-5"), "{stderr}");
+    assert!(
+        stderr.contains("unknown model `claude-nope`") && stderr.contains("claude-sonnet-4-5"),
+        "{stderr}"
+    );
 
     let (out, _, stderr) = run(claw().args(["--tools", "read_file,teleport"]));
     assert_eq!(out.status.code(), Some(3));
@@ -101,7 +111,18 @@ fn configuration_errors_exit_3_with_an_actionable_message() {
 fn help_explains_flags_and_exit_codes() {
     let (out, stdout, _) = run(claw().arg("--help"));
     assert_eq!(out.status.code(), Some(0));
-    for needle in ["--provider", "--model", "--base-url", "--tools", "--replay", "--json", "--save", "--resume", "Exit codes", "130"] {
+    for needle in [
+        "--provider",
+        "--model",
+        "--base-url",
+        "--tools",
+        "--replay",
+        "--json",
+        "--save",
+        "--resume",
+        "Exit codes",
+        "130",
+    ] {
         assert!(stdout.contains(needle), "--help lacks {needle}");
     }
 }
@@ -122,9 +143,11 @@ fn http_errors_show_the_provider_message() {
         );
         std::io::Write::write_all(&mut sock, resp.as_bytes()).unwrap();
     });
-    let (out, _, stderr) = run(claw()
-        .env("ANTHROPIC_API_KEY", "sk-ant-secret-test-key")
-        .args(["--base-url", &format!("http://{addr}"), "hello"]));
+    let (out, _, stderr) = run(claw().env("ANTHROPIC_API_KEY", "sk-ant-secret-test-key").args([
+        "--base-url",
+        &format!("http://{addr}"),
+        "hello",
+    ]));
     server.join().unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("invalid x-api-key"), "{stderr}");
@@ -165,7 +188,8 @@ fn ctrl_c_aborts_cleanly_and_saves_the_transcript() {
     assert_eq!(last["type"], "agent_end");
     assert_eq!(last["reason"], "Aborted");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let messages: Vec<llm_core::Message> = serde_json::from_value(saved["messages"].clone()).unwrap();
+    let messages: Vec<llm_core::Message> =
+        serde_json::from_value(saved["messages"].clone()).unwrap();
     assert!(agent_core::check_tool_results(&messages).is_empty());
     let _ = std::fs::remove_file(&path);
 }

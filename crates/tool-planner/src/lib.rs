@@ -132,7 +132,11 @@ pub enum Signal {
         /// Key.
         key: String,
         /// Required value; `Some(Value::Null)` requires an explicit null.
-        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "explicit_value")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "explicit_value"
+        )]
         equals: Option<Value>,
     },
 }
@@ -163,7 +167,9 @@ impl Availability {
     /// becomes [`Availability::Unsupported`] instead of an error.
     pub fn from_json(value: &Value) -> Availability {
         let Some(obj) = value.as_object() else {
-            return Availability::Unsupported { message: "Unsupported availability expression".into() };
+            return Availability::Unsupported {
+                message: "Unsupported availability expression".into(),
+            };
         };
         for (key, group) in [("allOf", true), ("anyOf", false)] {
             if let Some(children) = obj.get(key) {
@@ -171,11 +177,17 @@ impl Availability {
                     Some(a) => a.iter().map(Availability::from_json).collect(),
                     None => Vec::new(),
                 };
-                return if group { Availability::AllOf(children) } else { Availability::AnyOf(children) };
+                return if group {
+                    Availability::AllOf(children)
+                } else {
+                    Availability::AnyOf(children)
+                };
             }
         }
         let Some(kind) = obj.get("kind").and_then(Value::as_str) else {
-            return Availability::Unsupported { message: "Unsupported availability expression".into() };
+            return Availability::Unsupported {
+                message: "Unsupported availability expression".into(),
+            };
         };
         let required = match kind {
             "auth" => Some("providerId"),
@@ -184,16 +196,24 @@ impl Availability {
             "plugin-enabled" => Some("pluginId"),
             "context" => Some("key"),
             "always" => None,
-            _ => return Availability::Unsupported { message: "Unsupported availability signal".into() },
-        };
-        if let Some(field) = required {
-            if obj.get(field).is_none_or(Value::is_null) {
-                return Availability::Unsupported { message: format!("Malformed {kind} signal: missing {field}") };
+            _ => {
+                return Availability::Unsupported {
+                    message: "Unsupported availability signal".into(),
+                };
             }
+        };
+        if let Some(field) = required
+            && obj.get(field).is_none_or(Value::is_null)
+        {
+            return Availability::Unsupported {
+                message: format!("Malformed {kind} signal: missing {field}"),
+            };
         }
         match serde_json::from_value::<Signal>(value.clone()) {
             Ok(signal) => Availability::Signal(signal),
-            Err(e) => Availability::Unsupported { message: format!("Malformed {kind} signal: {e}") },
+            Err(e) => {
+                Availability::Unsupported { message: format!("Malformed {kind} signal: {e}") }
+            }
         }
     }
 }
@@ -225,7 +245,11 @@ pub struct ToolDescriptor {
 
 impl ToolDescriptor {
     /// A core tool, always available, with a core executor of the same name.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
         let name = name.into();
         ToolDescriptor {
             executor: Some(ExecutorRef::Core { executor_id: name.clone() }),
@@ -352,25 +376,41 @@ fn evaluate_signal(signal: &Signal, env: &AvailabilityEnv) -> Option<Diagnostic>
                 },
             };
             (!ok).then(|| {
-                diag(Reason::ConfigMissing, Some(signal), format!("Missing config path: {}", path.join(".")))
+                diag(
+                    Reason::ConfigMissing,
+                    Some(signal),
+                    format!("Missing config path: {}", path.join(".")),
+                )
             })
         }
         Signal::Env { name } => {
             let ok = env.env.get(name).is_some_and(|v| !v.trim().is_empty());
-            (!ok).then(|| diag(Reason::EnvMissing, Some(signal), format!("Missing environment value: {name}")))
+            (!ok).then(|| {
+                diag(Reason::EnvMissing, Some(signal), format!("Missing environment value: {name}"))
+            })
         }
-        Signal::PluginEnabled { plugin_id } => (!env.enabled_plugin_ids.contains(plugin_id)).then(|| {
-            diag(Reason::PluginDisabled, Some(signal), format!("Plugin is not enabled: {plugin_id}"))
-        }),
+        Signal::PluginEnabled { plugin_id } => {
+            (!env.enabled_plugin_ids.contains(plugin_id)).then(|| {
+                diag(
+                    Reason::PluginDisabled,
+                    Some(signal),
+                    format!("Plugin is not enabled: {plugin_id}"),
+                )
+            })
+        }
         Signal::Context { key, equals } => match (env.values.get(key), equals) {
-            (None, None) => {
-                Some(diag(Reason::ContextMismatch, Some(signal), format!("Missing context value: {key}")))
-            }
+            (None, None) => Some(diag(
+                Reason::ContextMismatch,
+                Some(signal),
+                format!("Missing context value: {key}"),
+            )),
             (Some(_), None) => None,
             (Some(v), Some(want)) if v == want => None,
-            (_, Some(_)) => {
-                Some(diag(Reason::ContextMismatch, Some(signal), format!("Context value did not match: {key}")))
-            }
+            (_, Some(_)) => Some(diag(
+                Reason::ContextMismatch,
+                Some(signal),
+                format!("Context value did not match: {key}"),
+            )),
         },
     }
 }
@@ -383,7 +423,11 @@ fn evaluate_into(expr: &Availability, env: &AvailabilityEnv, out: &mut Vec<Diagn
         }
         Availability::AllOf(children) => {
             if children.is_empty() {
-                out.push(diag(Reason::UnsupportedSignal, None, "Empty availability allOf group".into()));
+                out.push(diag(
+                    Reason::UnsupportedSignal,
+                    None,
+                    "Empty availability allOf group".into(),
+                ));
             }
             for c in children {
                 evaluate_into(c, env, out);
@@ -391,7 +435,11 @@ fn evaluate_into(expr: &Availability, env: &AvailabilityEnv, out: &mut Vec<Diagn
         }
         Availability::AnyOf(children) => {
             if children.is_empty() {
-                out.push(diag(Reason::UnsupportedSignal, None, "Empty availability anyOf group".into()));
+                out.push(diag(
+                    Reason::UnsupportedSignal,
+                    None,
+                    "Empty availability anyOf group".into(),
+                ));
                 return;
             }
             let per_child: Vec<Vec<Diagnostic>> = children
@@ -405,7 +453,10 @@ fn evaluate_into(expr: &Availability, env: &AvailabilityEnv, out: &mut Vec<Diagn
             if per_child.iter().any(Vec::is_empty) {
                 // A passing branch still leaves malformed siblings visible as errors.
                 out.extend(
-                    per_child.into_iter().flatten().filter(|d| d.reason == Reason::UnsupportedSignal),
+                    per_child
+                        .into_iter()
+                        .flatten()
+                        .filter(|d| d.reason == Reason::UnsupportedSignal),
                 );
             } else {
                 out.extend(per_child.into_iter().flatten());
@@ -416,7 +467,10 @@ fn evaluate_into(expr: &Availability, env: &AvailabilityEnv, out: &mut Vec<Diagn
 
 /// Every diagnostic of `expr` (`None` = always available), in expression order.
 /// Empty means available.
-pub fn evaluate_availability(expr: Option<&Availability>, env: &AvailabilityEnv) -> Vec<Diagnostic> {
+pub fn evaluate_availability(
+    expr: Option<&Availability>,
+    env: &AvailabilityEnv,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if let Some(expr) = expr {
         evaluate_into(expr, env, &mut out);

@@ -58,7 +58,8 @@ fn any_of_with_a_malformed_sibling_stays_hidden() {
     // §8 #66
     let mut t = d("t");
     t.availability = avail(json!({"anyOf": [{"kind": "env", "name": "X"}, {"kind": "bogus"}]}));
-    let env = AvailabilityEnv { env: [("X".to_owned(), "1".to_owned())].into(), ..Default::default() };
+    let env =
+        AvailabilityEnv { env: [("X".to_owned(), "1".to_owned())].into(), ..Default::default() };
     let list = [t];
     let plan = build_tool_plan(&list, &env).unwrap();
     let diags = &plan.hidden[0].diagnostics;
@@ -70,7 +71,9 @@ fn any_of_with_a_malformed_sibling_stays_hidden() {
 fn all_of_reports_in_expression_order() {
     // §8 #67
     let mut t = d("t");
-    t.availability = avail(json!({"allOf": [{"kind": "auth", "providerId": "p1"}, {"kind": "env", "name": "E"}]}));
+    t.availability = avail(
+        json!({"allOf": [{"kind": "auth", "providerId": "p1"}, {"kind": "env", "name": "E"}]}),
+    );
     let list = [t];
     let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     let codes: Vec<&str> = plan.hidden[0].diagnostics.iter().map(|d| d.reason.code()).collect();
@@ -83,7 +86,8 @@ fn all_of_reports_in_expression_order() {
 fn config_checks() {
     // §8 #68
     let sig = |check: &str| avail(json!({"kind": "config", "path": ["a", "b"], "check": check}));
-    let env_with = |v: Value| AvailabilityEnv { config: json!({"a": {"b": v}}), ..Default::default() };
+    let env_with =
+        |v: Value| AvailabilityEnv { config: json!({"a": {"b": v}}), ..Default::default() };
     let visible = |t: &ToolDescriptor, env: &AvailabilityEnv| {
         build_tool_plan(std::slice::from_ref(t), env).unwrap().visible.len() == 1
     };
@@ -95,7 +99,8 @@ fn config_checks() {
     t.availability = sig("available");
     assert!(!visible(&t, &env_with(json!("x"))), "available without callback is hidden");
     let mut env = env_with(json!("x"));
-    env.is_config_value_available = Some(Arc::new(|v: &Value, path: &[String]| v == "x" && path.len() == 2));
+    env.is_config_value_available =
+        Some(Arc::new(|v: &Value, path: &[String]| v == "x" && path.len() == 2));
     assert!(visible(&t, &env));
     t.availability = sig("exists");
     let list = [t];
@@ -108,15 +113,26 @@ fn context_equality() {
     // §8 #69
     let mut t = d("t");
     t.availability = avail(json!({"kind": "context", "key": "channel", "equals": "discord"}));
-    let env = AvailabilityEnv { values: [("channel".to_owned(), json!("slack"))].into(), ..Default::default() };
+    let env = AvailabilityEnv {
+        values: [("channel".to_owned(), json!("slack"))].into(),
+        ..Default::default()
+    };
     let list = [t.clone()];
     let plan = build_tool_plan(&list, &env).unwrap();
     assert_eq!(plan.hidden[0].diagnostics[0].message, "Context value did not match: channel");
-    let env = AvailabilityEnv { values: [("channel".to_owned(), json!("discord"))].into(), ..Default::default() };
+    let env = AvailabilityEnv {
+        values: [("channel".to_owned(), json!("discord"))].into(),
+        ..Default::default()
+    };
     assert_eq!(build_tool_plan(&[t.clone()], &env).unwrap().visible.len(), 1);
     t.availability = avail(json!({"kind": "context", "key": "k", "equals": null}));
-    let env = AvailabilityEnv { values: [("k".to_owned(), Value::Null)].into(), ..Default::default() };
-    assert_eq!(build_tool_plan(&[t.clone()], &env).unwrap().visible.len(), 1, "explicit null matches");
+    let env =
+        AvailabilityEnv { values: [("k".to_owned(), Value::Null)].into(), ..Default::default() };
+    assert_eq!(
+        build_tool_plan(&[t.clone()], &env).unwrap().visible.len(),
+        1,
+        "explicit null matches"
+    );
     let list = [t];
     let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     assert_eq!(plan.hidden.len(), 1, "equals:null needs an explicit null");
@@ -132,7 +148,10 @@ fn protocol_projection_keeps_only_the_definition_in_plan_order() {
     let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
     let tools = to_protocol_descriptors(&plan);
     assert_eq!(tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
-    assert_eq!(serde_json::to_value(&tools[1]).unwrap(), json!({"name": "b", "description": "b tool", "parameters": {"type": "object", "properties": {}}}));
+    assert_eq!(
+        serde_json::to_value(&tools[1]).unwrap(),
+        json!({"name": "b", "description": "b tool", "parameters": {"type": "object", "properties": {}}})
+    );
 }
 
 #[test]
@@ -144,7 +163,8 @@ fn malformed_and_empty_groups_are_unsupported() {
         (json!(42), "Unsupported availability expression"),
         (json!({"kind": "wat"}), "Unsupported availability signal"),
     ] {
-        let diags = evaluate_availability(Some(&Availability::from_json(&v)), &AvailabilityEnv::default());
+        let diags =
+            evaluate_availability(Some(&Availability::from_json(&v)), &AvailabilityEnv::default());
         assert_eq!(diags.len(), 1, "{v}");
         assert_eq!(diags[0].message, msg);
         assert_eq!(diags[0].reason, Reason::UnsupportedSignal);
@@ -153,7 +173,10 @@ fn malformed_and_empty_groups_are_unsupported() {
 
 #[test]
 fn env_debug_hides_values() {
-    let env = AvailabilityEnv { env: [("TOKEN".to_owned(), "s3cret-value".to_owned())].into(), ..Default::default() };
+    let env = AvailabilityEnv {
+        env: [("TOKEN".to_owned(), "s3cret-value".to_owned())].into(),
+        ..Default::default()
+    };
     let dbg = format!("{env:?}");
     assert!(dbg.contains("TOKEN") && !dbg.contains("s3cret-value"));
 }

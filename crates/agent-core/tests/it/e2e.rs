@@ -20,7 +20,11 @@ fn session_dir() -> PathBuf {
 
 fn tool(name: &str, answer: &'static str, sleep_ms: u64) -> AgentTool {
     AgentTool::new(
-        Tool { name: name.into(), description: format!("test {name}"), parameters: json!({"type": "object"}) },
+        Tool {
+            name: name.into(),
+            description: format!("test {name}"),
+            parameters: json!({"type": "object"}),
+        },
         move |inv: ToolInvocation| async move {
             if sleep_ms > 0 {
                 tokio::select! {
@@ -33,7 +37,10 @@ fn tool(name: &str, answer: &'static str, sleep_ms: u64) -> AgentTool {
     )
 }
 
-async fn setup(tools: Vec<AgentTool>, hooks: Option<Arc<dyn AgentHooks>>) -> (Agent, AgentContext, xtask::replay::ReplayServer, Vec<llm_core::Message>) {
+async fn setup(
+    tools: Vec<AgentTool>,
+    hooks: Option<Arc<dyn AgentHooks>>,
+) -> (Agent, AgentContext, xtask::replay::ReplayServer, Vec<llm_core::Message>) {
     let session = xtask::replay::Session::load(&session_dir()).unwrap();
     let server = session.serve().await.unwrap();
     let mut model = session.model.clone();
@@ -43,7 +50,11 @@ async fn setup(tools: Vec<AgentTool>, hooks: Option<Arc<dyn AgentHooks>>) -> (Ag
     if let Some(h) = hooks {
         config.hooks = h;
     }
-    let ctx = AgentContext { system_prompt: session.context.system_prompt.clone(), messages: vec![], tools };
+    let ctx = AgentContext {
+        system_prompt: session.context.system_prompt.clone(),
+        messages: vec![],
+        tools,
+    };
     (Agent::new(config), ctx, server, session.context.messages.clone())
 }
 
@@ -75,16 +86,22 @@ async fn multi_turn_parallel_calls_through_anthropic() {
 
 struct DeferReadFile(AtomicUsize);
 impl AgentHooks for DeferReadFile {
-    fn resolve_deferred_tool<'a>(&'a self, info: CallInfo<'a>) -> BoxFuture<'a, Result<Option<AgentTool>, ToolError>> {
+    fn resolve_deferred_tool<'a>(
+        &'a self,
+        info: CallInfo<'a>,
+    ) -> BoxFuture<'a, Result<Option<AgentTool>, ToolError>> {
         self.0.fetch_add(1, Ordering::SeqCst);
         let name = info.call.name.clone();
-        Box::pin(async move { Ok((name == "read_file").then(|| tool("read_file", "deferred readme", 0))) })
+        Box::pin(async move {
+            Ok((name == "read_file").then(|| tool("read_file", "deferred readme", 0)))
+        })
     }
 }
 
 #[tokio::test]
 async fn deferred_tool_through_anthropic() {
-    let tools = vec![tool("list_dir", "x", 0), tool("calculator", "1", 0), tool("current_time", "t", 0)];
+    let tools =
+        vec![tool("list_dir", "x", 0), tool("calculator", "1", 0), tool("current_time", "t", 0)];
     let hooks = Arc::new(DeferReadFile(AtomicUsize::new(0)));
     let (agent, ctx, _server, prompts) = setup(tools, Some(hooks.clone())).await;
     let outcome = agent.run(ctx, prompts).finish().await;
@@ -109,7 +126,8 @@ async fn abort_in_the_middle_of_a_batch_through_anthropic() {
     let token = run.cancel_token();
     let mut events = Vec::new();
     while let Some(e) = run.next().await {
-        if matches!(&e, AgentEvent::ToolExecutionEnd { tool_name, .. } if tool_name == "calculator") {
+        if matches!(&e, AgentEvent::ToolExecutionEnd { tool_name, .. } if tool_name == "calculator")
+        {
             token.cancel();
         }
         events.push(e);

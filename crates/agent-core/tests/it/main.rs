@@ -10,8 +10,8 @@ use agent_core::*;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use llm_core::{
-    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason, TextContent,
-    Tool, ToolCall, ToolResultMessage,
+    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason,
+    TextContent, Tool, ToolCall, ToolResultMessage,
 };
 use serde_json::{Value, json};
 
@@ -19,7 +19,12 @@ mod e2e;
 mod random;
 
 pub(crate) fn model() -> Model {
-    Model { id: "scripted-1".into(), api: "scripted".into(), provider: "scripted".into(), ..Model::default() }
+    Model {
+        id: "scripted-1".into(),
+        api: "scripted".into(),
+        provider: "scripted".into(),
+        ..Model::default()
+    }
 }
 
 pub(crate) fn tool_turn(calls: &[(&str, &str, Value)]) -> ScriptedTurn {
@@ -43,7 +48,10 @@ pub(crate) fn tool_turn(calls: &[(&str, &str, Value)]) -> ScriptedTurn {
 
 pub(crate) fn text_turn(text: &str) -> ScriptedTurn {
     let message = AssistantMessage {
-        content: vec![AssistantContent::Text(TextContent { text: text.into(), text_signature: None })],
+        content: vec![AssistantContent::Text(TextContent {
+            text: text.into(),
+            text_signature: None,
+        })],
         stop_reason: StopReason::Stop,
         ..AssistantMessage::default()
     };
@@ -69,7 +77,10 @@ pub(crate) fn sleepy(name: &str, ms: u64, text: &'static str) -> AgentTool {
     )
 }
 
-pub(crate) fn agent(provider: &ScriptedProvider, configure: impl FnOnce(&mut AgentConfig)) -> Agent {
+pub(crate) fn agent(
+    provider: &ScriptedProvider,
+    configure: impl FnOnce(&mut AgentConfig),
+) -> Agent {
     let mut config = AgentConfig::new(model(), Arc::new(provider.clone()));
     configure(&mut config);
     Agent::new(config)
@@ -90,8 +101,12 @@ fn kinds(events: &[AgentEvent]) -> Vec<String> {
             AgentEvent::TurnEnd { .. } => "turn_end".to_owned(),
             AgentEvent::MessageStart { message } => format!("message_start {}", role(message)),
             AgentEvent::MessageEnd { message } => format!("message_end {}", role(message)),
-            AgentEvent::ToolExecutionStart { tool_call_id, .. } => format!("tool_start {tool_call_id}"),
-            AgentEvent::ToolExecutionUpdate { tool_call_id, .. } => format!("tool_update {tool_call_id}"),
+            AgentEvent::ToolExecutionStart { tool_call_id, .. } => {
+                format!("tool_start {tool_call_id}")
+            }
+            AgentEvent::ToolExecutionUpdate { tool_call_id, .. } => {
+                format!("tool_update {tool_call_id}")
+            }
             AgentEvent::ToolExecutionEnd { tool_call_id, .. } => format!("tool_end {tool_call_id}"),
             _ => "other".to_owned(),
         })
@@ -140,11 +155,21 @@ async fn parallel_batch_orders_events_and_results() {
     // §8 #47
     let provider = ScriptedProvider::new(
         "scripted",
-        [tool_turn(&[("A", "slow", json!({})), ("B", "fast", json!({})), ("C", "nope", json!({}))]), text_turn("ok")],
+        [
+            tool_turn(&[
+                ("A", "slow", json!({})),
+                ("B", "fast", json!({})),
+                ("C", "nope", json!({})),
+            ]),
+            text_turn("ok"),
+        ],
     );
     let a = agent(&provider, |_| {});
-    let events =
-        collect(a.run(ctx(vec![sleepy("slow", 80, "a"), sleepy("fast", 5, "b")]), vec![Message::user("go")])).await;
+    let events = collect(a.run(
+        ctx(vec![sleepy("slow", 80, "a"), sleepy("fast", 5, "b")]),
+        vec![Message::user("go")],
+    ))
+    .await;
     let k = kinds(&events);
     let tool_events: Vec<&String> = k.iter().filter(|s| s.starts_with("tool_")).collect();
     assert_eq!(
@@ -174,7 +199,8 @@ async fn one_sequential_tool_downgrades_the_batch() {
     );
     let a = agent(&provider, |_| {});
     let seq = sleepy("seq", 1, "s").with_mode(ExecutionMode::Sequential);
-    let events = collect(a.run(ctx(vec![sleepy("slow", 30, "a"), seq]), vec![Message::user("go")])).await;
+    let events =
+        collect(a.run(ctx(vec![sleepy("slow", 30, "a"), seq]), vec![Message::user("go")])).await;
     let k = kinds(&events);
     let pos = |s: &str| k.iter().position(|x| x == s).unwrap();
     assert!(pos("tool_end A") < pos("tool_start B"), "{k:?}");
@@ -184,7 +210,11 @@ async fn one_sequential_tool_downgrades_the_batch() {
 
 struct Blocker;
 impl AgentHooks for Blocker {
-    fn before_tool_call<'a>(&'a self, _info: CallInfo<'a>, _args: &'a Value) -> BoxFuture<'a, BeforeToolCall> {
+    fn before_tool_call<'a>(
+        &'a self,
+        _info: CallInfo<'a>,
+        _args: &'a Value,
+    ) -> BoxFuture<'a, BeforeToolCall> {
         Box::pin(async { BeforeToolCall::Block(None) })
     }
 }
@@ -201,7 +231,8 @@ async fn before_hook_blocks() {
             async { Ok(ToolOutput::text("ran")) }
         },
     );
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("ok")]);
+    let provider =
+        ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("ok")]);
     let a = agent(&provider, |c| c.hooks = Arc::new(Blocker));
     let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
     let (messages, _) = end(&events);
@@ -218,8 +249,10 @@ async fn validation_failure_is_sent_back_and_model_gets_another_turn() {
         Tool { name: "read".into(), description: "d".into(), parameters: schema_path() },
         |_i: ToolInvocation| async { Ok(ToolOutput::text("content")) },
     );
-    let provider =
-        ScriptedProvider::new("scripted", [tool_turn(&[("1", "read", json!({"nope": 1}))]), text_turn("sorry")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "read", json!({"nope": 1}))]), text_turn("sorry")],
+    );
     let a = agent(&provider, |_| {});
     let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
     let (messages, reason) = end(&events);
@@ -248,8 +281,10 @@ async fn prepare_arguments_feeds_validation_but_events_show_raw_args() {
         }
         Ok(v)
     });
-    let provider =
-        ScriptedProvider::new("scripted", [tool_turn(&[("1", "read", json!({"file": "a.txt"}))]), text_turn("ok")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "read", json!({"file": "a.txt"}))]), text_turn("ok")],
+    );
     let a = agent(&provider, |_| {});
     let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
     assert_eq!(*seen.lock().unwrap(), json!({"path": "a.txt"}));
@@ -286,7 +321,10 @@ impl AgentHooks for Deferred {
 #[tokio::test]
 async fn deferred_tool_is_resolved_once_appended_and_listed_next_request() {
     // §8 #52
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "late", json!({}))]), text_turn("ok")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "late", json!({}))]), text_turn("ok")],
+    );
     let hooks = Arc::new(Deferred { calls: AtomicUsize::new(0), return_name: "late", fail: false });
     let a = agent(&provider, |c| c.hooks = hooks.clone());
     let events = collect(a.run(ctx(vec![]), vec![Message::user("go")])).await;
@@ -304,8 +342,10 @@ async fn deferred_tool_wrong_name_or_failure_is_an_error_result() {
         ("other", false, "Deferred tool resolver returned \"other\" for requested \"late\""),
         ("late", true, "registry offline"),
     ] {
-        let provider =
-            ScriptedProvider::new("scripted", [tool_turn(&[("1", "late", json!({}))]), text_turn("ok")]);
+        let provider = ScriptedProvider::new(
+            "scripted",
+            [tool_turn(&[("1", "late", json!({}))]), text_turn("ok")],
+        );
         let hooks = Arc::new(Deferred { calls: AtomicUsize::new(0), return_name, fail });
         let a = agent(&provider, |c| c.hooks = hooks.clone());
         let events = collect(a.run(ctx(vec![]), vec![Message::user("go")])).await;
@@ -382,9 +422,13 @@ impl AgentHooks for After {
 async fn after_hook_overrides_and_terminate_stops_the_loop() {
     // §8 #54
     let tool = sleepy("t", 1, "orig").with_label("T");
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("never")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "t", json!({}))]), text_turn("never")],
+    );
     let a = agent(&provider, |c| {
-        c.hooks = Arc::new(After { terminate_only: Some("1"), stop_after_batch: false, panic: false })
+        c.hooks =
+            Arc::new(After { terminate_only: Some("1"), stop_after_batch: false, panic: false })
     });
     let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
     let (messages, reason) = end(&events);
@@ -402,7 +446,8 @@ async fn terminate_needs_every_call() {
         [tool_turn(&[("1", "t", json!({})), ("2", "t", json!({}))]), text_turn("again")],
     );
     let a = agent(&provider, |c| {
-        c.hooks = Arc::new(After { terminate_only: Some("1"), stop_after_batch: false, panic: false })
+        c.hooks =
+            Arc::new(After { terminate_only: Some("1"), stop_after_batch: false, panic: false })
     });
     let events = collect(a.run(ctx(vec![sleepy("t", 1, "x")]), vec![Message::user("go")])).await;
     assert_eq!(end(&events).1, EndReason::Completed);
@@ -412,7 +457,10 @@ async fn terminate_needs_every_call() {
 #[tokio::test]
 async fn stop_after_batch_writes_results_then_stops() {
     // decision 3
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("never")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "t", json!({}))]), text_turn("never")],
+    );
     let a = agent(&provider, |c| {
         c.hooks = Arc::new(After { terminate_only: None, stop_after_batch: true, panic: false })
     });
@@ -425,8 +473,11 @@ async fn stop_after_batch_writes_results_then_stops() {
 
 #[tokio::test]
 async fn hook_panic_becomes_an_error_result() {
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("ok")]);
-    let a = agent(&provider, |c| c.hooks = Arc::new(After { terminate_only: None, stop_after_batch: false, panic: true }));
+    let provider =
+        ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("ok")]);
+    let a = agent(&provider, |c| {
+        c.hooks = Arc::new(After { terminate_only: None, stop_after_batch: false, panic: true })
+    });
     let events = collect(a.run(ctx(vec![sleepy("t", 1, "x")]), vec![Message::user("go")])).await;
     let (messages, reason) = end(&events);
     assert_eq!(reason, EndReason::Completed);
@@ -439,7 +490,11 @@ async fn steering_is_injected_after_turn_and_follow_up_only_at_the_end() {
     // §8 #56
     let provider = ScriptedProvider::new(
         "scripted",
-        [tool_turn(&[("1", "steerer", json!({}))]), text_turn("after steering"), text_turn("after follow-up")],
+        [
+            tool_turn(&[("1", "steerer", json!({}))]),
+            text_turn("after steering"),
+            text_turn("after follow-up"),
+        ],
     );
     let steering = MessageQueue::new();
     let follow = MessageQueue::new();
@@ -470,7 +525,8 @@ async fn steering_is_injected_after_turn_and_follow_up_only_at_the_end() {
     // The steering message comes after the first turn's end.
     let k = kinds(&events);
     let first_turn_end = k.iter().position(|s| s == "turn_end").unwrap();
-    let steer_start = k.iter().enumerate().position(|(i, s)| i > first_turn_end && s == "message_start user");
+    let steer_start =
+        k.iter().enumerate().position(|(i, s)| i > first_turn_end && s == "message_start user");
     assert!(steer_start.is_some());
     assert_invariant(&messages);
 }
@@ -485,7 +541,10 @@ impl AgentHooks for StopNow {
 #[tokio::test]
 async fn should_stop_after_turn_ends_the_run() {
     // §8 #57
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "t", json!({}))]), text_turn("never")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "t", json!({}))]), text_turn("never")],
+    );
     let a = agent(&provider, |c| c.hooks = Arc::new(StopNow));
     let events = collect(a.run(ctx(vec![sleepy("t", 1, "x")]), vec![Message::user("go")])).await;
     assert_eq!(end(&events).1, EndReason::StopHook);
@@ -505,10 +564,14 @@ fn aborter(name: &str, token: llm_core::CancellationToken) -> AgentTool {
 #[tokio::test]
 async fn abort_from_inside_a_tool_gives_the_openclaw_sequence() {
     // §8 #58 / §5.8
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "abort", json!({}))]), text_turn("never")]);
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "abort", json!({}))]), text_turn("never")],
+    );
     let token = llm_core::CancellationToken::new();
     let a = agent(&provider, |c| c.options.cancel = token.clone());
-    let events = collect(a.run(ctx(vec![aborter("abort", token.clone())]), vec![Message::user("go")])).await;
+    let events =
+        collect(a.run(ctx(vec![aborter("abort", token.clone())]), vec![Message::user("go")])).await;
     assert_eq!(
         kinds(&events),
         [
@@ -539,14 +602,19 @@ async fn abort_during_sequential_batch_gives_every_call_a_result() {
     // §8 #58 with decision 1: remaining calls still get results.
     let provider = ScriptedProvider::new(
         "scripted",
-        [tool_turn(&[("1", "slow", json!({})), ("2", "slow", json!({})), ("3", "slow", json!({}))])],
+        [tool_turn(&[
+            ("1", "slow", json!({})),
+            ("2", "slow", json!({})),
+            ("3", "slow", json!({})),
+        ])],
     );
     let a = agent(&provider, |c| c.tool_execution = ExecutionMode::Sequential);
     let mut run = a.run(ctx(vec![sleepy("slow", 50, "done")]), vec![Message::user("go")]);
     let token = run.cancel_token();
     let mut events = Vec::new();
     while let Some(e) = run.next().await {
-        if matches!(&e, AgentEvent::ToolExecutionStart { tool_call_id, .. } if tool_call_id == "2") {
+        if matches!(&e, AgentEvent::ToolExecutionStart { tool_call_id, .. } if tool_call_id == "2")
+        {
             token.cancel();
         }
         events.push(e);
@@ -568,7 +636,10 @@ async fn abort_during_parallel_batch_aborts_running_tools() {
         [tool_turn(&[("1", "fast", json!({})), ("2", "slow", json!({}))])],
     );
     let a = agent(&provider, |_| {});
-    let mut run = a.run(ctx(vec![sleepy("fast", 1, "f"), sleepy("slow", 10_000, "s")]), vec![Message::user("go")]);
+    let mut run = a.run(
+        ctx(vec![sleepy("fast", 1, "f"), sleepy("slow", 10_000, "s")]),
+        vec![Message::user("go")],
+    );
     let token = run.cancel_token();
     let mut events = Vec::new();
     while let Some(e) = run.next().await {
@@ -596,7 +667,8 @@ async fn progress_updates_arrive_before_the_end_event() {
             Ok(ToolOutput::text("100%"))
         },
     );
-    let provider = ScriptedProvider::new("scripted", [tool_turn(&[("1", "p", json!({}))]), text_turn("ok")]);
+    let provider =
+        ScriptedProvider::new("scripted", [tool_turn(&[("1", "p", json!({}))]), text_turn("ok")]);
     let a = agent(&provider, |_| {});
     let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
     let k: Vec<String> = kinds(&events).into_iter().filter(|s| s.starts_with("tool_")).collect();
@@ -611,7 +683,10 @@ async fn continue_checks_the_transcript() {
     assert_eq!(a.continue_run(ctx(vec![])).unwrap_err(), ContinueError::Empty);
     let mut c = ctx(vec![]);
     c.messages.push(Message::Assistant(AssistantMessage::default()));
-    assert_eq!(a.continue_run(c).unwrap_err().to_string(), "Cannot continue from message role: assistant");
+    assert_eq!(
+        a.continue_run(c).unwrap_err().to_string(),
+        "Cannot continue from message role: assistant"
+    );
     let mut c = ctx(vec![]);
     c.messages.push(Message::user("hi"));
     let events = collect(a.continue_run(c).unwrap()).await;
@@ -679,7 +754,11 @@ async fn provider_error_ends_the_run_with_error_results_for_partial_calls() {
 async fn max_turns_is_reported() {
     let provider = ScriptedProvider::new(
         "scripted",
-        [tool_turn(&[("1", "t", json!({}))]), tool_turn(&[("2", "t", json!({}))]), text_turn("never")],
+        [
+            tool_turn(&[("1", "t", json!({}))]),
+            tool_turn(&[("2", "t", json!({}))]),
+            text_turn("never"),
+        ],
     );
     let a = agent(&provider, |c| c.max_turns = Some(2));
     let events = collect(a.run(ctx(vec![sleepy("t", 1, "x")]), vec![Message::user("go")])).await;
@@ -708,13 +787,17 @@ async fn concurrency_limit_is_respected() {
         },
     );
     let calls: Vec<(String, Value)> = (0..6).map(|i| (i.to_string(), json!({}))).collect();
-    let call_refs: Vec<(&str, &str, Value)> = calls.iter().map(|(id, a)| (id.as_str(), "t", a.clone())).collect();
+    let call_refs: Vec<(&str, &str, Value)> =
+        calls.iter().map(|(id, a)| (id.as_str(), "t", a.clone())).collect();
     let provider = ScriptedProvider::new("scripted", [tool_turn(&call_refs), text_turn("ok")]);
     let a = agent(&provider, |c| c.max_concurrency = Some(2));
     let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
     assert_eq!(peak.load(Ordering::SeqCst), 2);
     let r = results(&end(&events).0);
-    assert_eq!(r.iter().map(|r| r.tool_call_id.clone()).collect::<Vec<_>>(), ["0", "1", "2", "3", "4", "5"]);
+    assert_eq!(
+        r.iter().map(|r| r.tool_call_id.clone()).collect::<Vec<_>>(),
+        ["0", "1", "2", "3", "4", "5"]
+    );
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -725,11 +808,17 @@ struct AddArgs {
 
 #[tokio::test]
 async fn typed_tools_receive_validated_coerced_arguments() {
-    let add = AgentTool::typed("add", "Adds two integers", |args: AddArgs, _inv: ToolInvocation| async move {
-        Ok(ToolOutput::text((args.a + args.b).to_string()))
-    });
-    let provider =
-        ScriptedProvider::new("scripted", [tool_turn(&[("1", "add", json!({"a": "2", "b": 3}))]), text_turn("5")]);
+    let add = AgentTool::typed(
+        "add",
+        "Adds two integers",
+        |args: AddArgs, _inv: ToolInvocation| async move {
+            Ok(ToolOutput::text((args.a + args.b).to_string()))
+        },
+    );
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "add", json!({"a": "2", "b": 3}))]), text_turn("5")],
+    );
     let a = agent(&provider, |_| {});
     let events = collect(a.run(ctx(vec![add]), vec![Message::user("add")])).await;
     let r = results(&end(&events).0);
