@@ -160,11 +160,7 @@ impl RetryPolicy {
             None => {
                 let factor = 2u32.saturating_pow(retry.min(20));
                 let d = self.initial_delay.saturating_mul(factor);
-                if self.jitter {
-                    d.mul_f64(1.0 + 0.25 * random.clamp(0.0, 1.0))
-                } else {
-                    d
-                }
+                if self.jitter { d.mul_f64(1.0 + 0.25 * random.clamp(0.0, 1.0)) } else { d }
             }
         };
         base.min(self.max_delay)
@@ -264,5 +260,34 @@ impl Sleeper for RecordingSleeper {
             d.push(duration);
         }
         Box::pin(std::future::ready(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_never_print() {
+        let key = "sk-ant-api03-SECRET-do-not-print";
+        let options = StreamOptions { api_key: Some(ApiKey::new(key)), ..StreamOptions::default() };
+        for text in [format!("{options:?}"), format!("{:?}", options.api_key), format!("{}", ApiKey::new(key))] {
+            assert!(!text.contains(key), "{text}");
+            assert!(!text.contains("SECRET"), "{text}");
+        }
+        assert_eq!(options.api_key.as_ref().map(ApiKey::expose), Some(key));
+    }
+
+    #[test]
+    fn backoff_is_exponential_capped_and_honours_retry_after() {
+        let p = RetryPolicy { jitter: false, ..RetryPolicy::default() };
+        assert_eq!(p.delay(0, None, 0.5), Duration::from_millis(500));
+        assert_eq!(p.delay(1, None, 0.5), Duration::from_millis(1000));
+        assert_eq!(p.delay(30, None, 0.5), Duration::from_secs(60));
+        assert_eq!(p.delay(0, Some(Duration::from_secs(7)), 0.5), Duration::from_secs(7));
+        assert_eq!(p.delay(0, Some(Duration::from_secs(600)), 0.5), Duration::from_secs(60));
+        let j = RetryPolicy::default();
+        let d = j.delay(0, None, 0.99);
+        assert!(d > Duration::from_millis(500) && d <= Duration::from_millis(625), "{d:?}");
     }
 }
