@@ -47,7 +47,7 @@ pub struct ProviderEntry {
 #[rustfmt::skip]
 pub const PROVIDERS: &[ProviderEntry] = &[
     ProviderEntry { name: "anthropic", make: || Arc::new(llm_anthropic::AnthropicProvider::new()) },
-    ProviderEntry { name: "openai-completions", make: || Arc::new(llm_openai_completions::OpenAICompletionsProvider::new()) },
+    ProviderEntry { name: "openai-completions", make: || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()) },
     ProviderEntry { name: "openai-responses", make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()) },
     // One provider serves both google-generative-ai and google-vertex (by `model.api`).
     ProviderEntry { name: "google", make: || Arc::new(llm_google::GoogleProvider::new()) },
@@ -479,7 +479,10 @@ pub(crate) fn loopback_base_url(original: &str, addr: SocketAddr) -> String {
     format!("http://{addr}{}", path.trim_end_matches('/'))
 }
 
-fn stream_options(input: &InputOptions, sleeper: Arc<RecordingSleeper>) -> StreamOptions {
+pub(crate) fn stream_options(
+    input: &InputOptions,
+    sleeper: Arc<RecordingSleeper>,
+) -> StreamOptions {
     StreamOptions {
         api_key: input.api_key.clone().map(ApiKey::new),
         headers: input.headers.clone(),

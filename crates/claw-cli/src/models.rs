@@ -51,7 +51,7 @@ impl ProviderKind {
 pub(crate) fn provider(kind: ProviderKind) -> Arc<dyn Provider> {
     match kind {
         ProviderKind::Anthropic => Arc::new(llm_anthropic::AnthropicProvider::new()),
-        ProviderKind::Openai => Arc::new(llm_openai_completions::OpenAICompletionsProvider::new()),
+        ProviderKind::Openai => Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()),
         ProviderKind::OpenaiResponses => {
             Arc::new(llm_openai_responses::OpenAiResponsesProvider::new())
         }

@@ -19,6 +19,7 @@ pub mod provider;
 pub mod scripted;
 pub mod sse;
 pub mod stream;
+pub mod strict;
 pub mod transform;
 pub mod typed;
 pub mod types;
@@ -29,7 +30,8 @@ pub use cancel::CancellationToken;
 pub use error::{Error, ErrorKind};
 pub use event::{AssistantEvent, BlockKey, Delta};
 pub use options::{
-    ApiKey, CacheRetention, ReasoningLevel, RecordingSleeper, RetryPolicy, Sleeper, StreamOptions, Timeouts, ToolChoice,
+    ApiKey, CacheRetention, ReasoningLevel, RecordingSleeper, RetryPolicy, Sleeper, StreamOptions,
+    Timeouts, ToolChoice,
 };
 pub use provider::{Provider, ProviderRegistry};
 pub use scripted::{ScriptedProvider, ScriptedTurn};

@@ -1,7 +1,7 @@
 //! The compat profile: what an OpenAI-compatible server accepts and where it puts
 //! reasoning (`openclaw-behavior.md` §1.7, §3.2 `detectCompat`).
 //!
-//! [`OpenAICompletionsCompat`] is the plain struct read from `Model::compat`; every
+//! [`OpenAiCompletionsCompat`] is the plain struct read from `Model::compat`; every
 //! field is optional. [`ResolvedCompat`] is what the crate uses: the explicit fields
 //! win, and every field left out is filled from the defaults detected for the
 //! model's provider name and base URL.
@@ -47,7 +47,7 @@ pub enum ThinkingFormat {
 /// fields are ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct OpenAICompletionsCompat {
+pub struct OpenAiCompletionsCompat {
     /// Send `store: false` [true, except for the non-standard servers: cerebras, xai,
     /// together, chutes, deepseek, zai, moonshot, opencode, cloudflare].
     pub supports_store: Option<bool>,
@@ -127,7 +127,7 @@ pub(crate) struct ResolvedCompat {
 pub(crate) const DEFAULT_REASONING_FIELDS: [&str; 3] =
     ["reasoning_content", "reasoning", "reasoning_text"];
 
-impl OpenAICompletionsCompat {
+impl OpenAiCompletionsCompat {
     /// Parses `Model::compat` (absent or `null` gives the defaults).
     pub fn from_model(model: &Model) -> Result<Self, Error> {
         match &model.compat {
@@ -211,7 +211,7 @@ pub(crate) fn is_native_openai(model: &Model) -> bool {
 
 impl ResolvedCompat {
     /// Explicit fields of `compat` over the defaults detected for `model`.
-    pub(crate) fn resolve(model: &Model, compat: &OpenAICompletionsCompat) -> Self {
+    pub(crate) fn resolve(model: &Model, compat: &OpenAiCompletionsCompat) -> Self {
         let f = family(model);
         let non_standard = matches!(
             f,
@@ -300,7 +300,7 @@ mod tests {
     #[test]
     fn openai_defaults() {
         let m = model("openai", "https://api.openai.com/v1", None);
-        let c = ResolvedCompat::resolve(&m, &OpenAICompletionsCompat::from_model(&m).unwrap());
+        let c = ResolvedCompat::resolve(&m, &OpenAiCompletionsCompat::from_model(&m).unwrap());
         assert!(c.supports_store && c.supports_developer_role && c.supports_strict_mode);
         assert!(c.supports_prompt_cache_key && c.supports_long_cache_retention);
         assert_eq!(c.max_tokens_field, MaxTokensField::MaxCompletionTokens);
@@ -311,13 +311,13 @@ mod tests {
     #[test]
     fn detects_non_standard_servers_by_name_and_url() {
         let m = model("custom", "https://api.moonshot.ai/v1", None);
-        let c = ResolvedCompat::resolve(&m, &OpenAICompletionsCompat::default());
+        let c = ResolvedCompat::resolve(&m, &OpenAiCompletionsCompat::default());
         assert!(!c.supports_store && !c.supports_strict_mode && !c.supports_reasoning_effort);
         assert_eq!(c.max_tokens_field, MaxTokensField::MaxTokens);
         assert!(!c.supports_prompt_cache_key);
 
         let m = model("deepseek", "", None);
-        let c = ResolvedCompat::resolve(&m, &OpenAICompletionsCompat::default());
+        let c = ResolvedCompat::resolve(&m, &OpenAiCompletionsCompat::default());
         assert!(c.requires_reasoning_content);
         assert_eq!(c.thinking_format, ThinkingFormat::Deepseek);
     }
@@ -331,7 +331,7 @@ mod tests {
                         "thinkingFormat": "qwen-chat-template", "reasoningFields": ["reasoning"],
                         "somethingElse": 1})),
         );
-        let c = ResolvedCompat::resolve(&m, &OpenAICompletionsCompat::from_model(&m).unwrap());
+        let c = ResolvedCompat::resolve(&m, &OpenAiCompletionsCompat::from_model(&m).unwrap());
         assert!(c.supports_strict_mode);
         assert_eq!(c.max_tokens_field, MaxTokensField::MaxCompletionTokens);
         assert_eq!(c.thinking_format, ThinkingFormat::QwenChatTemplate);
@@ -341,7 +341,7 @@ mod tests {
     #[test]
     fn malformed_compat_is_an_invalid_request() {
         let m = model("openai", "", Some(json!({"supportsStore": "yes"})));
-        let e = OpenAICompletionsCompat::from_model(&m).unwrap_err();
+        let e = OpenAiCompletionsCompat::from_model(&m).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidRequest);
         assert!(!e.retryable);
     }

@@ -18,7 +18,7 @@ use llm_core::{
 use serde_json::{Map, Value, json};
 
 use crate::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat, is_native_openai};
-use crate::strict::{StrictPlan, to_strict};
+use llm_core::strict::{StrictPlan, resolve_tool_list};
 
 /// Default base URL when the model has none.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -371,42 +371,22 @@ pub(crate) fn convert_tools(
     strict: Option<bool>,
 ) -> ConvertedTools {
     let projected = project_tools(tools);
-    let mut strict_schemas = None;
-    if compat.supports_strict_mode && strict == Some(true) {
-        let mut all = Vec::with_capacity(projected.len());
-        for (tool, schema) in &projected {
-            match to_strict(schema) {
-                Ok(s) => all.push(s),
-                Err(reason) => {
-                    tracing::info!(tool = %tool.name, %reason, "sending tools non-strict: a schema cannot be strict");
-                    all.clear();
-                    break;
-                }
-            }
-        }
-        if all.len() == projected.len() && !projected.is_empty() {
-            strict_schemas = Some(all);
-        }
+    let setting = compat.supports_strict_mode.then_some(strict == Some(true));
+    let named: Vec<(&str, &Value)> =
+        projected.iter().map(|(tool, schema)| (tool.name.as_str(), schema)).collect();
+    let resolved = resolve_tool_list(&named, setting);
+    if let Some((index, reason)) = &resolved.downgraded {
+        let name = named.get(*index).map(|(name, _)| *name).unwrap_or_default();
+        tracing::info!(tool = %name, %reason, "sending tools non-strict: a schema cannot be strict");
     }
-    let mut out = ConvertedTools::default();
-    for (i, (tool, schema)) in projected.iter().enumerate() {
+    let mut out = ConvertedTools { strict_plans: resolved.plans, ..ConvertedTools::default() };
+    for ((tool, _), parameters) in projected.iter().zip(resolved.parameters) {
         let mut function = Map::new();
         function.insert("name".into(), Value::from(tool.name.as_str()));
         function.insert("description".into(), Value::from(tool.description.as_str()));
-        match strict_schemas.as_ref().and_then(|s| s.get(i)) {
-            Some(s) => {
-                function.insert("parameters".into(), s.schema.clone());
-                function.insert("strict".into(), Value::Bool(true));
-                if !s.plan.is_trivial() {
-                    out.strict_plans.insert(tool.name.clone(), Arc::new(s.plan.clone()));
-                }
-            }
-            None => {
-                function.insert("parameters".into(), schema.clone());
-                if compat.supports_strict_mode {
-                    function.insert("strict".into(), Value::Bool(false));
-                }
-            }
+        function.insert("parameters".into(), parameters);
+        if let Some(strict) = resolved.strict {
+            function.insert("strict".into(), Value::Bool(strict));
         }
         let mut wire = Map::new();
         wire.insert("type".into(), Value::from("function"));
@@ -728,7 +708,7 @@ fn tool_message(result: &ToolResultMessage, compat: &ResolvedCompat) -> Value {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
-    use crate::compat::OpenAICompletionsCompat;
+    use crate::compat::OpenAiCompletionsCompat;
     use llm_core::{
         ApiKey, ImageContent, InputModality, StopReason, TextContent, ThinkingContent, ToolCall,
         UserMessage,
@@ -747,7 +727,7 @@ mod tests {
     }
 
     fn compat(m: &Model) -> ResolvedCompat {
-        ResolvedCompat::resolve(m, &OpenAICompletionsCompat::from_model(m).unwrap())
+        ResolvedCompat::resolve(m, &OpenAiCompletionsCompat::from_model(m).unwrap())
     }
 
     fn options() -> StreamOptions {

@@ -5,9 +5,9 @@
 //!
 //! - [x] Streaming text, usage (`stream_options.include_usage`; `input` excludes cached tokens), cost
 //! - [x] Tools `{type:"function", function:{name, description, parameters, strict?}}`, input order
-//! - [x] Strict tools, lossless (optional → required + nullable, nulls removed again from the
-//!   arguments); non-strict for the whole list when one schema cannot be strict; `strict` left out
-//!   for servers that reject it
+//! - [x] Strict tools, lossless (`llm_core::strict`: optional → required + nullable, nulls removed
+//!   again from the streamed arguments); non-strict for the whole list when one schema cannot be
+//!   strict; `strict` left out for servers that reject it
 //! - [x] `tool_choice` (`auto`, `none`, `required`, a named function) reconciled with the tools that
 //!   survived conversion; `parallel_tool_calls`
 //! - [x] Streamed tool calls keyed by `index`, else by `id`; parallel calls in any interleaving;
@@ -21,7 +21,7 @@
 //! - [x] Replay: `tool_calls` with JSON-string arguments, `{role:"tool"}` results, tool-result images
 //!   in one following user message, Responses ids `call_x|fc_y` cut to `call_x`
 //! - [x] `prompt_cache_key` (at most 64 characters), `prompt_cache_retention`, session headers
-//! - [x] Compat profile for OpenAI-compatible servers ([`OpenAICompletionsCompat`])
+//! - [x] Compat profile for OpenAI-compatible servers ([`OpenAiCompletionsCompat`])
 //! - [x] Retries before the first event, timeouts, cancellation (via `llm_core::drive`)
 //! - [ ] Images in assistant output, audio, logprobs, `n > 1`; Anthropic-style `cache_control`
 //!   markers for OpenRouter `anthropic/*` models; OpenRouter / Vercel routing fields (use the
@@ -32,7 +32,7 @@
 //! The endpoint is `<model.base_url>/chat/completions` (`https://api.openai.com/v1` when the base
 //! URL is empty); auth is `Authorization: Bearer <key>`; `model.headers` and then
 //! `StreamOptions::headers` are merged last. `Model::compat` is parsed into
-//! [`OpenAICompletionsCompat`]. `StreamOptions::provider_options` understands:
+//! [`OpenAiCompletionsCompat`]. `StreamOptions::provider_options` understands:
 //!
 //! | key | type | effect |
 //! |---|---|---|
@@ -50,7 +50,6 @@ mod compat;
 mod convert;
 mod error;
 mod stream;
-mod strict;
 
 use std::sync::Arc;
 
@@ -58,7 +57,7 @@ use bytes::Bytes;
 use llm_core::drive::drive_sse;
 use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, StreamOptions};
 
-pub use compat::{MaxTokensField, OpenAICompletionsCompat, ThinkingFormat};
+pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
 pub use stream::Decoder;
 
 /// The API id this crate serves.
@@ -74,22 +73,22 @@ pub(crate) fn provider_name(model: &Model) -> String {
 
 /// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
 #[derive(Debug, Clone)]
-pub struct OpenAICompletionsProvider {
+pub struct OpenAiCompletionsProvider {
     http: reqwest::Client,
     /// Built here (not passed in): a request with another connect timeout gets a client with it.
     own_client: bool,
 }
 
-impl Default for OpenAICompletionsProvider {
+impl Default for OpenAiCompletionsProvider {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl OpenAICompletionsProvider {
+impl OpenAiCompletionsProvider {
     /// A provider with its own HTTP client (rustls, the default connect timeout).
     pub fn new() -> Self {
-        OpenAICompletionsProvider {
+        OpenAiCompletionsProvider {
             http: client::default_client(llm_core::Timeouts::default().connect),
             own_client: true,
         }
@@ -98,7 +97,7 @@ impl OpenAICompletionsProvider {
     /// A provider that sends through `http` (proxies, custom TLS, connection pools; its own
     /// connect timeout applies).
     pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAICompletionsProvider { http, own_client: false }
+        OpenAiCompletionsProvider { http, own_client: false }
     }
 
     /// The client for one request: reqwest sets the connect timeout per client, so a
@@ -112,14 +111,14 @@ impl OpenAICompletionsProvider {
     }
 }
 
-impl llm_core::Provider for OpenAICompletionsProvider {
+impl llm_core::Provider for OpenAiCompletionsProvider {
     fn api(&self) -> &str {
         API
     }
 
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
         let provider = provider_name(model);
-        let compat = match OpenAICompletionsCompat::from_model(model) {
+        let compat = match OpenAiCompletionsCompat::from_model(model) {
             Ok(c) => compat::ResolvedCompat::resolve(model, &c),
             Err(e) => return AssistantStream::from_error(model, e),
         };
@@ -180,8 +179,8 @@ mod assert_impls {
 
     #[test]
     fn provider_and_decoder_are_send_sync() {
-        send_sync::<super::OpenAICompletionsProvider>();
+        send_sync::<super::OpenAiCompletionsProvider>();
         send_sync::<super::Decoder>();
-        send_sync::<super::OpenAICompletionsCompat>();
+        send_sync::<super::OpenAiCompletionsCompat>();
     }
 }

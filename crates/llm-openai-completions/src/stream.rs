@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::compat::DEFAULT_REASONING_FIELDS;
-use crate::strict::{NullFilter, StrictPlan};
+use llm_core::strict::{NullFilter, StrictPlan};
 
 /// What the decoder needs to know about the request.
 #[derive(Debug, Clone)]
@@ -1508,7 +1508,7 @@ mod tests {
 
     #[test]
     fn strict_nulls_are_restored() {
-        let strict = crate::strict::to_strict(&json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]})).unwrap();
+        let strict = llm_core::strict::to_strict(&json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]})).unwrap();
         let mut cfg = DecoderConfig::default();
         cfg.strict_plans.insert("f".into(), Arc::new(strict.plan));
         let body = sse(&[

@@ -14,7 +14,7 @@ use llm_core::{
     StreamOptions, Tool, ToolResultMessage, UserContent,
 };
 use llm_openai_completions::{
-    API, Decoder, OpenAICompletionsCompat, OpenAICompletionsProvider, PROVIDER,
+    API, Decoder, OpenAiCompletionsCompat, OpenAiCompletionsProvider, PROVIDER,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -220,8 +220,8 @@ fn terminal(events: &[AssistantEvent]) -> (StopReason, llm_core::AssistantMessag
 fn public_surface() {
     assert_eq!(API, "openai-completions");
     assert_eq!(PROVIDER, "openai");
-    assert_eq!(OpenAICompletionsProvider::default().api(), API);
-    let compat: OpenAICompletionsCompat =
+    assert_eq!(OpenAiCompletionsProvider::default().api(), API);
+    let compat: OpenAiCompletionsCompat =
         serde_json::from_value(json!({"supportsStrictMode": false})).unwrap();
     assert_eq!(compat.supports_strict_mode, Some(false));
 }
@@ -229,7 +229,7 @@ fn public_surface() {
 #[tokio::test]
 async fn tool_call_round_trip_over_http() {
     let (url, received) = serve(vec![Canned::sse(&tool_call_body())]).await;
-    let provider = OpenAICompletionsProvider::new();
+    let provider = OpenAiCompletionsProvider::new();
     let m = model(&url);
     let context = Context {
         system_prompt: Some("You are terse.".into()),
@@ -301,7 +301,7 @@ async fn auth_error_is_not_retried() {
         json!({"error": {"message": "Incorrect API key provided: test-key.", "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}),
     )])
     .await;
-    let events = collect(OpenAICompletionsProvider::new().stream(
+    let events = collect(OpenAiCompletionsProvider::new().stream(
         &model(&url),
         &Context::default(),
         &options(),
@@ -330,7 +330,7 @@ async fn rate_limit_is_retried_with_retry_after() {
     o.sleeper = Some(sleeper.clone());
     o.retry = RetryPolicy { jitter: false, ..RetryPolicy::default() };
     let events =
-        collect(OpenAICompletionsProvider::new().stream(&model(&url), &Context::default(), &o))
+        collect(OpenAiCompletionsProvider::new().stream(&model(&url), &Context::default(), &o))
             .await;
     assert_eq!(terminal(&events).0, StopReason::ToolUse);
     assert_eq!(received.lock().unwrap().len(), 2);
@@ -347,7 +347,7 @@ async fn error_payload_after_text_keeps_text_and_is_not_retried() {
         json!({"error": {"message": "The server had an error processing your request.", "type": "server_error", "param": null, "code": null}})
     );
     let (url, received) = serve(vec![Canned::sse(&body)]).await;
-    let events = collect(OpenAICompletionsProvider::new().stream(
+    let events = collect(OpenAiCompletionsProvider::new().stream(
         &model(&url),
         &Context::default(),
         &options(),
@@ -370,7 +370,7 @@ async fn error_payload_before_content_is_retried() {
         json!({"error": {"message": "Overloaded", "type": "server_error"}})
     );
     let (url, received) = serve(vec![Canned::sse(&failing), Canned::sse(&tool_call_body())]).await;
-    let events = collect(OpenAICompletionsProvider::new().stream(
+    let events = collect(OpenAiCompletionsProvider::new().stream(
         &model(&url),
         &Context::default(),
         &options(),
@@ -388,7 +388,7 @@ async fn cut_stream_is_an_error_with_partial_text() {
         chunk(json!({"content": "Hal"}), None)
     );
     let (url, _) = serve(vec![Canned::sse(&body)]).await;
-    let events = collect(OpenAICompletionsProvider::new().stream(
+    let events = collect(OpenAiCompletionsProvider::new().stream(
         &model(&url),
         &Context::default(),
         &options(),
@@ -409,7 +409,7 @@ async fn abort_mid_stream_keeps_partial_content() {
     let cancel = CancellationToken::new();
     let mut o = options();
     o.cancel = cancel.clone();
-    let mut stream = OpenAICompletionsProvider::new().stream(&model(&url), &Context::default(), &o);
+    let mut stream = OpenAiCompletionsProvider::new().stream(&model(&url), &Context::default(), &o);
     let mut events = Vec::new();
     while let Some(event) = stream.next().await {
         if matches!(event, AssistantEvent::ToolCallDelta { .. }) {
@@ -426,7 +426,7 @@ async fn abort_mid_stream_keeps_partial_content() {
 #[tokio::test]
 async fn missing_key_and_bad_tool_choice_fail_without_a_request() {
     let (url, received) = serve(vec![Canned::sse(&tool_call_body())]).await;
-    let provider = OpenAICompletionsProvider::new();
+    let provider = OpenAiCompletionsProvider::new();
     let mut o = options();
     o.api_key = None;
     let events = collect(provider.stream(&model(&url), &Context::default(), &o)).await;
@@ -466,14 +466,14 @@ async fn secrets_never_appear_in_output() {
     let mut o = options();
     o.api_key = Some(ApiKey::new(secret));
     o.retry = RetryPolicy::none();
-    let stream = OpenAICompletionsProvider::new().stream(&model(&url), &Context::default(), &o);
+    let stream = OpenAiCompletionsProvider::new().stream(&model(&url), &Context::default(), &o);
     let debug = format!("{stream:?} {o:?}");
     let events = collect(stream).await;
     let printed = format!("{debug} {events:?} {}", llm_core::printer::print_transcript(&events));
     assert!(!printed.contains(secret), "{printed}");
     // An unreachable server: the transport error names neither key nor URL.
     let o2 = StreamOptions { retry: RetryPolicy::none(), ..o };
-    let events = collect(OpenAICompletionsProvider::new().stream(
+    let events = collect(OpenAiCompletionsProvider::new().stream(
         &model("http://127.0.0.1:1/v1"),
         &Context::default(),
         &o2,
@@ -577,7 +577,7 @@ async fn live_smoke_tool_round_trip() {
         println!("skipped: OPENAI_API_KEY not set");
         return;
     };
-    let provider = OpenAICompletionsProvider::new();
+    let provider = OpenAiCompletionsProvider::new();
     let m = model("https://api.openai.com/v1");
     let mut o = StreamOptions { api_key: Some(ApiKey::new(key)), ..StreamOptions::default() };
     o.tool_choice = Some(llm_core::ToolChoice::Required);

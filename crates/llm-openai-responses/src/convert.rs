@@ -3,7 +3,9 @@
 //! identical bytes.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
+use llm_core::strict::{StrictPlan, ToolListStrictness, resolve_tool_list};
 use llm_core::transform::{IdRules, normalize_tool_call_id, transform_messages};
 use llm_core::{
     AssistantContent, AssistantMessage, CacheRetention, Context, Error, ErrorKind, Message, Model,
@@ -12,7 +14,6 @@ use llm_core::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::strict::{self, ToolListStrictness};
 use crate::{OpenAiResponsesCompat, PROVIDER};
 
 /// Default base URL (the endpoint path is appended).
@@ -28,6 +29,9 @@ pub(crate) struct WireRequest {
     pub(crate) headers: Vec<(String, String)>,
     /// The JSON body.
     pub(crate) body: Value,
+    /// Per tool name: how to drop the `null`s a strict tool's call sends for omitted
+    /// optional properties (empty unless the tools are sent strict).
+    pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
 }
 
 impl std::fmt::Debug for WireRequest {
@@ -63,11 +67,11 @@ pub(crate) fn build_request(
 ) -> Result<WireRequest, Error> {
     let compat = parse_compat(model)?;
     let headers = build_headers(model, options, &compat)?;
-    let body = build_body(model, context, options, &compat)?;
+    let (body, strict_plans) = build_body(model, context, options, &compat)?;
     let base =
         if model.base_url.trim().is_empty() { DEFAULT_BASE_URL } else { model.base_url.trim() };
     let url = format!("{}{PATH}", base.trim_end_matches('/'));
-    Ok(WireRequest { url, headers, body })
+    Ok(WireRequest { url, headers, body, strict_plans })
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -123,13 +127,13 @@ pub(crate) fn build_headers(
     Ok(headers)
 }
 
-/// The JSON body.
+/// The JSON body, and the restore plans of the strict tools in it.
 pub(crate) fn build_body(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     compat: &OpenAiResponsesCompat,
-) -> Result<Value, Error> {
+) -> Result<(Value, BTreeMap<String, Arc<StrictPlan>>), Error> {
     let provider_options = &options.provider_options;
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model.id.as_str()));
@@ -174,7 +178,7 @@ pub(crate) fn build_body(
         .and_then(Value::as_bool)
         .or(compat.strict_tools)
         .or_else(|| native_route(model).then_some(true));
-    let tools = convert_tools(&context.tools, setting)?;
+    let ConvertedTools { wire: tools, strict_plans } = convert_tools(&context.tools, setting)?;
     let tool_choice = match &options.tool_choice {
         None => None,
         Some(ToolChoice::Auto) => (!tools.is_empty()).then(|| Value::from("auto")),
@@ -208,7 +212,7 @@ pub(crate) fn build_body(
             body.insert("include".into(), json!(["reasoning.encrypted_content"]));
         }
     }
-    Ok(Value::Object(body))
+    Ok((Value::Object(body), strict_plans))
 }
 
 /// Native OpenAI / Azure OpenAI routes (by provider name; a base URL override, such as a
@@ -267,13 +271,23 @@ fn map_effort(level: ReasoningLevel, map: &BTreeMap<String, Option<String>>) -> 
     None
 }
 
+/// Converted tools.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ConvertedTools {
+    /// Wire tools, sorted.
+    pub(crate) wire: Vec<Value>,
+    /// Per tool name: the restore plan of a strict tool (see [`WireRequest::strict_plans`]).
+    pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
+}
+
 /// Tools as `{type:"function", name, description, parameters, strict?}`, sorted by name
 /// then description (UTF-16 code-unit order, as OpenClaw) for prompt-cache byte
-/// stability; strict per [`strict::resolve_tool_list`].
+/// stability; strict per [`llm_core::strict::resolve_tool_list`] (OpenClaw's whole-list
+/// rule).
 pub(crate) fn convert_tools(
     tools: &[Tool],
     strict_setting: Option<bool>,
-) -> Result<Vec<Value>, Error> {
+) -> Result<ConvertedTools, Error> {
     let mut sorted: Vec<&Tool> = tools.iter().collect();
     sorted.sort_by(|a, b| {
         a.name
@@ -288,14 +302,15 @@ pub(crate) fn convert_tools(
         }
         parameters.push(normalize_parameters(tool)?);
     }
-    let refs: Vec<&Value> = parameters.iter().collect();
-    let ToolListStrictness { strict, parameters, downgraded } =
-        strict::resolve_tool_list(&refs, strict_setting);
+    let named: Vec<(&str, &Value)> =
+        sorted.iter().zip(&parameters).map(|(tool, schema)| (tool.name.as_str(), schema)).collect();
+    let ToolListStrictness { strict, parameters, plans, downgraded } =
+        resolve_tool_list(&named, strict_setting);
     if let Some((index, reason)) = downgraded {
         let name = sorted.get(index).map(|t| t.name.as_str()).unwrap_or_default();
         tracing::debug!(provider = PROVIDER, tool = name, %reason, "tool schema cannot be strict; sending all tools non-strict");
     }
-    Ok(sorted
+    let wire = sorted
         .iter()
         .zip(parameters)
         .map(|(tool, parameters)| {
@@ -309,7 +324,8 @@ pub(crate) fn convert_tools(
             }
             Value::Object(wire)
         })
-        .collect())
+        .collect();
+    Ok(ConvertedTools { wire, strict_plans: plans })
 }
 
 /// OpenClaw's generic root normalization: `null` / `{}` becomes an empty object schema,

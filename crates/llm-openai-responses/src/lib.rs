@@ -4,9 +4,10 @@
 //! - [x] Streaming text, reasoning summaries and function calls (`event:` + `data:` SSE, no `[DONE]`).
 //! - [x] Tools `{type:"function", name, description, parameters, strict}` **sorted by name**
 //!   (then description) so the request bytes are stable for prompt caching.
-//! - [x] Lossless strict mode: optional properties become required and nullable, objects are
-//!   closed; a schema that cannot be expressed strictly sends the whole list with
-//!   `strict: false` (never narrowed).
+//! - [x] Lossless strict mode (`llm_core::strict`): optional properties become required and
+//!   nullable, objects are closed, and the `null`s the model sends for omitted optional
+//!   properties are removed again; a schema that cannot be expressed strictly sends the
+//!   whole list with `strict: false` (never narrowed).
 //! - [x] Parallel and interleaved function calls, keyed by `output_index` / `item_id`;
 //!   tool-call ids are `call_id|item_id`; a `function_call` whose `output_item.added` never
 //!   came still lands in the message; `.done` arguments longer than the streamed ones add
@@ -28,9 +29,14 @@
 //!
 //! # Strict schemas and `null`
 //!
-//! With strict tools an omitted optional argument arrives as `null`. The arguments are
-//! passed on as the model sent them; the layer that validates arguments against the
-//! original schema should drop such `null`s first (see `strict::restore_optional_nulls`).
+//! With strict tools an omitted optional argument arrives as `null`. Such a `null` (for a
+//! property that was optional and whose original schema does not accept `null`) is removed
+//! as the arguments stream, with llm-core's `NullFilter`, from the `toolcall_delta`
+//! fragments and the final arguments alike (also from the `.done` text and from calls
+//! expanded out of a `multi_tool_use.parallel` wrapper): the tool gets arguments of its
+//! original schema, and validation never coerces such a `null` into `""`, `0` or `false`.
+//! A call whose `output_item.added` never came is filtered once its name is known (its
+//! `.done` item), so its streamed fragments may still show the `null`s.
 //!
 //! # `provider_options`
 //!
@@ -45,7 +51,6 @@ mod client;
 mod convert;
 mod error;
 mod stream;
-mod strict;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -149,6 +154,7 @@ impl Provider for OpenAiResponsesProvider {
         };
         let tool_names: Arc<BTreeSet<String>> =
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
+        let strict_plans = Arc::new(request.strict_plans);
         let http = self.client_for(options);
         let url = request.url;
         let headers = request.headers;
@@ -157,7 +163,7 @@ impl Provider for OpenAiResponsesProvider {
             options,
             PROVIDER,
             move |_attempt| client::send(http.clone(), url.clone(), headers.clone(), body.clone()),
-            move || stream::Decoder::new(tool_names.clone()),
+            move || stream::Decoder::new(tool_names.clone(), strict_plans.clone()),
         )
     }
 }
@@ -165,5 +171,5 @@ impl Provider for OpenAiResponsesProvider {
 /// The stream decoder, for this crate's benchmark (`benches/stream.rs`). Not a stable API.
 #[doc(hidden)]
 pub fn bench_decoder() -> impl llm_core::drive::WireDecoder {
-    stream::Decoder::new(Arc::default())
+    stream::Decoder::new(Arc::default(), Arc::default())
 }

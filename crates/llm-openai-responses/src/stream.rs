@@ -3,12 +3,18 @@
 //! Blocks are keyed by the wire `output_index` (falling back to the `item_id`, then to the
 //! current item), never by "the latest call", so parallel and interleaved function calls
 //! keep their arguments apart. Tool-call ids are `call_id|item_id`.
+//!
+//! Calls of strict tools go through llm-core's [`NullFilter`]: the `null`s the model
+//! sends for omitted optional properties are removed from the streamed fragments, the
+//! `.done` arguments and expanded wrapper calls alike, so the tool gets the arguments of
+//! its original schema.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
+use llm_core::strict::{NullFilter, StrictPlan};
 use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
 use serde::Deserialize;
 use serde_json::Value;
@@ -62,6 +68,10 @@ struct Item {
     done: bool,
     /// A `multi_tool_use.parallel` wrapper call: arguments are buffered, not streamed.
     wrapper: Option<String>,
+    /// Removes the `null`s of omitted optionals from a strict tool's streamed arguments.
+    filter: Option<NullFilter>,
+    /// The strict tool's restore plan (also for the `.done` arguments).
+    plan: Option<Arc<StrictPlan>>,
 }
 
 impl Item {
@@ -74,6 +84,8 @@ impl Item {
             summary_index: None,
             done: false,
             wrapper: None,
+            filter: None,
+            plan: None,
         }
     }
 }
@@ -90,11 +102,17 @@ pub(crate) struct Decoder {
     finished: bool,
     /// User tool names, so a real tool called `parallel` is never expanded.
     tool_names: Arc<BTreeSet<String>>,
+    /// Per tool name: the restore plan of a strict tool.
+    strict_plans: Arc<BTreeMap<String, Arc<StrictPlan>>>,
 }
 
 impl Decoder {
-    /// A decoder for one response; `tool_names` are the request's tools.
-    pub(crate) fn new(tool_names: Arc<BTreeSet<String>>) -> Self {
+    /// A decoder for one response; `tool_names` are the request's tools, `strict_plans`
+    /// the restore plans of the tools sent strict.
+    pub(crate) fn new(
+        tool_names: Arc<BTreeSet<String>>,
+        strict_plans: Arc<BTreeMap<String, Arc<StrictPlan>>>,
+    ) -> Self {
         Decoder {
             items: HashMap::new(),
             by_item_id: HashMap::new(),
@@ -104,6 +122,7 @@ impl Decoder {
             tool_calls: 0,
             finished: false,
             tool_names,
+            strict_plans,
         }
     }
 
@@ -301,6 +320,8 @@ impl Decoder {
                 state.wrapper = Some(str_of(item.get("arguments")).unwrap_or_default().to_owned());
             } else {
                 state.opened = true;
+                state.plan = self.strict_plans.get(name).cloned();
+                state.filter = state.plan.clone().map(NullFilter::new);
                 self.tool_calls += 1;
                 out.push(Delta::ToolCallStart {
                     key,
@@ -309,7 +330,13 @@ impl Decoder {
                     arguments: None,
                 });
                 if let Some(arguments) = str_of(item.get("arguments")).filter(|a| !a.is_empty()) {
-                    out.push(Delta::ToolCallArgs { key, fragment: arguments.to_owned() });
+                    let fragment = match state.filter.as_mut() {
+                        Some(filter) => filter.push(arguments),
+                        None => arguments.to_owned(),
+                    };
+                    if !fragment.is_empty() {
+                        out.push(Delta::ToolCallArgs { key, fragment });
+                    }
                 }
             }
         }
@@ -337,7 +364,13 @@ impl Decoder {
             item.kind = Kind::FunctionCall;
             self.tool_calls += 1;
         }
-        out.push(Delta::ToolCallArgs { key, fragment: fragment.to_owned() });
+        let fragment = match item.filter.as_mut() {
+            Some(filter) => filter.push(fragment),
+            None => fragment.to_owned(),
+        };
+        if !fragment.is_empty() {
+            out.push(Delta::ToolCallArgs { key, fragment });
+        }
     }
 
     fn call_arguments_done(&mut self, key: BlockKey, arguments: &str, out: &mut Vec<Delta>) {
@@ -353,7 +386,12 @@ impl Decoder {
             item.kind = Kind::FunctionCall;
             self.tool_calls += 1;
         }
-        out.push(Delta::ToolCallArgsDone { key, arguments: arguments.to_owned() });
+        // Filtered whole, the text extends what the filter let through so far.
+        let arguments = match &item.plan {
+            Some(plan) => NullFilter::new(Arc::clone(plan)).push(arguments),
+            None => arguments.to_owned(),
+        };
+        out.push(Delta::ToolCallArgsDone { key, arguments });
     }
 
     fn item_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
@@ -426,6 +464,8 @@ impl Decoder {
         let name = str_of(item.get("name")).unwrap_or_default().to_owned();
         let arguments = str_of(item.get("arguments")).unwrap_or_default().to_owned();
         let wrapper_name = self.is_wrapper(&name);
+        // The name is known here even for a call whose `added` never came.
+        let plan = self.strict_plans.get(&name).cloned();
         let Some(state) = self.items.get_mut(&key) else { return };
         if state.wrapper.is_some() || (!state.opened && wrapper_name) {
             let buffer = state.wrapper.take().unwrap_or_default();
@@ -449,6 +489,10 @@ impl Decoder {
             out.push(Delta::ToolCallStart { key, id: call_id(item), name, arguments: None });
         }
         if !arguments.is_empty() {
+            let arguments = match plan {
+                Some(plan) => NullFilter::new(plan).push(&arguments),
+                None => arguments,
+            };
             out.push(Delta::ToolCallArgsDone { key, arguments });
         }
         out.push(Delta::BlockEnd { key });
@@ -490,7 +534,10 @@ impl Decoder {
         for (n, entry) in uses.iter().enumerate() {
             let recipient = str_of(entry.get("recipient_name")).unwrap_or_default();
             let tool = recipient.strip_prefix("functions.").unwrap_or(recipient);
-            let parameters = entry.get("parameters").filter(|p| p.is_object()).cloned();
+            let mut parameters = entry.get("parameters").filter(|p| p.is_object()).cloned();
+            if let (Some(plan), Some(parameters)) = (self.strict_plans.get(tool), &mut parameters) {
+                plan.restore(parameters);
+            }
             let wrapper_key = self.next_wrapper;
             self.next_wrapper += 1;
             self.tool_calls += 1;

@@ -32,7 +32,7 @@ async fn main() -> ExitCode {
         ..Model::default()
     };
     let mut config =
-        AgentConfig::new(model, Arc::new(llm_openai_completions::OpenAICompletionsProvider::new()));
+        AgentConfig::new(model, Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()));
     config.options.api_key = Some(ApiKey::new(key));
     config.max_turns = Some(4);
 

@@ -75,7 +75,7 @@ fn tools_are_sorted_by_name_then_description() {
         tool("\u{1F600}", "", params.clone()),
         tool("\u{FF21}", "", params.clone()),
     ];
-    let wire = convert_tools(&tools, None).unwrap();
+    let wire = convert_tools(&tools, None).unwrap().wire;
     let order: Vec<(&str, &str)> = wire
         .iter()
         .map(|t| (t["name"].as_str().unwrap(), t["description"].as_str().unwrap()))
@@ -130,6 +130,27 @@ fn strict_on_native_routes_with_the_whole_list_rule() {
 }
 
 #[test]
+fn strict_requests_carry_the_restore_plans() {
+    let optional = json!({"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}, "required": ["q"]});
+    let required =
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+    let open = json!({"type": "object", "properties": {"m": {"type": "object"}}});
+    let mut context = Context {
+        tools: vec![tool("opt", "", optional), tool("req", "", required)],
+        ..Context::default()
+    };
+    let request = build_request(&model(), &context, &options()).unwrap();
+    // Only a tool with something to restore gets a plan.
+    assert_eq!(request.strict_plans.keys().collect::<Vec<_>>(), ["opt"]);
+    let mut args = json!({"q": "x", "n": null});
+    assert!(request.strict_plans["opt"].restore(&mut args));
+    assert_eq!(args, json!({"q": "x"}));
+    // Downgraded to non-strict: the model's nulls are its own, nothing is restored.
+    context.tools.push(tool("open", "", open));
+    assert!(build_request(&model(), &context, &options()).unwrap().strict_plans.is_empty());
+}
+
+#[test]
 fn parameters_get_openclaws_root_normalization() {
     let wire = convert_tools(
         &[
@@ -139,7 +160,8 @@ fn parameters_get_openclaws_root_normalization() {
         ],
         None,
     )
-    .unwrap();
+    .unwrap()
+    .wire;
     assert_eq!(wire[0]["parameters"], json!({"type": "object", "properties": {}}));
     assert_eq!(
         wire[1]["parameters"],

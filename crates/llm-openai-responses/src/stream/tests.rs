@@ -1,11 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use llm_core::drive::WireDecoder;
 use llm_core::printer::print_transcript;
 use llm_core::sse::SseDecoder;
+use llm_core::strict::{StrictPlan, to_strict};
 use llm_core::{
     AssistantContent, AssistantEvent, AssistantMessage, ErrorKind, MessageAssembler, Model,
     StopReason,
@@ -32,11 +33,13 @@ fn sse(events: &[Value]) -> String {
         .collect()
 }
 
-fn run_chunks(chunks: &[&[u8]], tools: &[&str]) -> Vec<AssistantEvent> {
+type Plans = Arc<BTreeMap<String, Arc<StrictPlan>>>;
+
+fn run_chunks(chunks: &[&[u8]], tools: &[&str], plans: &Plans) -> Vec<AssistantEvent> {
     let mut sse = SseDecoder::new();
     let mut raw = Vec::new();
     let names: BTreeSet<String> = tools.iter().map(|s| (*s).to_owned()).collect();
-    let mut decoder = Decoder::new(Arc::new(names));
+    let mut decoder = Decoder::new(Arc::new(names), Arc::clone(plans));
     let mut deltas = Vec::new();
     for chunk in chunks {
         sse.push(chunk, &mut raw).unwrap();
@@ -58,9 +61,14 @@ fn run_chunks(chunks: &[&[u8]], tools: &[&str]) -> Vec<AssistantEvent> {
 
 /// Runs the text whole and one byte at a time; both must agree.
 fn run_with(text: &str, tools: &[&str]) -> Vec<AssistantEvent> {
-    let whole = run_chunks(&[text.as_bytes()], tools);
+    run_strict(text, tools, &Plans::default())
+}
+
+/// [`run_with`] for a request whose strict tools have `plans`.
+fn run_strict(text: &str, tools: &[&str], plans: &Plans) -> Vec<AssistantEvent> {
+    let whole = run_chunks(&[text.as_bytes()], tools, plans);
     let bytes: Vec<&[u8]> = text.as_bytes().chunks(1).collect();
-    let split = run_chunks(&bytes, tools);
+    let split = run_chunks(&bytes, tools, plans);
     assert_eq!(print_transcript(&whole), print_transcript(&split));
     whole
 }
@@ -172,6 +180,110 @@ fn function_call_without_added_still_lands() {
     assert_eq!((calls[1].id.as_str(), calls[1].name.as_str()), ("call_2|fc_2", "lookup"));
     assert_eq!(calls[1].arguments, json!({"id": 7}));
     assert_eq!(message.stop_reason, StopReason::ToolUse);
+}
+
+/// The plans a strict request for `get_weather` (optional `unit`, optional nullable `note`)
+/// hands the decoder.
+fn weather_plans() -> Plans {
+    let schema = json!({"type": "object", "properties": {
+        "city": {"type": "string"},
+        "unit": {"type": "string", "enum": ["c", "f"]},
+        "note": {"type": ["string", "null"]}
+    }, "required": ["city"]});
+    let plan = to_strict(&schema).unwrap().plan;
+    Arc::new(BTreeMap::from([("get_weather".to_owned(), Arc::new(plan))]))
+}
+
+fn tool_deltas(events: &[AssistantEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::ToolCallDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn strict_nulls_for_omitted_optionals_are_dropped() {
+    let plans = weather_plans();
+    let full = r#"{"city":"Oslo","unit":null,"note":null}"#;
+    // Streamed fragments, then `.done` with the same text, then the item.
+    let events = run_strict(
+        &sse(&[
+            created(),
+            call_added(0, "call_1", "fc_1", "get_weather"),
+            args_delta(0, "fc_1", r#"{"city":"Oslo","un"#),
+            args_delta(0, "fc_1", r#"it":null,"note":null}"#),
+            args_done(0, "fc_1", full),
+            call_done(0, "call_1", "fc_1", "get_weather", full),
+            completed("completed"),
+        ]),
+        &[],
+        &plans,
+    );
+    // `unit` did not accept null: its null meant "omitted". `note` did: its null stays.
+    assert_eq!(tool_deltas(&events), [r#"{"city":"Oslo""#, r#","note":null}"#]);
+    let call = final_message(&events).tool_calls().next().unwrap().clone();
+    assert_eq!(call.arguments, json!({"city": "Oslo", "note": null}));
+
+    // `.done` longer than what streamed: the filtered suffix is added.
+    let events = run_strict(
+        &sse(&[
+            created(),
+            call_added(0, "call_1", "fc_1", "get_weather"),
+            args_delta(0, "fc_1", r#"{"city":"Oslo","#),
+            args_done(0, "fc_1", full),
+            call_done(0, "call_1", "fc_1", "get_weather", full),
+            completed("completed"),
+        ]),
+        &[],
+        &plans,
+    );
+    assert_eq!(tool_deltas(&events), [r#"{"city":"Oslo""#, r#","note":null}"#]);
+
+    // No `added` (the name comes with the item) and only `output_item.done`: the final
+    // arguments are filtered all the same.
+    let events = run_strict(
+        &sse(&[
+            created(),
+            args_delta(0, "fc_1", full),
+            call_done(0, "call_1", "fc_1", "get_weather", full),
+            call_done(1, "call_2", "fc_2", "get_weather", r#"{"unit":null,"city":"Bergen"}"#),
+            completed("completed"),
+        ]),
+        &[],
+        &plans,
+    );
+    let calls: Vec<_> = final_message(&events).tool_calls().cloned().collect();
+    assert_eq!(calls[0].arguments, json!({"city": "Oslo", "note": null}));
+    assert_eq!(calls[1].arguments, json!({"city": "Bergen"}));
+
+    // Calls expanded from a `multi_tool_use.parallel` wrapper.
+    let wrapped = r#"{"tool_uses":[{"recipient_name":"functions.get_weather","parameters":{"city":"Oslo","unit":null}}]}"#;
+    let events = run_strict(
+        &sse(&[
+            created(),
+            call_added(0, "call_p", "fc_p", "multi_tool_use.parallel"),
+            call_done(0, "call_p", "fc_p", "multi_tool_use.parallel", wrapped),
+            completed("completed"),
+        ]),
+        &[],
+        &plans,
+    );
+    let call = final_message(&events).tool_calls().next().unwrap().clone();
+    assert_eq!(call.arguments, json!({"city": "Oslo"}));
+
+    // A tool without a plan (not strict) keeps its nulls.
+    let events = run(&sse(&[
+        created(),
+        call_added(0, "call_1", "fc_1", "get_weather"),
+        args_delta(0, "fc_1", full),
+        call_done(0, "call_1", "fc_1", "get_weather", full),
+        completed("completed"),
+    ]));
+    let call = final_message(&events).tool_calls().next().unwrap().clone();
+    assert_eq!(call.arguments, json!({"city": "Oslo", "unit": null, "note": null}));
 }
 
 #[test]
