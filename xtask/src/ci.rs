@@ -4,17 +4,19 @@
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
 //! 3. `cargo test --workspace`
 //! 4. conformance (this crate's runner, called directly)
-//! 5. tidy
+//! 5. faults: the fault matrix, cancellation at every index, the secret scan
+//! 6. tidy
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::{Error, Result, conformance, tidy};
+use crate::{Error, Result, conformance, faults, tidy};
 
 enum Step {
     Cargo(&'static [&'static str]),
     Conformance,
+    Faults,
     Tidy,
 }
 
@@ -26,6 +28,7 @@ const STEPS: &[(&str, Step)] = &[
     ),
     ("cargo test --workspace", Step::Cargo(&["test", "--workspace"])),
     ("cargo xtask conformance", Step::Conformance),
+    ("cargo xtask faults", Step::Faults),
     ("cargo xtask tidy", Step::Tidy),
 ];
 
@@ -57,6 +60,15 @@ pub fn run(root: &Path) -> Result<()> {
                     Ok(())
                 } else {
                     Err(format!("{} cells failed", report.failed()))
+                }
+            }
+            Step::Faults => {
+                let report = faults::run_all(&faults::Options::new(root.join("fixtures")))?;
+                print!("{}", report.render());
+                if report.failed() == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{} failures", report.failed()))
                 }
             }
             Step::Tidy => {

@@ -4,7 +4,11 @@
 //!   provider crate over real HTTP on 127.0.0.1 and prints the scenario grid.
 //! - [`tidy`]: repository invariants (crate docs, dependency direction, secrets
 //!   in fixtures, toolchain pin, fixture coverage).
-//! - [`ci`]: the whole gate (fmt, clippy, tests, conformance, tidy).
+//! - [`faults`]: the fault matrix over every provider, with [`cancel_sweep`]
+//!   (cancellation at every event index) and [`secrets`] (no key in any output);
+//!   see `docs/reliability.md`.
+//! - [`ci`]: the whole gate (fmt, clippy, tests, conformance, faults, tidy).
+//! - [`fuzz`]: the cargo-fuzz targets in `fuzz/` and their seed-corpus replay.
 //! - [`new_provider`]: scaffolds a provider crate and its fixture folder.
 //!
 //! Every check is also a `#[test]` (`xtask/tests/it.rs`), so plain
@@ -13,12 +17,17 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub mod cancel_sweep;
 pub mod ci;
 pub mod conformance;
 mod diff;
+pub mod faults;
 mod fixture;
+pub mod fuzz;
 pub mod new_provider;
+mod rawserver;
 pub mod replay;
+pub mod secrets;
 mod server;
 pub mod tidy;
 

@@ -13,11 +13,19 @@ commands:
       PATTERN matches scenario names (`*` wildcards, otherwise a substring);
       UPDATE_EXPECT=1 rewrites expected.txt files (review the diff);
       --fixtures replays another fixtures folder (default: fixtures/)
+  faults [--provider NAME]
+      reliability checks over loopback: the fault matrix (faults x providers),
+      cancellation at every event index (stream and agent), and the secret scan
+      of every fixture (docs/reliability.md)
   tidy [--root DIR]
       repository invariants: crate docs, dependency direction, fixture secrets,
       toolchain pin, fixture coverage (--root checks another checkout)
   ci
-      cargo fmt --check, clippy -D warnings, cargo test, conformance, tidy
+      cargo fmt --check, clippy -D warnings, cargo test, conformance, faults, tidy
+  fuzz [--smoke] [--target T] [--seconds N] [--update-corpus]
+      cargo-fuzz targets in fuzz/ (needs `cargo install cargo-fuzz --locked`):
+      build and run each target (or T) for N seconds (default 60; --smoke: every
+      target, 5 s each); --update-corpus rewrites the fixture seeds in fuzz/corpus/
   new-provider NAME [--root DIR]
       scaffold crates/llm-NAME, examples/NAME and fixtures/NAME/ (every scenario
       a declared skip);
@@ -78,6 +86,21 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             print!("{}", report.render());
             Ok(if report.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        "faults" => {
+            let mut options = xtask::faults::Options::new(root.join("fixtures"));
+            match rest {
+                [] => {}
+                [flag, name] if flag == "--provider" => options.provider = Some(name.clone()),
+                _ => {
+                    return Err(xtask::Error::Msg(format!(
+                        "faults takes [--provider NAME]\n\n{USAGE}"
+                    )));
+                }
+            }
+            let report = xtask::faults::run_all(&options)?;
+            print!("{}", report.render());
+            Ok(if report.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
         "tidy" => {
             let root = match rest {
                 [] => root,
@@ -99,6 +122,11 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
         "ci" => {
             no_args(rest)?;
             xtask::ci::run(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "fuzz" => {
+            let options = xtask::fuzz::Options::parse(rest)?;
+            xtask::fuzz::run(&root, &options)?;
             Ok(ExitCode::SUCCESS)
         }
         "new-provider" => {

@@ -45,8 +45,12 @@ impl Session {
     /// Reads the session folder `dir` (fixture format, `fixtures/README.md`).
     pub fn load(dir: &Path) -> Result<Session> {
         match fixture::load(dir)? {
-            Scenario::Fixture(f) => Ok(Session { model: f.model, context: f.context, responses: f.responses }),
-            Scenario::Skip(reason) => Err(Error::Msg(format!("{}: declared skip: {reason}", dir.display()))),
+            Scenario::Fixture(f) => {
+                Ok(Session { model: f.model, context: f.context, responses: f.responses })
+            }
+            Scenario::Skip(reason) => {
+                Err(Error::Msg(format!("{}: declared skip: {reason}", dir.display())))
+            }
         }
     }
 

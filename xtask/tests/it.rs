@@ -1,6 +1,8 @@
 //! xtask's checks as tests, so plain `cargo test --workspace` enforces them:
-//! the whole conformance suite, tidy, the runner's sensitivity to one-byte
-//! changes of a fixture, and the new-provider scaffold.
+//! the whole conformance suite, the fault matrix, cancellation at every event
+//! index, the secret scan (and that it finds a planted leak), tidy, the
+//! runner's sensitivity to one-byte changes of a fixture, and the new-provider
+//! scaffold.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
@@ -8,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use xtask::conformance::{self, Options, Outcome};
-use xtask::{new_provider, tidy, workspace_root};
+use xtask::{cancel_sweep, faults, new_provider, secrets, tidy, workspace_root};
 
 /// A fresh temporary directory, removed on drop.
 struct TempDir(PathBuf);
@@ -50,6 +52,86 @@ fn conformance_suite_passes() {
     println!("{text}");
     assert_eq!(report.failed(), 0, "conformance failures:\n{text}");
     assert!(text.trim_end().ends_with(&report.summary()));
+}
+
+#[test]
+fn fault_matrix_passes() {
+    let report = faults::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let text = report.render();
+    println!("{text}");
+    assert_eq!(report.failed(), 0, "fault matrix failures:\n{text}");
+    assert_eq!(report.cells.len(), report.rows.len() * report.providers.len());
+    assert_eq!(report.providers.len(), conformance::PROVIDERS.len());
+}
+
+#[test]
+fn cancellation_at_every_event_index() {
+    let report =
+        cancel_sweep::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let text = report.render();
+    println!("{text}");
+    assert_eq!(report.failed(), 0, "cancellation sweep failures:\n{text}");
+    for entry in conformance::PROVIDERS {
+        for what in ["stream", "agent"] {
+            assert!(
+                report
+                    .lines
+                    .iter()
+                    .any(|l| l.provider == entry.name && l.what.starts_with(what) && l.indexes > 0),
+                "{} has no {what} sweep:\n{text}",
+                entry.name
+            );
+        }
+    }
+}
+
+#[test]
+fn secrets_never_leak() {
+    let report = secrets::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let text = report.render();
+    println!("{text}");
+    assert_eq!(report.failed(), 0, "{text}");
+    assert!(report.with_key > 100, "{text}");
+}
+
+/// A provider that logs the key it is given: the scan must catch it.
+struct Leaky(llm_anthropic::AnthropicProvider);
+
+impl llm_core::Provider for Leaky {
+    fn api(&self) -> &str {
+        llm_core::Provider::api(&self.0)
+    }
+
+    fn stream(
+        &self,
+        model: &llm_core::Model,
+        context: &llm_core::Context,
+        options: &llm_core::StreamOptions,
+    ) -> llm_core::AssistantStream {
+        let key = options.api_key.as_ref().map(|k| k.expose().to_owned()).unwrap_or_default();
+        tracing::trace!(key = %key, "about to send");
+        self.0.stream(model, context, options)
+    }
+}
+
+#[test]
+fn secret_scan_finds_a_planted_leak() {
+    let mut options = faults::Options::new(workspace_root().join("fixtures"));
+    options.providers = vec![conformance::ProviderEntry {
+        name: "anthropic",
+        make: || std::sync::Arc::new(Leaky(llm_anthropic::AnthropicProvider::new())),
+    }];
+    let report = secrets::run(&options).unwrap();
+    let text = report.render();
+    assert!(
+        report
+            .leaks
+            .iter()
+            .any(|l| l.fixture == "anthropic/text-only" && l.problem.contains("the TRACE output")),
+        "{text}"
+    );
+    assert!(report.leaks.iter().any(|l| l.fixture == "anthropic/text-only (oauth key)"), "{text}");
+    assert!(!text.contains(secrets::SECRET), "the report itself shows the key:\n{text}");
 }
 
 #[test]

@@ -161,7 +161,7 @@ fn ctrl_c_aborts_cleanly_and_saves_the_transcript() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let path = temp_path("interrupted.json");
-    let mut child = claw()
+    let child = claw()
         .env("ANTHROPIC_API_KEY", "sk-test")
         .args(["--json", "--base-url", &format!("http://{addr}"), "--save"])
         .arg(&path)

@@ -72,7 +72,10 @@ fn run_partial(parts: &[&str]) -> usize {
 
 fn bench_partial_json(c: &mut Criterion) {
     let mut group = c.benchmark_group("partial_json");
-    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
     for (label, n) in [("1MiB", MIB), ("4MiB", 4 * MIB)] {
         let text = arguments(n);
         let parts = fragments(&text, 100);
@@ -100,7 +103,9 @@ fn anthropic_stream(arguments: &str, fragment: usize) -> Vec<u8> {
         body.push_str(&delta.to_string());
         body.push_str("\n\n");
     }
-    body.push_str("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n");
+    body.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    );
     body.push_str("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
     body.into_bytes()
 }
@@ -143,7 +148,10 @@ fn run_sse(chunks: &[&[u8]]) -> usize {
 
 fn bench_sse(c: &mut Criterion) {
     let mut group = c.benchmark_group("sse_partial_json");
-    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
     let args = arguments(MIB);
     let body = anthropic_stream(&args, 100);
     let chunks: Vec<&[u8]> = body.chunks(16 * 1024).collect();

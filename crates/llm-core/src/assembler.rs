@@ -142,7 +142,8 @@ impl MessageAssembler {
                 if let Some(AssistantContent::Text(t)) = self.message.content.get_mut(index) {
                     t.text.push_str(&text);
                 }
-                self.events.push_back(AssistantEvent::TextDelta { content_index: index, delta: text });
+                self.events
+                    .push_back(AssistantEvent::TextDelta { content_index: index, delta: text });
             }
             Delta::TextSignature { key, signature } => {
                 let index = self.open_block(key, BlockKind::Text);
@@ -189,7 +190,8 @@ impl MessageAssembler {
             }
             Delta::ToolCallMeta { key, id, name, thought_signature } => {
                 let index = self.open_block(key, BlockKind::ToolCall);
-                if let Some(AssistantContent::ToolCall(call)) = self.message.content.get_mut(index) {
+                if let Some(AssistantContent::ToolCall(call)) = self.message.content.get_mut(index)
+                {
                     if let Some(id) = id.filter(|s| !s.is_empty()) {
                         call.id = id;
                     }
@@ -240,6 +242,15 @@ impl MessageAssembler {
         }
     }
 
+    /// Ends the message with `error` now (the caller cancelled), even if a terminal
+    /// event is already queued: that one is dropped, the content events queued before it
+    /// stay (their content is in the message), and the error event follows them.
+    pub fn abort(&mut self, error: Error) {
+        self.events.retain(|e| !e.is_terminal());
+        self.finished = false;
+        self.finish_err(error);
+    }
+
     fn ensure_started(&mut self) {
         if !self.started {
             self.started = true;
@@ -256,14 +267,21 @@ impl MessageAssembler {
             state.fragments += 1;
             self.dirty = true;
         }
-        self.events.push_back(AssistantEvent::ToolCallDelta { content_index: index, delta: fragment });
+        self.events
+            .push_back(AssistantEvent::ToolCallDelta { content_index: index, delta: fragment });
     }
 
     fn open_block(&mut self, key: BlockKey, kind: BlockKind) -> usize {
         self.open_block_with(key, kind, String::new(), String::new())
     }
 
-    fn open_block_with(&mut self, key: BlockKey, kind: BlockKind, id: String, name: String) -> usize {
+    fn open_block_with(
+        &mut self,
+        key: BlockKey,
+        kind: BlockKind,
+        id: String,
+        name: String,
+    ) -> usize {
         self.ensure_started();
         if let Some(block) = self.open.get(&key) {
             if block.kind == kind {
@@ -325,7 +343,8 @@ impl MessageAssembler {
     }
 
     fn close_all(&mut self) {
-        let mut keys: Vec<(usize, BlockKey)> = self.open.iter().map(|(k, b)| (b.index, *k)).collect();
+        let mut keys: Vec<(usize, BlockKey)> =
+            self.open.iter().map(|(k, b)| (b.index, *k)).collect();
         keys.sort_unstable();
         for (_, key) in keys {
             self.close_block(key);
@@ -339,7 +358,11 @@ impl MessageAssembler {
         let reason = self.message.stop_reason;
         if matches!(reason, StopReason::Error | StopReason::Aborted) {
             // A provider that maps a wire stop reason to an error must say why.
-            let error = Error::new(ErrorKind::Provider, self.message.provider.clone(), "Provider reported an error stop reason");
+            let error = Error::new(
+                ErrorKind::Provider,
+                self.message.provider.clone(),
+                "Provider reported an error stop reason",
+            );
             self.finished = false;
             self.finish_err(error);
             return;
@@ -358,7 +381,11 @@ impl MessageAssembler {
         self.message.error_code = error.code.clone();
         self.message.error_type = Some(error.kind.as_str().to_owned());
         self.message.error_body = error.body.clone();
-        self.events.push_back(AssistantEvent::Error { reason, message: self.message.clone(), error });
+        self.events.push_back(AssistantEvent::Error {
+            reason,
+            message: self.message.clone(),
+            error,
+        });
     }
 }
 

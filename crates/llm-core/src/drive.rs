@@ -16,13 +16,13 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
 
+use crate::CancellationToken;
 use crate::error::{Error, ErrorKind};
 use crate::event::Delta;
 use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
 use crate::sse::{SseDecoder, SseError, SseEvent};
 use crate::stream::AssistantStream;
 use crate::types::Model;
-use crate::CancellationToken;
 
 /// Response body bytes as they arrive.
 pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
@@ -159,7 +159,9 @@ where
     async fn step(&mut self) -> Option<Vec<Delta>> {
         loop {
             if self.cancel.is_cancelled() && !matches!(self.phase, Phase::Finished) {
-                return Some(self.finish(vec![Delta::Error(Error::aborted(self.provider.clone()))]));
+                return Some(
+                    self.finish(vec![Delta::Error(Error::aborted(self.provider.clone()))]),
+                );
             }
             match std::mem::replace(&mut self.phase, Phase::Finished) {
                 Phase::Finished => return None,
@@ -169,7 +171,9 @@ where
                     let result = match limit {
                         Some(limit) => match tokio::time::timeout(limit, fut).await {
                             Ok(r) => r,
-                            Err(_) => Err(self.timeout_error("waiting for the response headers", limit)),
+                            Err(_) => {
+                                Err(self.timeout_error("waiting for the response headers", limit))
+                            }
                         },
                         None => fut.await,
                     };
@@ -201,7 +205,9 @@ where
                     let next = match limit {
                         Some(limit) => match tokio::time::timeout(limit, body.next()).await {
                             Ok(n) => n,
-                            Err(_) => Some(Err(self.timeout_error("waiting for stream data", limit))),
+                            Err(_) => {
+                                Some(Err(self.timeout_error("waiting for stream data", limit)))
+                            }
                         },
                         None => body.next().await,
                     };
@@ -284,9 +290,10 @@ where
                     batch.push(Delta::Error(error));
                     return Outcome::Emit(batch);
                 }
-                Delta::Metadata { .. } | Delta::Usage(_) | Delta::Stop(_) | Delta::BlockEnd { .. } => {
-                    self.pending.push(delta)
-                }
+                Delta::Metadata { .. }
+                | Delta::Usage(_)
+                | Delta::Stop(_)
+                | Delta::BlockEnd { .. } => self.pending.push(delta),
                 other => {
                     self.emitted_content = true;
                     batch.append(&mut self.pending);
@@ -388,7 +395,8 @@ fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 }
 
 fn sse_error(provider: &str, e: SseError) -> Error {
-    Error::new(ErrorKind::Decode, provider, format!("Malformed event stream: {e}")).with_retryable(false)
+    Error::new(ErrorKind::Decode, provider, format!("Malformed event stream: {e}"))
+        .with_retryable(false)
 }
 
 fn seed() -> u64 {

@@ -271,7 +271,11 @@ mod tests {
     fn keys_never_print() {
         let key = "sk-ant-api03-SECRET-do-not-print";
         let options = StreamOptions { api_key: Some(ApiKey::new(key)), ..StreamOptions::default() };
-        for text in [format!("{options:?}"), format!("{:?}", options.api_key), format!("{}", ApiKey::new(key))] {
+        for text in [
+            format!("{options:?}"),
+            format!("{:?}", options.api_key),
+            format!("{}", ApiKey::new(key)),
+        ] {
             assert!(!text.contains(key), "{text}");
             assert!(!text.contains("SECRET"), "{text}");
         }

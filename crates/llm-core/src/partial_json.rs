@@ -182,7 +182,8 @@ impl WinPath {
             if may_have_colon || self.drive != DRIVE_NONE { F_MARKER | F_RESET } else { F_MARKER };
         let mut end = run.len();
         while want != 0 {
-            let Some(k) = run.get(..end).and_then(|r| r.iter().rposition(|&b| flags(b) & want != 0))
+            let Some(k) =
+                run.get(..end).and_then(|r| r.iter().rposition(|&b| flags(b) & want != 0))
             else {
                 break;
             };
@@ -223,8 +224,8 @@ impl WinPath {
                             Some(&next) if class(next) == C_SEP => DRIVE_IN_SEGMENT,
                             Some(_) => DRIVE_NONE,
                         };
-                        self.letter_at =
-                            (before + utf16_len(run.get(..k).unwrap_or_default())).saturating_sub(1);
+                        self.letter_at = (before + utf16_len(run.get(..k).unwrap_or_default()))
+                            .saturating_sub(1);
                         self.letter_ok = !p2.is_ascii_alphanumeric();
                     }
                 }
@@ -259,7 +260,8 @@ fn utf16_len(bytes: &[u8]) -> u64 {
         }
         let continuation = w & !(w << 1) & HI;
         let four_byte_lead = w & (w << 1) & (w << 2) & (w << 3) & HI;
-        units = units - u64::from(continuation.count_ones()) + u64::from(four_byte_lead.count_ones());
+        units =
+            units - u64::from(continuation.count_ones()) + u64::from(four_byte_lead.count_ones());
     }
     for &b in chunks.remainder() {
         units = units - u64::from((b & 0xC0) == 0x80) + u64::from(b >= 0xF0);
@@ -338,12 +340,13 @@ pub fn repair_json(input: &str) -> Cow<'_, str> {
     let mut i = 0usize;
 
     // Replace the `len` input bytes at `at` with `with`.
-    let replace = |out: &mut Option<String>, copied: &mut usize, at: usize, len: usize, with: &str| {
-        let buf = out.get_or_insert_with(|| String::with_capacity(input.len() + 16));
-        buf.push_str(input.get(*copied..at).unwrap_or_default());
-        buf.push_str(with);
-        *copied = at + len;
-    };
+    let replace =
+        |out: &mut Option<String>, copied: &mut usize, at: usize, len: usize, with: &str| {
+            let buf = out.get_or_insert_with(|| String::with_capacity(input.len() + 16));
+            buf.push_str(input.get(*copied..at).unwrap_or_default());
+            buf.push_str(with);
+            *copied = at + len;
+        };
 
     while let Some(&b) = bytes.get(i) {
         if !in_string {
@@ -368,19 +371,17 @@ pub fn repair_json(input: &str) -> Cow<'_, str> {
                     replace(&mut out, &mut copied, i, 1, "\\\\");
                     i += 1;
                 }
-                Some(b'u') => {
-                    match bytes.get(i + 2..i + 6) {
-                        Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
-                            path.feed(bytes.get(i..i + 6).unwrap_or_default());
-                            i += 6;
-                        }
-                        _ => {
-                            replace(&mut out, &mut copied, i, 1, "\\\\");
-                            path.feed(b"\\");
-                            i += 1;
-                        }
+                Some(b'u') => match bytes.get(i + 2..i + 6) {
+                    Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
+                        path.feed(bytes.get(i..i + 6).unwrap_or_default());
+                        i += 6;
                     }
-                }
+                    _ => {
+                        replace(&mut out, &mut copied, i, 1, "\\\\");
+                        path.feed(b"\\");
+                        i += 1;
+                    }
+                },
                 Some(&n) if is_control_escape(n) && path.looks_like_path() => {
                     replace(&mut out, &mut copied, i, 1, "\\\\");
                     path.feed(b"\\");
@@ -683,7 +684,10 @@ enum Esc {
     /// After a backslash.
     Backslash,
     /// After `\u` and `n` hex digits.
-    Unicode { n: usize, digits: [u8; 4] },
+    Unicode {
+        n: usize,
+        digits: [u8; 4],
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1439,7 +1443,9 @@ impl PartialJson {
         }
         if append_current {
             let member = match (node, self.stack.get(deepest)) {
-                (Value::Object(map), Some(frame)) => frame.key.as_deref().and_then(|k| map.get_mut(k)),
+                (Value::Object(map), Some(frame)) => {
+                    frame.key.as_deref().and_then(|k| map.get_mut(k))
+                }
                 (Value::Array(items), Some(frame)) => items.get_mut(frame.next_index),
                 _ => None,
             };
@@ -1677,7 +1683,10 @@ mod tests {
             split_concatenated_objects(r#"{"a":1}{"b":"}{"} {"c":[{}]}"#),
             Some(vec![r#"{"a":1}"#, r#"{"b":"}{"}"#, r#"{"c":[{}]}"#])
         );
-        assert_eq!(split_concatenated_objects("{\"a\":1}\n{\"b\":2}\n"), Some(vec!["{\"a\":1}", "{\"b\":2}"]));
+        assert_eq!(
+            split_concatenated_objects("{\"a\":1}\n{\"b\":2}\n"),
+            Some(vec!["{\"a\":1}", "{\"b\":2}"])
+        );
         assert_eq!(split_concatenated_objects(r#"{"a":1}"#), None);
         assert_eq!(split_concatenated_objects(r#"{"a":1}{"b":"#), None);
         assert_eq!(split_concatenated_objects(r#"{"a":1},{"b":2}"#), None);

@@ -27,7 +27,9 @@ pub fn print_event(event: &AssistantEvent) -> String {
         AssistantEvent::TextEnd { content_index, content } => {
             format!("text_end {content_index} {}", quote(content))
         }
-        AssistantEvent::ThinkingStart { content_index } => format!("thinking_start {content_index}"),
+        AssistantEvent::ThinkingStart { content_index } => {
+            format!("thinking_start {content_index}")
+        }
         AssistantEvent::ThinkingDelta { content_index, delta } => {
             format!("thinking_delta {content_index} {}", quote(delta))
         }

@@ -129,7 +129,10 @@ impl ScriptedProvider {
     pub fn new(api: impl Into<String>, turns: impl IntoIterator<Item = ScriptedTurn>) -> Self {
         ScriptedProvider {
             api: api.into(),
-            state: Arc::new(Mutex::new(State { turns: turns.into_iter().collect(), requests: Vec::new() })),
+            state: Arc::new(Mutex::new(State {
+                turns: turns.into_iter().collect(),
+                requests: Vec::new(),
+            })),
         }
     }
 
@@ -165,10 +168,18 @@ impl Provider for ScriptedProvider {
             Err(_) => None,
         };
         match turn {
-            Some(turn) => AssistantStream::new(model, &options.cancel, futures_util::stream::iter(turn.deltas)),
+            Some(turn) => AssistantStream::new(
+                model,
+                &options.cancel,
+                futures_util::stream::iter(turn.deltas),
+            ),
             None => AssistantStream::from_error(
                 model,
-                Error::new(ErrorKind::InvalidRequest, "scripted", "Scripted provider has no more turns"),
+                Error::new(
+                    ErrorKind::InvalidRequest,
+                    "scripted",
+                    "Scripted provider has no more turns",
+                ),
             ),
         }
     }

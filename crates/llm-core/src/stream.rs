@@ -17,12 +17,17 @@ use crate::types::{AssistantMessage, Model, now_millis};
 ///
 /// Cancelling the token given to [`AssistantStream::new`] ends the stream with
 /// an `aborted` error event and drops the provider's stream (closing its
-/// connection).
+/// connection). The cancel is checked before every event: once it is set, no further
+/// delta is read, the events already queued from the last one are delivered, and the
+/// stream ends with `aborted`, even if that delta had completed the message (only a
+/// terminal event already taken stands).
 pub struct AssistantStream {
     deltas: Option<BoxStream<'static, Delta>>,
     assembler: MessageAssembler,
     cancel: CancellationToken,
     cancelled: Pin<Box<Cancelled>>,
+    /// A terminal event was returned, or the stream was aborted.
+    ended: bool,
 }
 
 impl std::fmt::Debug for AssistantStream {
@@ -43,12 +48,17 @@ impl AssistantStream {
             assembler: MessageAssembler::new(model, now_millis()),
             cancel: cancel.clone(),
             cancelled: Box::pin(cancel.cancelled()),
+            ended: false,
         }
     }
 
     /// A stream that fails at once with `error` (no `start` event).
     pub fn from_error(model: &Model, error: Error) -> Self {
-        Self::new(model, &CancellationToken::new(), futures_util::stream::iter([Delta::Error(error)]))
+        Self::new(
+            model,
+            &CancellationToken::new(),
+            futures_util::stream::iter([Delta::Error(error)]),
+        )
     }
 
     /// The message as assembled so far (open tool calls with best-effort
@@ -73,8 +83,9 @@ impl AssistantStream {
 
     fn abort(&mut self) {
         self.deltas = None;
+        self.ended = true;
         let provider = self.assembler.message().provider.clone();
-        self.assembler.push(Delta::Error(Error::aborted(provider)));
+        self.assembler.abort(Error::aborted(provider));
     }
 }
 
@@ -84,16 +95,20 @@ impl Stream for AssistantStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AssistantEvent>> {
         let this = &mut *self;
         loop {
+            if !this.ended && this.cancel.is_cancelled() {
+                this.abort();
+            }
             if let Some(event) = this.assembler.next_event() {
                 if event.is_terminal() {
                     this.deltas = None;
+                    this.ended = true;
                 }
                 return Poll::Ready(Some(event));
             }
             if this.assembler.is_finished() {
                 return Poll::Ready(None);
             }
-            if this.cancel.is_cancelled() || this.cancelled.as_mut().poll(cx).is_ready() {
+            if this.cancelled.as_mut().poll(cx).is_ready() {
                 this.abort();
                 continue;
             }

@@ -209,9 +209,10 @@ fn is_prefix_value(partial: &Value, full: &Value) -> bool {
                 return false;
             }
             let n = p.len();
-            p.iter().zip(f).enumerate().all(|(i, (pv, fv))| {
-                if i + 1 == n { is_prefix_value(pv, fv) } else { pv == fv }
-            })
+            p.iter()
+                .zip(f)
+                .enumerate()
+                .all(|(i, (pv, fv))| if i + 1 == n { is_prefix_value(pv, fv) } else { pv == fv })
         }
         (Value::String(p), Value::String(f)) => f.starts_with(p.as_str()),
         (Value::Number(_), Value::Number(_)) => true,
@@ -383,7 +384,12 @@ fn check_stream(parts: &[&str], full: &Value) -> Result<(), TestCaseError> {
         p.push(part);
         let expected = reference(p.raw());
         prop_assert_eq!(p.value(), &expected, "after {:?}", p.raw());
-        prop_assert!(is_prefix_value(p.value(), full), "{:?} not a prefix of {:?}", p.value(), full);
+        prop_assert!(
+            is_prefix_value(p.value(), full),
+            "{:?} not a prefix of {:?}",
+            p.value(),
+            full
+        );
     }
     prop_assert_eq!(p.value(), full);
     prop_assert_eq!(&p.finish(), full);
@@ -534,7 +540,10 @@ fn every_two_way_split_of_hard_cases() {
 #[test]
 fn repaired_cases_at_every_split() {
     let cases = [
-        (r#"{"path":"C:\new\file","re":"\d+\s*"}"#, json!({"path": "C:\\new\\file", "re": "\\d+\\s*"})),
+        (
+            r#"{"path":"C:\new\file","re":"\d+\s*"}"#,
+            json!({"path": "C:\\new\\file", "re": "\\d+\\s*"}),
+        ),
         ("{\"a\":\"l1\nl2\u{7}\"}", json!({"a": "l1\nl2\u{7}"})),
         (r#"{"u":"\u12x\uZZZZ\u"}"#, json!({"u": "\\u12x\\uZZZZ\\u"})),
         (r#"{"code":"if (x) {\n}\n"}"#, json!({"code": "if (x) {\n}\n"})),
@@ -588,7 +597,10 @@ fn huge_number_is_shown_only_when_complete() {
 #[test]
 fn concatenated_objects() {
     let text = r#"{"city":"Paris"}{"city":"Tokyo"}"#;
-    assert_eq!(split_concatenated_objects(text), Some(vec![r#"{"city":"Paris"}"#, r#"{"city":"Tokyo"}"#]));
+    assert_eq!(
+        split_concatenated_objects(text),
+        Some(vec![r#"{"city":"Paris"}"#, r#"{"city":"Tokyo"}"#])
+    );
     let mut p = PartialJson::new();
     p.push(text);
     assert!(!p.is_complete());

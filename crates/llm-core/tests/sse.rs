@@ -71,21 +71,53 @@ const MULTI: &str = concat!(
 fn expected(name: &str) -> Vec<SseEvent> {
     match name {
         "anthropic" => vec![
-            ev(Some("message_start"), "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[]}}", None),
-            ev(Some("content_block_start"), "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}", None),
+            ev(
+                Some("message_start"),
+                "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[]}}",
+                None,
+            ),
+            ev(
+                Some("content_block_start"),
+                "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}",
+                None,
+            ),
             ev(Some("ping"), "{\"type\": \"ping\"}", None),
-            ev(Some("content_block_delta"), "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"caf\u{e9} \u{2019}\u{1F600}\"}}", None),
-            ev(Some("content_block_stop"), "{\"type\":\"content_block_stop\",\"index\":0     }", None),
+            ev(
+                Some("content_block_delta"),
+                "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"caf\u{e9} \u{2019}\u{1F600}\"}}",
+                None,
+            ),
+            ev(
+                Some("content_block_stop"),
+                "{\"type\":\"content_block_stop\",\"index\":0     }",
+                None,
+            ),
             ev(Some("message_stop"), "{\"type\":\"message_stop\"}", None),
         ],
         "openai" => vec![
-            ev(None, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"It\u{2019}s\"}}],\"obfuscation\":\"x\"}", None),
-            ev(None, "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":\"}}]}}]}", None),
+            ev(
+                None,
+                "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"It\u{2019}s\"}}],\"obfuscation\":\"x\"}",
+                None,
+            ),
+            ev(
+                None,
+                "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":\"}}]}}]}",
+                None,
+            ),
             ev(None, "[DONE]", None),
         ],
         "gemini" => vec![
-            ev(None, "{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\u{4E2D}\u{6587}\"}]}}]}", None),
-            ev(None, "{\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"f\",\"args\": {}}}]},\"finishReason\": \"STOP\"}]}", None),
+            ev(
+                None,
+                "{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\u{4E2D}\u{6587}\"}]}}]}",
+                None,
+            ),
+            ev(
+                None,
+                "{\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"f\",\"args\": {}}}]},\"finishReason\": \"STOP\"}]}",
+                None,
+            ),
         ],
         "multi" => vec![
             ev(Some("multi"), "line one\nline two\n\n", Some("1")),
@@ -150,10 +182,16 @@ fn crlf_split_between_cr_and_lf_is_one_line_break() {
 
 #[test]
 fn id_carries_over_and_empty_id_clears() {
-    let got = decode(b"id: 5\ndata: a\n\ndata: b\n\nid:\ndata: c\n\nid: x\0y\ndata: d\n\n").unwrap();
+    let got =
+        decode(b"id: 5\ndata: a\n\ndata: b\n\nid:\ndata: c\n\nid: x\0y\ndata: d\n\n").unwrap();
     assert_eq!(
         got,
-        vec![ev(None, "a", Some("5")), ev(None, "b", Some("5")), ev(None, "c", None), ev(None, "d", None)]
+        vec![
+            ev(None, "a", Some("5")),
+            ev(None, "b", Some("5")),
+            ev(None, "c", None),
+            ev(None, "d", None)
+        ]
     );
 }
 
@@ -164,7 +202,10 @@ fn invalid_utf8_reports_offset() {
     assert_eq!(err, SseError::InvalidUtf8 { offset: 20 });
     // Same offset when the bad line is split across chunks.
     for k in 1..body.len() {
-        assert_eq!(decode_parts(&[&body[..k], &body[k..]]).unwrap_err(), SseError::InvalidUtf8 { offset: 20 });
+        assert_eq!(
+            decode_parts(&[&body[..k], &body[k..]]).unwrap_err(),
+            SseError::InvalidUtf8 { offset: 20 }
+        );
     }
     // A truncated multi-byte character at the very end.
     assert_eq!(decode(b"data: \xE2\x80").unwrap_err(), SseError::InvalidUtf8 { offset: 6 });
@@ -210,7 +251,8 @@ fn oversize_event_is_an_error() {
 fn bare_json_body_becomes_one_event() {
     let body = b"{\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
     assert_eq!(decode(body).unwrap(), vec![ev(None, std::str::from_utf8(body).unwrap(), None)]);
-    let pretty = "\n{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"quota \u{2019}\"\n  }\n}\n";
+    let pretty =
+        "\n{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"quota \u{2019}\"\n  }\n}\n";
     let expected = vec![ev(None, pretty.trim(), None)];
     for k in 1..pretty.len() {
         let b = pretty.as_bytes();

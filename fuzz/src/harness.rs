@@ -1,0 +1,530 @@
+//! The fuzz targets' bodies, shared by the libFuzzer binaries (`fuzz/fuzz_targets/*.rs`) and
+//! by the seed-corpus replay test that `cargo test --workspace` runs (`xtask/src/fuzz.rs`
+//! includes this file with `#[path]`, so it must build with the workspace lints: no `unsafe`,
+//! no indexing, no `unwrap`).
+//!
+//! Every target takes raw bytes. The first byte picks how the rest is split into chunks
+//! ([`chunks`]): 0 = one chunk, 1 = one byte per chunk, otherwise pseudo-random sizes. The
+//! `sse_decoder` target also uses the second byte for the decoder's event-size limit. A panic or
+//! a failed `assert!` is a crash.
+//!
+//! Checks, beyond "no panic":
+//!
+//! * `sse_decoder`: splitting the body anywhere gives the same events and the same error as
+//!   decoding it whole; the memory the decoder holds stays within a small multiple of its event
+//!   size limit plus the chunk size (when the caller supplies [`Heap`] accounting).
+//! * `partial_json`: `value()` is always an object; `raw()` is the input; the value after
+//!   fragments equals the value after one push; `finish()` equals `parse_streaming_json(raw)`;
+//!   peak memory is linear in the input.
+//! * `<provider>_stream`: bytes -> `SseDecoder` -> the provider's `WireDecoder` ->
+//!   `MessageAssembler`, as `llm_core::drive` and `AssistantStream` do it. Exactly one terminal
+//!   event, and it is the last; the terminal's reason matches its message; every
+//!   `content_index` is in range; `*End` events agree with the final message; tool arguments
+//!   are objects; the transcript does not depend on the chunking or on reading `partial()`;
+//!   peak memory is linear in the input.
+
+use llm_core::drive::WireDecoder;
+use llm_core::partial_json::{PartialJson, parse_streaming_json};
+use llm_core::sse::{SseDecoder, SseError, SseEvent};
+use llm_core::{
+    AssistantContent, AssistantEvent, AssistantMessage, Delta, Error, ErrorKind, MessageAssembler,
+    Model, ModelCost, StopReason,
+};
+
+/// Heap accounting from the caller's counting global allocator (the fuzz binaries have one;
+/// the replay test passes `None` and skips the memory checks).
+#[derive(Debug, Clone, Copy)]
+pub struct Heap {
+    /// Bytes currently allocated.
+    pub live: fn() -> usize,
+    /// Highest `live` since the last `reset_peak`.
+    pub peak: fn() -> usize,
+    /// Sets the peak to the current `live`.
+    pub reset_peak: fn(),
+}
+
+/// Every target, by the name of its libFuzzer binary and corpus folder.
+pub const TARGETS: &[&str] = &[
+    "sse_decoder",
+    "partial_json",
+    "anthropic_stream",
+    "openai_completions_stream",
+    "openai_responses_stream",
+    "google_stream",
+    "mistral_stream",
+];
+
+/// Runs target `name` on `data`; `false` if there is no such target.
+pub fn run(name: &str, data: &[u8], heap: Option<&Heap>) -> bool {
+    match name {
+        "sse_decoder" => sse_decoder(data, heap),
+        "partial_json" => partial_json(data, heap),
+        other => match Provider::from_target(other) {
+            Some(provider) => provider_stream(provider, data, heap),
+            None => return false,
+        },
+    }
+    true
+}
+
+/// A provider whose stream state machine is fuzzed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// `llm-anthropic`.
+    Anthropic,
+    /// `llm-openai-completions`.
+    OpenAiCompletions,
+    /// `llm-openai-responses`.
+    OpenAiResponses,
+    /// `llm-google`.
+    Google,
+    /// `llm-mistral`.
+    Mistral,
+}
+
+impl Provider {
+    /// All providers.
+    pub const ALL: [Provider; 5] = [
+        Provider::Anthropic,
+        Provider::OpenAiCompletions,
+        Provider::OpenAiResponses,
+        Provider::Google,
+        Provider::Mistral,
+    ];
+
+    /// The fixtures folder name (`fixtures/<name>/`).
+    pub fn fixtures_name(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAiCompletions => "openai-completions",
+            Provider::OpenAiResponses => "openai-responses",
+            Provider::Google => "google",
+            Provider::Mistral => "mistral",
+        }
+    }
+
+    /// The fuzz target's name.
+    pub fn target(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic_stream",
+            Provider::OpenAiCompletions => "openai_completions_stream",
+            Provider::OpenAiResponses => "openai_responses_stream",
+            Provider::Google => "google_stream",
+            Provider::Mistral => "mistral_stream",
+        }
+    }
+
+    fn from_target(name: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.target() == name)
+    }
+
+    /// A fresh stream decoder with the provider's default settings.
+    pub fn decoder(self) -> Box<dyn WireDecoder> {
+        match self {
+            Provider::Anthropic => Box::new(llm_anthropic::Decoder::new()),
+            Provider::OpenAiCompletions => Box::new(llm_openai_completions::Decoder::new()),
+            Provider::OpenAiResponses => Box::new(llm_openai_responses::bench_decoder()),
+            Provider::Google => Box::new(llm_google::Decoder::new()),
+            Provider::Mistral => Box::new(llm_mistral::__private::decoder()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input splitting
+// ---------------------------------------------------------------------------------------------
+
+/// Chunk lengths for `len` bytes: `seed` 0 = one chunk, 1 = one byte each, otherwise
+/// pseudo-random lengths between 1 and `2^(seed % 12 + 1)`.
+pub fn chunk_lengths(len: usize, seed: u8) -> Vec<usize> {
+    match seed {
+        0 => return vec![len],
+        1 => return vec![1; len],
+        _ => {}
+    }
+    let max = 2u64 << (seed % 12);
+    let mut state = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::new();
+    let mut left = len;
+    while left > 0 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let n = usize::try_from(state % max).unwrap_or(0) + 1;
+        let n = n.min(left);
+        out.push(n);
+        left -= n;
+    }
+    out
+}
+
+/// `bytes` split by [`chunk_lengths`].
+pub fn chunks(bytes: &[u8], seed: u8) -> Vec<&[u8]> {
+    let mut rest = bytes;
+    let mut out = Vec::new();
+    for n in chunk_lengths(bytes.len(), seed) {
+        let (head, tail) = rest.split_at(n.min(rest.len()));
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+/// `text` split by [`chunk_lengths`], each cut moved forward to a character boundary.
+pub fn str_chunks(text: &str, seed: u8) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    let mut end = 0usize;
+    for n in chunk_lengths(text.len(), seed) {
+        end = (end + n).max(start);
+        while end < text.len() && !text.is_char_boundary(end) {
+            end += 1;
+        }
+        if end > start
+            && let Some(piece) = text.get(start..end.min(text.len()))
+        {
+            out.push(piece);
+            start = end;
+        }
+    }
+    out
+}
+
+fn split_header(data: &[u8]) -> (u8, &[u8]) {
+    match data.split_first() {
+        Some((&seed, rest)) => (seed, rest),
+        None => (0, &[]),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// sse_decoder
+// ---------------------------------------------------------------------------------------------
+
+/// Heap bytes owned by decoded events (exact: the counting allocator counts requested sizes).
+fn events_heap(events: &Vec<SseEvent>) -> usize {
+    events.capacity() * std::mem::size_of::<SseEvent>()
+        + events
+            .iter()
+            .map(|e| {
+                e.data.capacity()
+                    + e.event.as_ref().map_or(0, String::capacity)
+                    + e.id.as_ref().map_or(0, String::capacity)
+            })
+            .sum::<usize>()
+}
+
+/// Decodes `body` in chunks; returns the events and the first error.
+fn decode_sse(
+    body: &[u8],
+    seed: u8,
+    limit: Option<usize>,
+    heap: Option<&Heap>,
+) -> (Vec<SseEvent>, Option<SseError>) {
+    let pieces = chunks(body, seed);
+    let largest = pieces.iter().map(|c| c.len()).max().unwrap_or(0);
+    let mut events = Vec::new();
+    let base = heap.map(|h| (h.live)());
+    let mut decoder = match limit {
+        Some(limit) => SseDecoder::with_max_event_size(limit),
+        None => SseDecoder::new(),
+    };
+    let bound = limit.unwrap_or(16 << 20).saturating_mul(12).saturating_add(2 * largest + 256);
+    let mut error = None;
+    for chunk in pieces {
+        let result = decoder.push(chunk, &mut events);
+        if let (Some(h), Some(base)) = (heap, base) {
+            let held = ((h.live)()).saturating_sub(base).saturating_sub(events_heap(&events));
+            assert!(
+                held <= bound,
+                "SseDecoder holds {held} bytes (limit {limit:?}, largest chunk {largest})"
+            );
+        }
+        if let Err(e) = result {
+            error = Some(e);
+            break;
+        }
+    }
+    if error.is_none()
+        && let Err(e) = decoder.finish(&mut events)
+    {
+        error = Some(e);
+    }
+    // After an error the decoder keeps failing.
+    if let Some(e) = &error {
+        let mut more = Vec::new();
+        assert_eq!(decoder.push(b"data: x\n\n", &mut more).as_ref(), Err(e));
+        assert!(more.is_empty());
+    }
+    (events, error)
+}
+
+/// `data[0]`: chunking; `data[1]`: event size limit (255 = the default 16 MiB, else
+/// `1 + 16 * n`); the rest: the body.
+pub fn sse_decoder(data: &[u8], heap: Option<&Heap>) {
+    let (seed, rest) = split_header(data);
+    let (limit, body) = match rest.split_first() {
+        Some((255, body)) => (None, body),
+        Some((&n, body)) => (Some(1 + 16 * usize::from(n)), body),
+        None => (None, rest),
+    };
+    let (events, error) = decode_sse(body, seed, limit, heap);
+    let (whole_events, whole_error) = decode_sse(body, 0, limit, None);
+    assert_eq!(error, whole_error, "the error depends on the chunking");
+    assert_eq!(events, whole_events, "the events depend on the chunking");
+    for event in &events {
+        assert!(event.event.as_deref() != Some(""), "an empty event name is reported as None");
+        assert!(event.id.as_deref() != Some(""), "an empty id is reported as None");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// partial_json
+// ---------------------------------------------------------------------------------------------
+
+/// `data[0]`: chunking; the rest (lossily decoded as UTF-8): the argument text.
+pub fn partial_json(data: &[u8], heap: Option<&Heap>) {
+    let (seed, rest) = split_header(data);
+    let text = String::from_utf8_lossy(rest);
+    let text: &str = &text;
+    if let Some(h) = heap {
+        (h.reset_peak)();
+    }
+    let base = heap.map(|h| (h.live)());
+    let mut parser = PartialJson::new();
+    for piece in str_chunks(text, seed) {
+        parser.push(piece);
+        assert!(parser.value().is_object(), "value() is not an object");
+    }
+    assert_eq!(parser.raw(), text);
+    let finished = parser.finish();
+    assert!(finished.is_object(), "finish() is not an object");
+    if let (Some(h), Some(base)) = (heap, base) {
+        let peak = ((h.peak)()).saturating_sub(base);
+        let bound = 512 * text.len() + (1 << 20);
+        assert!(peak <= bound, "PartialJson peaked at {peak} bytes for {} input bytes", text.len());
+    }
+    let mut whole = PartialJson::new();
+    whole.push(text);
+    assert_eq!(whole.value(), parser.value(), "value() depends on the fragmentation");
+    assert_eq!(
+        whole.is_complete(),
+        parser.is_complete(),
+        "is_complete() depends on the fragmentation"
+    );
+    assert_eq!(
+        finished,
+        parse_streaming_json(text),
+        "finish() differs from parse_streaming_json(raw)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provider streams
+// ---------------------------------------------------------------------------------------------
+
+fn model() -> Model {
+    Model {
+        id: "fuzz-model".into(),
+        api: "fuzz".into(),
+        provider: "fuzz".into(),
+        cost: ModelCost { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 },
+        ..Model::default()
+    }
+}
+
+fn is_terminal(delta: &Delta) -> bool {
+    matches!(delta, Delta::Done | Delta::Error(_))
+}
+
+fn sse_failure(e: &SseError) -> Delta {
+    Delta::Error(
+        Error::new(ErrorKind::Decode, "fuzz", format!("Malformed event stream: {e}"))
+            .with_retryable(false),
+    )
+}
+
+fn drain(
+    assembler: &mut MessageAssembler,
+    deltas: &mut Vec<Delta>,
+    events: &mut Vec<AssistantEvent>,
+) {
+    for delta in deltas.drain(..) {
+        assembler.push(delta);
+    }
+    events.extend(std::iter::from_fn(|| assembler.next_event()));
+}
+
+/// Bytes in, events out, as `drive_sse` + `AssistantStream` do it: decoding stops at the
+/// first chunk that yields a terminal delta; a body that ends without one is `truncated`.
+/// Between chunks the partial message is read when `read_partial` is set.
+pub fn stream_events(
+    provider: Provider,
+    body: &[u8],
+    seed: u8,
+    read_partial: bool,
+) -> Vec<AssistantEvent> {
+    let mut sse = SseDecoder::new();
+    let mut decoder = provider.decoder();
+    let mut assembler = MessageAssembler::new(&model(), 0);
+    let mut sse_events = Vec::new();
+    let mut deltas = Vec::new();
+    let mut events = Vec::new();
+    for chunk in chunks(body, seed) {
+        let result = sse.push(chunk, &mut sse_events);
+        // Events completed before an SSE error in the same chunk come first.
+        for event in sse_events.drain(..) {
+            decoder.event(event, &mut deltas);
+        }
+        if let Err(e) = &result {
+            deltas.push(sse_failure(e));
+        }
+        let terminal = deltas.iter().any(is_terminal);
+        drain(&mut assembler, &mut deltas, &mut events);
+        if terminal {
+            return events;
+        }
+        if read_partial {
+            let partial = assembler.partial();
+            for call in partial.tool_calls() {
+                assert!(call.arguments.is_object(), "partial tool arguments are not an object");
+            }
+        }
+    }
+    let result = sse.finish(&mut sse_events);
+    for event in sse_events.drain(..) {
+        decoder.event(event, &mut deltas);
+    }
+    if let Err(e) = &result {
+        deltas.push(sse_failure(e));
+    }
+    decoder.end(&mut deltas);
+    drain(&mut assembler, &mut deltas, &mut events);
+    if !assembler.is_finished() {
+        assembler.push(Delta::Error(Error::new(
+            ErrorKind::Truncated,
+            "fuzz",
+            "Stream ended without a terminal event",
+        )));
+        events.extend(std::iter::from_fn(|| assembler.next_event()));
+    }
+    events
+}
+
+fn content_index(event: &AssistantEvent) -> Option<usize> {
+    match event {
+        AssistantEvent::TextStart { content_index }
+        | AssistantEvent::TextDelta { content_index, .. }
+        | AssistantEvent::TextEnd { content_index, .. }
+        | AssistantEvent::ThinkingStart { content_index }
+        | AssistantEvent::ThinkingDelta { content_index, .. }
+        | AssistantEvent::ThinkingEnd { content_index, .. }
+        | AssistantEvent::ToolCallStart { content_index, .. }
+        | AssistantEvent::ToolCallDelta { content_index, .. }
+        | AssistantEvent::ToolCallEnd { content_index, .. } => Some(*content_index),
+        _ => None,
+    }
+}
+
+/// The stream invariants of `docs/ARCHITECTURE.md` on one transcript.
+pub fn check_transcript(events: &[AssistantEvent]) {
+    let terminals = events.iter().filter(|e| e.is_terminal()).count();
+    assert_eq!(terminals, 1, "{terminals} terminal events");
+    let Some((last, body)) = events.split_last() else { unreachable!("one terminal event exists") };
+    let (message, ok): (&AssistantMessage, bool) = match last {
+        AssistantEvent::Done { reason, message } => {
+            assert_eq!(*reason, message.stop_reason);
+            assert!(
+                matches!(reason, StopReason::Stop | StopReason::Length | StopReason::ToolUse),
+                "done with reason {reason:?}"
+            );
+            (message, true)
+        }
+        AssistantEvent::Error { reason, message, .. } => {
+            assert_eq!(*reason, message.stop_reason);
+            assert!(
+                matches!(reason, StopReason::Error | StopReason::Aborted),
+                "error with reason {reason:?}"
+            );
+            assert!(message.error_message.is_some(), "an error message without error_message");
+            (message, false)
+        }
+        other => panic!("the last event is not terminal: {other:?}"),
+    };
+    if let Some(position) = body.iter().position(|e| matches!(e, AssistantEvent::Start)) {
+        assert_eq!(position, 0, "start is not the first event");
+    }
+    for event in body {
+        if let Some(index) = content_index(event) {
+            assert!(index < message.content.len(), "content_index {index} out of range");
+        }
+        let block = content_index(event).and_then(|i| message.content.get(i));
+        match (event, block) {
+            (AssistantEvent::TextEnd { content, .. }, Some(AssistantContent::Text(t))) => {
+                assert_eq!(*content, t.text, "text_end differs from the message");
+            }
+            (AssistantEvent::ThinkingEnd { content, .. }, Some(AssistantContent::Thinking(t))) => {
+                assert_eq!(*content, t.thinking, "thinking_end differs from the message");
+            }
+            (
+                AssistantEvent::ToolCallEnd { tool_call, .. },
+                Some(AssistantContent::ToolCall(call)),
+            ) => {
+                assert!(tool_call.arguments.is_object(), "tool arguments are not an object");
+                if ok {
+                    assert_eq!(tool_call, call, "toolcall_end differs from the message");
+                }
+            }
+            (
+                AssistantEvent::TextStart { .. }
+                | AssistantEvent::TextDelta { .. }
+                | AssistantEvent::TextEnd { .. },
+                Some(b),
+            ) => assert!(matches!(b, AssistantContent::Text(_)), "a text event for another block"),
+            (
+                AssistantEvent::ThinkingStart { .. }
+                | AssistantEvent::ThinkingDelta { .. }
+                | AssistantEvent::ThinkingEnd { .. },
+                Some(b),
+            ) => assert!(
+                matches!(b, AssistantContent::Thinking(_)),
+                "a thinking event for another block"
+            ),
+            (
+                AssistantEvent::ToolCallStart { .. }
+                | AssistantEvent::ToolCallDelta { .. }
+                | AssistantEvent::ToolCallEnd { .. },
+                Some(b),
+            ) => assert!(
+                matches!(b, AssistantContent::ToolCall(_)),
+                "a tool call event for another block"
+            ),
+            _ => {}
+        }
+    }
+    for call in message.tool_calls() {
+        assert!(call.arguments.is_object(), "final tool arguments are not an object");
+    }
+}
+
+/// `data[0]`: chunking; the rest: the response body.
+pub fn provider_stream(provider: Provider, data: &[u8], heap: Option<&Heap>) {
+    let (seed, body) = split_header(data);
+    if let Some(h) = heap {
+        (h.reset_peak)();
+    }
+    let base = heap.map(|h| (h.live)());
+    let events = stream_events(provider, body, seed, true);
+    if let (Some(h), Some(base)) = (heap, base) {
+        let peak = ((h.peak)()).saturating_sub(base);
+        let bound = 512 * body.len() + (1 << 20);
+        assert!(
+            peak <= bound,
+            "{provider:?} stream peaked at {peak} bytes for {} input bytes",
+            body.len()
+        );
+    }
+    check_transcript(&events);
+    let whole = stream_events(provider, body, 0, false);
+    assert_eq!(events, whole, "the transcript depends on the chunking or on reading partial()");
+}

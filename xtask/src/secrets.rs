@@ -1,0 +1,350 @@
+//! The secret scan (`docs/reliability.md`): every fixture of every provider is
+//! replayed with a distinctive API key, under a `tracing` subscriber at TRACE
+//! level that writes everything into a buffer, and the key must appear nowhere
+//! the library writes: no event (`Debug` or the fixture printer), no error
+//! (`Display` or `Debug`), no final message or saved transcript JSON, no `Debug`
+//! of the options, the provider or the stream, no tracing output, and not in the
+//! request URL (where an HTTP client's own logging would print it). The key must
+//! have reached the server in a header, or the scan would prove nothing.
+//!
+//! Fixtures with an Anthropic OAuth key (`sk-ant-oat…`) get an OAuth-shaped
+//! secret, and Anthropic's `text-only` and `tool-call-single` are also replayed
+//! with one; Google gets a Google-shaped key, which must travel in `x-goog-api-key`
+//! (Vertex fixtures: as a bearer token).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use llm_core::{ApiKey, AssistantEvent, Message, RecordingSleeper};
+
+use crate::conformance::{ProviderEntry, loopback_base_url, stream_options};
+use crate::faults::Options;
+use crate::fixture::{self, Fixture, Scenario};
+use crate::server::{Chunking, Server};
+use crate::{Error, Result, subdirs};
+
+/// The key every fixture is replayed with.
+pub const SECRET: &str = "sk-test-SECRETKEY-1234567890abcdef";
+/// The key for Anthropic OAuth fixtures.
+pub const OAUTH_SECRET: &str = "sk-ant-oat01-SECRETKEY-1234567890abcdef";
+/// The key for Google (`x-goog-api-key`), shaped like Google's.
+pub const GOOGLE_SECRET: &str = "AIzaSy-SECRETKEY-1234567890abcdef";
+/// The distinctive part searched for (a key cut short still shows it).
+const MARKER: &str = "SECRETKEY-1234567890";
+
+/// Anthropic fixtures also replayed with an OAuth key.
+const OAUTH_EXTRA: &[&str] = &["text-only", "tool-call-single"];
+
+/// Threads replaying fixtures (each with its own runtime and subscriber).
+const THREADS: usize = 4;
+
+/// One replay that leaked, or could not prove anything.
+#[derive(Debug, Clone)]
+pub struct Leak {
+    /// `provider/scenario` (plus `(oauth)` for the extra OAuth replays).
+    pub fixture: String,
+    /// Where the key showed up, or why the replay proves nothing.
+    pub problem: String,
+}
+
+/// The scan.
+#[derive(Debug, Clone, Default)]
+pub struct SecretReport {
+    /// Replays run.
+    pub replays: usize,
+    /// Replays whose request carried the key (the others sent no request or no key).
+    pub with_key: usize,
+    /// Bytes of tracing output searched.
+    pub trace_bytes: usize,
+    /// Leaks and vacuous replays.
+    pub leaks: Vec<Leak>,
+}
+
+impl SecretReport {
+    /// Replays that leaked.
+    pub fn failed(&self) -> usize {
+        self.leaks.len()
+    }
+
+    /// A summary line, then every leak.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "secret scan: {} replays ({} sent the key), {} KiB of TRACE output searched, {} leaks\n",
+            self.replays,
+            self.with_key,
+            self.trace_bytes / 1024,
+            self.leaks.len()
+        );
+        for leak in &self.leaks {
+            let _ = writeln!(out, "FAIL {}: {}", leak.fixture, leak.problem);
+        }
+        out
+    }
+}
+
+/// A `MakeWriter` appending to a shared buffer.
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Buffer {
+    fn text(&self) -> String {
+        let bytes = match self.0.lock() {
+            Ok(b) => b.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.0.lock() {
+            Ok(mut b) => b.extend_from_slice(buf),
+            Err(poisoned) => poisoned.into_inner().extend_from_slice(buf),
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
+    type Writer = Buffer;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// The `Debug` output of the concrete provider behind `name`.
+fn provider_debug(name: &str) -> String {
+    match name {
+        "anthropic" => format!("{:?}", llm_anthropic::AnthropicProvider::new()),
+        "openai-completions" => {
+            format!("{:?}", llm_openai_completions::OpenAiCompletionsProvider::new())
+        }
+        "openai-responses" => format!("{:?}", llm_openai_responses::OpenAiResponsesProvider::new()),
+        "google" => format!("{:?}", llm_google::GoogleProvider::new()),
+        "mistral" => format!("{:?}", llm_mistral::MistralProvider::new()),
+        _ => String::new(),
+    }
+}
+
+struct Job {
+    entry: ProviderEntry,
+    label: String,
+    fixture: Box<Fixture>,
+    key: Option<&'static str>,
+}
+
+struct Outcome {
+    label: String,
+    problems: Vec<String>,
+    sent_key: bool,
+    trace_bytes: usize,
+}
+
+/// Replays one fixture with `job.key` and searches everything it wrote.
+async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
+    let fixture = &job.fixture;
+    let server = Server::start(fixture.responses.clone(), Chunking::Whole)
+        .await
+        .map_err(|e| Error::Msg(format!("cannot start the server: {e}")))?;
+    let mut model = fixture.model.clone();
+    model.base_url = loopback_base_url(&fixture.model.base_url, server.addr);
+    let mut options = stream_options(&fixture.options, Arc::new(RecordingSleeper::new()));
+    options.api_key = job.key.map(ApiKey::new);
+    let provider = (job.entry.make)();
+    let mut stream = provider.stream(&model, &fixture.context, &options);
+    let mut surfaces: Vec<(&str, String)> = vec![
+        ("Debug of the options", format!("{options:?}")),
+        ("Debug of the provider", provider_debug(job.entry.name)),
+        ("Debug of the stream", format!("{stream:?}")),
+    ];
+    let mut events = Vec::new();
+    let mut cancelled = false;
+    while let Some(event) = stream.next().await {
+        events.push(event);
+        if fixture.abort_after_events == Some(events.len()) && !cancelled {
+            cancelled = true;
+            options.cancel.cancel();
+        }
+    }
+    surfaces.push(("Debug of the finished stream", format!("{stream:?}")));
+    drop(stream);
+    drop(provider);
+    for event in &events {
+        surfaces.push(("an event (Debug)", format!("{event:?}")));
+        if let AssistantEvent::Error { error, message, .. } = event {
+            surfaces.push(("an error (Display)", error.to_string()));
+            surfaces.push(("an error (Debug)", format!("{error:?}")));
+            surfaces.push(("the error message", message.error_message.clone().unwrap_or_default()));
+        }
+        if let AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } = event
+        {
+            let mut transcript = fixture.context.messages.clone();
+            transcript.push(Message::Assistant(message.clone()));
+            surfaces.push((
+                "the saved transcript JSON",
+                serde_json::to_string_pretty(&transcript).unwrap_or_default(),
+            ));
+        }
+    }
+    surfaces.push(("the printed transcript", llm_core::printer::print_transcript(&events)));
+
+    let requests = server.recorded();
+    let mut problems = Vec::new();
+    for request in &requests {
+        let url = format!("{}?{}", request.path, request.query.as_deref().unwrap_or(""));
+        if url.contains(MARKER) {
+            problems.push("the key is in the request URL".to_owned());
+        }
+    }
+    // Gemini takes the key in `x-goog-api-key`; Vertex takes an access token as a bearer.
+    let google_header = match fixture.model.api.as_str() {
+        "google-vertex" => "authorization",
+        _ => "x-goog-api-key",
+    };
+    let sent_key = requests.iter().any(|r| {
+        r.headers.iter().any(|(name, v)| {
+            v.contains(MARKER)
+                && (job.entry.name != "google" || name.eq_ignore_ascii_case(google_header))
+        })
+    });
+    if job.key.is_some() && !requests.is_empty() && !sent_key {
+        problems.push("the key was not sent in any header: the scan proves nothing".to_owned());
+    }
+    let traced = trace.text();
+    if !requests.is_empty() && !traced.contains("llm_request") {
+        problems
+            .push("no `llm_request` span in the tracing output: nothing was captured".to_owned());
+    }
+    surfaces.push(("the TRACE output", traced.clone()));
+    for (surface, text) in &surfaces {
+        if let Some(at) = text.find(MARKER) {
+            let start = text.get(..at).map_or(0, |t| t.len().saturating_sub(80));
+            let mut start = start;
+            while !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            let shown = text.get(start..at).unwrap_or_default().replace('\n', " ");
+            problems.push(format!("the key appears in {surface}: ...{shown}[KEY]"));
+        }
+    }
+    problems.dedup();
+    Ok(Outcome { label: job.label.clone(), problems, sent_key, trace_bytes: traced.len() })
+}
+
+fn run_job(job: &Job) -> Outcome {
+    let trace = Buffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(trace.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    // One thread, so every task (the client's connection tasks included) logs here.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome {
+                label: job.label.clone(),
+                problems: vec![format!("cannot start a runtime: {e}")],
+                sent_key: false,
+                trace_bytes: 0,
+            };
+        }
+    };
+    tracing::trace!(target: "xtask::secrets", fixture = %job.label, "replay starts");
+    let result = runtime.block_on(replay(job, &trace));
+    drop(runtime);
+    match result {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome {
+            label: job.label.clone(),
+            problems: vec![e.to_string()],
+            sent_key: false,
+            trace_bytes: trace.text().len(),
+        },
+    }
+}
+
+fn jobs(entries: &[ProviderEntry], root: &Path) -> Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    for entry in entries {
+        let dir = root.join(entry.name);
+        if !dir.is_dir() {
+            continue;
+        }
+        for (scenario, path) in subdirs(&dir)? {
+            let Scenario::Fixture(fixture) = fixture::load(&path)? else { continue };
+            let key = match fixture.options.api_key.as_deref() {
+                None => None,
+                Some(k) if k.starts_with("sk-ant-oat") => Some(OAUTH_SECRET),
+                Some(_) if entry.name == "google" => Some(GOOGLE_SECRET),
+                Some(_) => Some(SECRET),
+            };
+            let label = format!("{}/{scenario}", entry.name);
+            if entry.name == "anthropic"
+                && OAUTH_EXTRA.contains(&scenario.as_str())
+                && let Scenario::Fixture(again) = fixture::load(&path)?
+            {
+                jobs.push(Job {
+                    entry: *entry,
+                    label: format!("{label} (oauth key)"),
+                    fixture: again,
+                    key: Some(OAUTH_SECRET),
+                });
+            }
+            jobs.push(Job { entry: *entry, label, fixture, key });
+        }
+    }
+    Ok(jobs)
+}
+
+/// Replays every fixture with the secret and searches every output.
+pub fn run(options: &Options) -> Result<SecretReport> {
+    let entries = options.providers()?;
+    let all = jobs(&entries, &options.fixtures_root)?;
+    let replays = all.len();
+    let queue = Arc::new(Mutex::new(all));
+    let results = Arc::new(Mutex::new(Vec::new()));
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            let queue = queue.clone();
+            let results = results.clone();
+            scope.spawn(move || {
+                loop {
+                    let job = match queue.lock() {
+                        Ok(mut q) => q.pop(),
+                        Err(_) => None,
+                    };
+                    let Some(job) = job else { break };
+                    let outcome = run_job(&job);
+                    if let Ok(mut r) = results.lock() {
+                        r.push(outcome);
+                    }
+                }
+            });
+        }
+    });
+    let outcomes = match Arc::try_unwrap(results) {
+        Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+        Err(shared) => shared.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default(),
+    };
+    let mut report = SecretReport { replays, ..SecretReport::default() };
+    for outcome in outcomes {
+        report.with_key += usize::from(outcome.sent_key);
+        report.trace_bytes += outcome.trace_bytes;
+        for problem in outcome.problems {
+            report.leaks.push(Leak { fixture: outcome.label.clone(), problem });
+        }
+    }
+    report.leaks.sort_by(|a, b| (&a.fixture, &a.problem).cmp(&(&b.fixture, &b.problem)));
+    Ok(report)
+}
