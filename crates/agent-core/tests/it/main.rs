@@ -403,10 +403,7 @@ impl AgentHooks for After {
             if self.panic {
                 panic!("hook exploded");
             }
-            let terminate = match self.terminate_only {
-                Some(only) => Some(id == only),
-                None => None,
-            };
+            let terminate = self.terminate_only.map(|only| id == only);
             Some(AfterToolCall {
                 content: Some(vec![llm_core::UserContent::text("overridden")]),
                 is_error: Some(true),
