@@ -395,10 +395,10 @@ pub fn stream_events(
     for event in sse_events.drain(..) {
         decoder.event(event, &mut deltas);
     }
-    if let Err(e) = &result {
-        deltas.push(sse_failure(e));
+    match &result {
+        Err(e) => deltas.push(sse_failure(e)),
+        Ok(()) => decoder.end(&mut deltas),
     }
-    decoder.end(&mut deltas);
     drain(&mut assembler, &mut deltas, &mut events);
     if !assembler.is_finished() {
         assembler.push(Delta::Error(Error::new(

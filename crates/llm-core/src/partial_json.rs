@@ -1365,10 +1365,14 @@ impl PartialJson {
             return;
         }
         let Some(top) = self.stack.last_mut() else { return };
-        let Some(number) = self.num.get(..self.num_valid).and_then(parse_number) else {
-            return;
-        };
-        top.ops.push(Op::Put(top.current_slot(), Value::Number(number)));
+        // A valid prefix that does not parse is outside the f64 range: `null`, as it will be
+        // once complete (not the stale shorter prefix, which would depend on the fragmentation).
+        let value = self
+            .num
+            .get(..self.num_valid)
+            .and_then(parse_number)
+            .map_or(Value::Null, Value::Number);
+        top.ops.push(Op::Put(top.current_slot(), value));
         self.num_shown = self.num_valid;
     }
 

@@ -243,6 +243,11 @@ impl SseDecoder {
         if text.is_empty() {
             self.dispatch(out);
             if self.bare == Bare::MaybeJson {
+                // Blank lines count towards the limit too, or `{` and endless blank lines
+                // would grow the buffer without bound.
+                if self.bare_text.len() + 1 > self.max {
+                    return Err(SseError::EventTooLarge { limit: self.max });
+                }
                 self.bare_text.push('\n');
             }
             return Ok(());
