@@ -118,8 +118,19 @@ impl MessageAssembler {
     }
 
     /// Takes the next queued event.
+    ///
+    /// The terminal event takes the message (moved, not copied: it may be
+    /// large); afterwards [`MessageAssembler::partial`] keeps only its metadata.
     pub fn next_event(&mut self) -> Option<AssistantEvent> {
-        self.events.pop_front()
+        let mut event = self.events.pop_front()?;
+        if let AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } =
+            &mut event
+        {
+            let content = std::mem::take(&mut self.message.content);
+            *message = self.message.clone();
+            message.content = content;
+        }
+        Some(event)
     }
 
     /// Applies one delta. Deltas after the terminal one are ignored.
@@ -367,7 +378,9 @@ impl MessageAssembler {
             self.finish_err(error);
             return;
         }
-        self.events.push_back(AssistantEvent::Done { reason, message: self.message.clone() });
+        // The message is moved in by `next_event`.
+        self.events
+            .push_back(AssistantEvent::Done { reason, message: AssistantMessage::default() });
     }
 
     fn finish_err(&mut self, error: Error) {
@@ -381,9 +394,10 @@ impl MessageAssembler {
         self.message.error_code = error.code.clone();
         self.message.error_type = Some(error.kind.as_str().to_owned());
         self.message.error_body = error.body.clone();
+        // The message is moved in by `next_event`.
         self.events.push_back(AssistantEvent::Error {
             reason,
-            message: self.message.clone(),
+            message: AssistantMessage::default(),
             error,
         });
     }
@@ -433,7 +447,12 @@ mod tests {
         assert!(kinds[0].starts_with("Start"));
         assert!(kinds[4].starts_with("TextEnd"), "{kinds:?}");
         assert!(kinds[5].starts_with("ToolCallEnd"), "{kinds:?}");
-        assert_eq!(a.partial().tool_calls().next().unwrap().arguments, json!({}));
+        let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
+        assert_eq!(message.tool_calls().next().unwrap().arguments, json!({}));
+        assert_eq!(message.text(), "hi");
+        // The message moved into `done`; the assembler keeps the metadata.
+        assert!(a.partial().content.is_empty());
+        assert_eq!(a.partial().model, "m");
     }
 
     #[test]

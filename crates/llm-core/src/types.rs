@@ -290,7 +290,12 @@ pub struct Usage {
 impl Usage {
     /// Recomputes `total_tokens` and `cost` from the token counts and the model's prices.
     pub fn recompute(&mut self, prices: &ModelCost) {
-        self.total_tokens = self.input + self.output + self.cache_read + self.cache_write;
+        // Saturating: the counts come from the wire, and a huge one must not panic.
+        self.total_tokens = self
+            .input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write);
         let per = |price: f64, tokens: u64| price / 1e6 * tokens as f64;
         self.cost.input = per(prices.input, self.input);
         self.cost.output = per(prices.output, self.output);
