@@ -228,15 +228,17 @@ impl SseDecoder {
         mut offset: u64,
         out: &mut Vec<SseEvent>,
     ) -> Result<(), SseError> {
+        // Checked before the byte-order mark is stripped, like a partial line in `push_inner`,
+        // so whether a line is too large does not depend on where the chunks split.
+        if line.len() + self.data.len() > self.max {
+            return Err(SseError::EventTooLarge { limit: self.max });
+        }
         if self.first_line {
             self.first_line = false;
             if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
                 line = rest;
                 offset += 3;
             }
-        }
-        if line.len() + self.data.len() > self.max {
-            return Err(SseError::EventTooLarge { limit: self.max });
         }
         let text = std::str::from_utf8(line)
             .map_err(|e| SseError::InvalidUtf8 { offset: offset + e.valid_up_to() as u64 })?;
