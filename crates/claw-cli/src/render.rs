@@ -99,10 +99,10 @@ impl Renderer {
         if let AgentEvent::TurnEnd { message, .. } = event {
             self.turns += 1;
             let u = &message.usage;
-            self.usage.input += u.input;
-            self.usage.output += u.output;
-            self.usage.cache_read += u.cache_read;
-            self.usage.cache_write += u.cache_write;
+            self.usage.input = self.usage.input.saturating_add(u.input);
+            self.usage.output = self.usage.output.saturating_add(u.output);
+            self.usage.cache_read = self.usage.cache_read.saturating_add(u.cache_read);
+            self.usage.cache_write = self.usage.cache_write.saturating_add(u.cache_write);
             self.usage.recompute(&self.model.cost);
         }
         if let AgentEvent::AgentEnd { reason, .. } = event {
@@ -193,7 +193,7 @@ impl Renderer {
             "— {} turn{} · {} tokens (in {}, out {}, cache read {}, cache write {}) · ${:.4} · {:.1}s · {}",
             self.turns,
             if self.turns == 1 { "" } else { "s" },
-            u.input + u.output + u.cache_read + u.cache_write,
+            u.total_tokens,
             u.input,
             u.output,
             u.cache_read,
