@@ -304,6 +304,12 @@ fn seed_file(dir: &Path, name: &str, header: &[u8], body: &[u8]) -> Result<()> {
     std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
 }
 
+/// FNV-1a: a stable hash for seed names and headers.
+fn fnv(text: &str) -> u64 {
+    text.bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// Rewrites the `fixture-*` and `extra-*` seeds of every target (other files, such as
 /// crash regressions, are kept). Returns the number of files written.
 pub fn update_corpus(root: &Path) -> Result<usize> {
@@ -323,27 +329,32 @@ pub fn update_corpus(root: &Path) -> Result<usize> {
     }
     for provider in harness::Provider::ALL {
         let dir = corpus.join(provider.target());
-        for (i, (label, body)) in provider_bodies(root, provider)?.into_iter().enumerate() {
-            // Vary the chunking: byte 0 is the split seed (see harness::chunk_lengths).
-            let seed = [2 + (i % 12) as u8];
+        for (label, body) in provider_bodies(root, provider)? {
+            // Vary the chunking: byte 0 is the split seed (see harness::chunk_lengths), taken
+            // from the name so that adding a fixture does not change the other seeds.
+            let seed = [2 + (fnv(&label) % 12) as u8];
             seed_file(&dir, &format!("fixture-{label}"), &seed, &body)?;
             written += 1;
             all.push((provider, label, body));
         }
     }
     let sse = corpus.join("sse_decoder");
-    for (i, (provider, label, body)) in all.iter().enumerate() {
-        // Default 16 MiB limit, except every fifth seed: a small limit (1 + 16 * 8 bytes).
-        let limit = if i % 5 == 4 { 8 } else { 255 };
-        let header = [2 + (i % 12) as u8, limit];
-        seed_file(&sse, &format!("fixture-{}-{label}", provider.fixtures_name()), &header, body)?;
+    for (provider, label, body) in &all {
+        let name = format!("fixture-{}-{label}", provider.fixtures_name());
+        // Default 16 MiB limit, except about one seed in five: a small limit (1 + 16 * 8 bytes).
+        let hash = fnv(&name);
+        let limit = if hash % 5 == 4 { 8 } else { 255 };
+        let header = [2 + ((hash >> 8) % 12) as u8, limit];
+        seed_file(&sse, &name, &header, body)?;
         written += 1;
     }
     let bodies: Vec<(harness::Provider, Vec<u8>)> =
         all.into_iter().map(|(p, _, body)| (p, body)).collect();
     let pj = corpus.join("partial_json");
-    for (i, text) in argument_texts(&bodies).iter().enumerate() {
-        seed_file(&pj, &format!("fixture-args-{i:03}"), &[2 + (i % 12) as u8], text.as_bytes())?;
+    for text in argument_texts(&bodies) {
+        let hash = fnv(&text);
+        let name = format!("fixture-args-{:016x}", hash);
+        seed_file(&pj, &name, &[2 + (hash % 12) as u8], text.as_bytes())?;
         written += 1;
     }
     for (i, text) in EXTRA_ARGUMENTS.iter().enumerate() {
