@@ -1,96 +1,170 @@
 //! `claw`: run an agent with tools in the terminal.
 //!
-//! With an API key it talks to the chosen provider; without one (or with
-//! `--replay DIR`) it replays a recorded session from `fixtures/` through the
-//! real provider adapter and the real agent loop, against a replay server on
-//! 127.0.0.1, executing the real tools.
+//! With a prompt it talks to the chosen provider (a key, a loopback base URL or
+//! `--no-key` required). With no arguments, or `--replay`, it replays a
+//! recorded session through the real provider adapter and the real agent loop,
+//! against a replay server on 127.0.0.1, executing the real tools.
+//! `docs/claw.md` documents every command, flag and the safety model.
 
+mod approval;
 mod calc;
+mod config;
 mod models;
 mod render;
+mod sanitize;
+mod sessions;
 mod tools;
+mod workspace;
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use agent_core::{Agent, AgentConfig, AgentContext, EndReason};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use futures_util::StreamExt;
-use llm_core::{ApiKey, Message, StreamOptions};
+use llm_core::{ApiKey, Message, Model, StreamOptions};
 
 use crate::models::ProviderKind;
+use crate::sessions::Transcript;
 
 /// Exit codes, documented in `--help`.
 mod exit {
     pub(crate) const OK: u8 = 0;
     pub(crate) const PROVIDER_ERROR: u8 = 1;
+    pub(crate) const USAGE: u8 = 2;
     pub(crate) const CONFIG_ERROR: u8 = 3;
     pub(crate) const INTERRUPTED: u8 = 130;
 }
 
+/// The most stdin input read as part of the prompt.
+const MAX_STDIN: u64 = 8 * 1024 * 1024;
+
 const AFTER_HELP: &str = "\
-Keys are read from ANTHROPIC_API_KEY, OPENAI_API_KEY (openai, openai-responses), GEMINI_API_KEY
-and MISTRAL_API_KEY. Without the key of the chosen provider, claw replays a recorded session
-(fixtures/<provider>/agent-session) through the real adapter and agent loop on 127.0.0.1.
+Keys are read from ANTHROPIC_API_KEY, OPENAI_API_KEY (openai, openai-responses), GEMINI_API_KEY or
+GOOGLE_API_KEY, and MISTRAL_API_KEY. A base URL on 127.0.0.1/localhost (Ollama, vLLM, LM Studio) or
+--no-key needs none. `claw` with no arguments, or --replay, replays a recorded session offline.
+
+Safety: read_file and list_dir see only the workspace (--workspace, default: the current
+directory); tools with side effects (append_note) ask first, or run with --yes / the config's
+`approve` list; with --json or without a terminal they are refused unless approved up front.
+Model and tool text is stripped of terminal escape sequences.
+
+Defaults come from flags, then a resumed session, then CLAW_PROVIDER / CLAW_MODEL /
+CLAW_WORKSPACE, then the config file (CLAW_CONFIG or ~/.config/claw/config.toml).
 
 Exit codes:
   0    the run finished
   1    the provider failed (HTTP error, overloaded, bad stream, ...)
-  2    invalid arguments
-  3    configuration error (unknown model, unreadable file, no recorded session)
-  130  interrupted with Ctrl-C (the transcript is still saved with --save)
+  2    invalid arguments, or a prompt without an API key
+  3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
+  130  interrupted with Ctrl-C (the transcript is still saved)
 
 Logging: -v (info), -vv (debug) or RUST_LOG=<filter> print requests, retries and timings to stderr.";
 
 /// Run an LLM agent with tools in the terminal.
 #[derive(Debug, Parser)]
-#[command(name = "claw", version, about, after_help = AFTER_HELP)]
+#[command(name = "claw", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every provider's known models with context window and prices (USD per million tokens).
+    Models,
+    /// List the saved sessions, newest first.
+    Sessions,
+    /// List the built-in tools, whether they have side effects, and what they need.
+    Tools,
+}
+
+#[derive(Debug, clap::Args)]
 struct Args {
-    /// The question or task. Omit it with --resume to continue the saved transcript.
+    /// The question or task. `-` reads it from stdin; piped stdin is appended to a prompt.
     prompt: Vec<String>,
 
-    /// Which API to use.
-    #[arg(short, long, value_enum, default_value_t = ProviderKind::Anthropic)]
-    provider: ProviderKind,
+    /// Which API to use (default: CLAW_PROVIDER, the config, or anthropic).
+    #[arg(short, long, value_enum)]
+    provider: Option<ProviderKind>,
 
-    /// Model id (default: the provider's default; see the list in the error for an unknown one).
+    /// Model id (default: CLAW_MODEL, the config, or the provider's default). Any id is accepted.
     #[arg(short, long)]
     model: Option<String>,
 
-    /// Base URL of an API-compatible server (any model id is accepted then).
+    /// Base URL of an API-compatible server. A loopback URL needs no key.
     #[arg(long)]
     base_url: Option<String>,
 
+    /// Send no API key (for a local server that needs none).
+    #[arg(long)]
+    no_key: bool,
+
     /// Comma-separated built-in tools to offer: read_file, list_dir, calculator,
-    /// current_time, append_note (sequential). Default: all.
-    #[arg(long, value_delimiter = ',')]
-    tools: Vec<String>,
+    /// current_time, append_note. Default: all; `--tools ""` offers none.
+    #[arg(long, value_delimiter = ',', num_args = 0..=1)]
+    tools: Option<Vec<String>>,
 
-    /// Replay the recorded session in DIR instead of calling the API.
-    #[arg(long, value_name = "DIR")]
-    replay: Option<PathBuf>,
+    /// Replay a recorded session (the provider's own, or the one in DIR) instead of calling the API.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    replay: Option<Option<PathBuf>>,
 
-    /// Print the event stream as JSON lines (for scripts) instead of text.
+    /// Print the run as JSON lines (schema in docs/claw.md) instead of text.
     #[arg(long)]
     json: bool,
 
-    /// Write the transcript (JSON) to FILE when the run ends, even when interrupted.
+    /// Also write the transcript (JSON) to FILE, atomically, even when interrupted.
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
 
-    /// Continue the transcript saved in FILE.
-    #[arg(long, value_name = "FILE")]
+    /// Continue the transcript saved in FILE, on its provider and model unless flags say otherwise.
+    #[arg(long, value_name = "FILE", conflicts_with = "continue_last")]
     resume: Option<PathBuf>,
+
+    /// Continue the most recent session.
+    #[arg(short = 'c', long = "continue")]
+    continue_last: bool,
 
     /// Stop after this many assistant turns.
     #[arg(long, default_value_t = 12)]
     max_turns: u32,
 
-    /// File that the append_note tool writes to.
-    #[arg(long, value_name = "FILE", default_value = "claw-notes.md")]
-    notes: PathBuf,
+    /// Output token limit per response.
+    #[arg(long)]
+    max_tokens: Option<u64>,
+
+    /// Sampling temperature.
+    #[arg(long)]
+    temperature: Option<f64>,
+
+    /// System prompt (replaces claw's).
+    #[arg(long)]
+    system: Option<String>,
+
+    /// Root directory of the file tools (default: CLAW_WORKSPACE, the config, or the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+
+    /// Approve every tool with side effects without asking.
+    #[arg(short = 'y', long)]
+    yes: bool,
+
+    /// File that the append_note tool writes to, relative to the workspace (default: claw-notes.md).
+    #[arg(long, value_name = "FILE")]
+    notes: Option<PathBuf>,
+
+    /// Config file (default: CLAW_CONFIG or the user's config directory).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Print tool results whole, not only their first line.
+    #[arg(short = 'x', long)]
+    expand: bool,
 
     /// Never use colors (also: NO_COLOR=1).
     #[arg(long)]
@@ -101,19 +175,10 @@ struct Args {
     verbose: u8,
 }
 
-/// A saved transcript.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Transcript {
-    provider: String,
-    model: String,
-    #[serde(default)]
-    system_prompt: Option<String>,
-    messages: Vec<Message>,
-}
-
 fn main() -> ExitCode {
-    let args = Args::parse();
-    init_tracing(args.verbose);
+    let cli = Cli::parse();
+    let no_color = cli.args.no_color || config::env("NO_COLOR").is_some();
+    init_tracing(cli.args.verbose, !no_color && std::io::stderr().is_terminal());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -121,10 +186,24 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG_ERROR);
         }
     };
-    ExitCode::from(runtime.block_on(run(args)))
+    let code = match cli.command {
+        Some(Command::Models) => {
+            print!("{}", models::table());
+            exit::OK
+        }
+        Some(Command::Sessions) => sessions::print_list(),
+        Some(Command::Tools) => {
+            print!("{}", tools::table());
+            exit::OK
+        }
+        None => runtime.block_on(run(cli.args)),
+    };
+    // A tool stuck in a blocking call must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    ExitCode::from(code)
 }
 
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, ansi: bool) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -135,143 +214,192 @@ fn init_tracing(verbose: u8) {
         Ok(v) if !v.is_empty() => EnvFilter::new(v),
         _ => EnvFilter::new(default),
     };
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
-    eprintln!("claw: {message}");
+    eprintln!("claw: {}", sanitize::terminal(&message.to_string()));
     code
 }
 
+fn warn(message: impl std::fmt::Display, json: bool) {
+    if !json {
+        eprintln!("claw: warning: {}", sanitize::terminal(&message.to_string()));
+    }
+}
+
+/// Everything a run needs that differs between live and replay mode.
+struct Setup {
+    model: Model,
+    kind: ProviderKind,
+    options: StreamOptions,
+    system_prompt: Option<String>,
+    prompts: Vec<Message>,
+    /// Keeps the replay server alive for the run.
+    _replay: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// Whether a base URL points at this machine (local servers need no key).
+fn is_loopback(base_url: &str) -> bool {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The prompt: the arguments, with stdin read for `-` or appended when piped.
+fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
+    let wants_stdin = args.iter().any(|a| a == "-");
+    let piped = !args.is_empty() && !std::io::stdin().is_terminal();
+    if !wants_stdin && !piped {
+        return Ok((args.join(" "), false));
+    }
+    let mut input = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_STDIN + 1)
+        .read_to_end(&mut input)
+        .map_err(|e| format!("cannot read stdin: {e}"))?;
+    if input.len() as u64 > MAX_STDIN {
+        return Err(format!("stdin is larger than {} MiB", MAX_STDIN / 1024 / 1024));
+    }
+    let input = String::from_utf8_lossy(&input).trim_end().to_owned();
+    let words: Vec<&str> = args.iter().map(String::as_str).filter(|a| *a != "-").collect();
+    let prompt = match (words.is_empty(), input.is_empty()) {
+        (true, _) => input,
+        (false, true) => words.join(" "),
+        (false, false) => format!("{}\n\n{input}", words.join(" ")),
+    };
+    Ok((prompt, true))
+}
+
 async fn run(args: Args) -> u8 {
+    let config = match config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
     let color = !args.json
         && !args.no_color
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        && std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let tools = match tools::builtin(&args.tools, args.notes.clone()) {
+        && config::env("NO_COLOR").is_none()
+        && std::io::stdout().is_terminal();
+
+    let (user_prompt, stdin_used) = match read_prompt(&args.prompt) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let resumed: Option<(PathBuf, Transcript)> = if args.continue_last {
+        match sessions::latest() {
+            Ok(Some(found)) => Some(found),
+            Ok(None) => return fail(exit::CONFIG_ERROR, "no saved session to continue"),
+            Err(e) => return fail(exit::CONFIG_ERROR, e),
+        }
+    } else if let Some(path) = &args.resume {
+        match sessions::load(path) {
+            Ok(t) => Some((path.clone(), t)),
+            Err(e) => return fail(exit::CONFIG_ERROR, e),
+        }
+    } else {
+        None
+    };
+    let replay = args.replay.is_some() || (user_prompt.trim().is_empty() && resumed.is_none());
+    if replay && !user_prompt.trim().is_empty() {
+        warn("--replay replays the recorded prompts; the prompt given is not sent", args.json);
+    }
+
+    // Everything the user can get wrong is checked before any request.
+    let setup = if replay {
+        match replay_setup(&args, &config, color).await {
+            Ok(s) => s,
+            Err((code, e)) => return fail(code, e),
+        }
+    } else {
+        match live_setup(&args, &config, resumed.as_ref().map(|(_, t)| t)) {
+            Ok((s, warning)) => {
+                if let Some(w) = warning {
+                    warn(w, args.json);
+                }
+                s
+            }
+            Err((code, e)) => return fail(code, e),
+        }
+    };
+    let mut save_to = Vec::new();
+    if let Some(path) = &args.save {
+        match sessions::AtomicFile::prepare(path) {
+            Ok(f) => save_to.push(f),
+            Err(e) => return fail(exit::CONFIG_ERROR, e),
+        }
+    }
+    if !replay {
+        // Live runs are kept as sessions (`claw sessions`, `--continue`).
+        let target = match &resumed {
+            Some((path, _)) if args.continue_last => Ok(path.clone()),
+            _ => sessions::new_path(),
+        };
+        match target.and_then(|p| sessions::AtomicFile::prepare(&p)) {
+            Ok(f) => save_to.push(f),
+            Err(e) => warn(format_args!("the session will not be kept: {e}"), args.json),
+        }
+    }
+    let workspace_root = args
+        .workspace
+        .clone()
+        .or_else(|| config::env("CLAW_WORKSPACE").map(PathBuf::from))
+        .or_else(|| config.workspace.clone())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let workspace = match workspace::Workspace::open(&workspace_root) {
+        Ok(w) => Arc::new(w),
+        Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
+    let notes = workspace.root().join(
+        args.notes
+            .clone()
+            .or_else(|| config.notes.clone())
+            .unwrap_or_else(|| "claw-notes.md".into()),
+    );
+    let env = tools::ToolEnv { workspace, notes, secrets: Arc::new(models::secrets_in_env()) };
+    let tools = match tools::builtin(args.tools.as_deref(), &env) {
         Ok(t) => t,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
     };
 
-    let key = std::env::var(args.provider.key_var()).ok().filter(|k| !k.trim().is_empty());
-    let replay_dir = match (&args.replay, &key) {
-        (Some(dir), _) => Some(dir.clone()),
-        (None, None) if args.base_url.is_none() => Some(models::default_session(args.provider)),
-        _ => None,
-    };
-
-    // The replay server must outlive the run.
-    let mut _replay_guard = None;
-    let mut options = StreamOptions::default();
-    let mut system_prompt = Some(models::SYSTEM_PROMPT.to_owned());
-    let mut prompts: Vec<Message> = Vec::new();
-    let model;
-    let provider_kind;
-    if let Some(dir) = replay_dir {
-        let session = match xtask::replay::Session::load(&dir) {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(
-                    exit::CONFIG_ERROR,
-                    format_args!(
-                        "no {} set and no recorded session to replay ({e}); set the key or pass --replay DIR",
-                        args.provider.key_var()
-                    ),
-                );
-            }
-        };
-        let server = match session.serve().await {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(
-                    exit::CONFIG_ERROR,
-                    format_args!("cannot start the replay server: {e}"),
-                );
-            }
-        };
-        provider_kind = match ProviderKind::from_api(&session.model.api) {
-            Some(p) => p,
-            None => {
-                return fail(
-                    exit::CONFIG_ERROR,
-                    format_args!("recorded session uses unknown api {}", session.model.api),
-                );
-            }
-        };
-        let mut m = session.model.clone();
-        m.base_url = server.base_url();
-        model = m;
-        options.api_key = Some(ApiKey::new("replay-no-key"));
-        system_prompt = session.context.system_prompt.clone();
-        prompts = session.context.messages.clone();
-        if !args.json {
-            eprintln!(
-                "{}",
-                render::dim(
-                    &format!(
-                        "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
-                        dir.display(),
-                        provider_kind.name(),
-                        server.base_url()
-                    ),
-                    color
-                )
-            );
-        }
-        _replay_guard = Some(server);
-    } else {
-        provider_kind = args.provider;
-        model =
-            match models::resolve(args.provider, args.model.as_deref(), args.base_url.as_deref()) {
-                Ok(m) => m,
-                Err(e) => return fail(exit::CONFIG_ERROR, e),
-            };
-        options.api_key = key.map(ApiKey::new);
-    }
-
+    let Setup { model, kind, options, system_prompt, mut prompts, _replay } = setup;
     let mut context = AgentContext { system_prompt, messages: Vec::new(), tools };
-    let user_prompt = args.prompt.join(" ");
-    if let Some(path) = &args.resume {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => {
-                return fail(
-                    exit::CONFIG_ERROR,
-                    format_args!("cannot read {}: {e}", path.display()),
-                );
-            }
-        };
-        let saved: Transcript = match serde_json::from_str(&text) {
-            Ok(t) => t,
-            Err(e) => {
-                return fail(
-                    exit::CONFIG_ERROR,
-                    format_args!("{} is not a claw transcript: {e}", path.display()),
-                );
-            }
-        };
-        context.messages = saved.messages;
-        if saved.system_prompt.is_some() {
-            context.system_prompt = saved.system_prompt;
+    if let Some((_, saved)) = &resumed {
+        context.messages = saved.messages.clone();
+        if saved.system_prompt.is_some() && args.system.is_none() {
+            context.system_prompt = saved.system_prompt.clone();
         }
     }
     if !user_prompt.trim().is_empty() && prompts.is_empty() {
         prompts.push(Message::user(user_prompt));
     }
 
-    let mut config = AgentConfig::new(model.clone(), models::provider(provider_kind));
-    config.options = options;
-    config.max_turns = Some(args.max_turns);
-    let agent = Agent::new(config);
+    let interactive = !args.json
+        && !stdin_used
+        && std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal();
+    let approvals = approval::Approvals::new(args.yes, &config.approve, interactive);
+    let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
+    agent_config.options = options;
+    agent_config.max_turns = Some(args.max_turns);
+    agent_config.hooks = approvals;
+    let agent = Agent::new(agent_config);
     let run = if prompts.is_empty() {
         match agent.continue_run(context) {
             Ok(r) => r,
             Err(e) => {
-                return fail(
-                    exit::CONFIG_ERROR,
-                    format_args!("nothing to do: {e} (give a prompt)"),
-                );
+                return fail(exit::USAGE, format_args!("nothing to do: {e} (give a prompt)"));
             }
         }
     } else {
@@ -279,13 +407,12 @@ async fn run(args: Args) -> u8 {
     };
 
     let started = Instant::now();
-    let mut renderer = render::Renderer::new(color, args.json, model.clone());
+    let mut renderer = render::Renderer::new(color, args.json, args.expand, model.clone());
     let token = run.cancel_token();
     let mut run = run;
     let mut interrupted = false;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    let mut ticker = tokio::time::interval(std::time::Duration::from_millis(100));
+    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
             _ = ticker.tick() => renderer.tick(),
@@ -297,8 +424,14 @@ async fn run(args: Args) -> u8 {
                 interrupted = true;
                 token.cancel();
                 if !args.json {
-                    eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result)", color));
+                    eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", color));
                 }
+                // A second Ctrl-C quits without waiting for the run to wind down.
+                tokio::spawn(async {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(i32::from(exit::INTERRUPTED));
+                    }
+                });
             }
         }
     }
@@ -306,18 +439,17 @@ async fn run(args: Args) -> u8 {
     let Some(outcome) = run.outcome().cloned() else {
         return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
     };
-    if let Some(path) = &args.save {
-        let transcript = Transcript {
-            provider: provider_kind.name().to_owned(),
-            model: model.id.clone(),
-            system_prompt: outcome.context.system_prompt.clone(),
-            messages: outcome.context.messages.clone(),
-        };
-        let written = serde_json::to_string_pretty(&transcript)
-            .map_err(|e| e.to_string())
-            .and_then(|text| std::fs::write(path, text).map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            return fail(exit::CONFIG_ERROR, format_args!("cannot save {}: {e}", path.display()));
+    let transcript = Transcript {
+        provider: kind.name().to_owned(),
+        model: model.id.clone(),
+        base_url: Some(model.base_url.clone()).filter(|_| args.base_url.is_some()),
+        system_prompt: outcome.context.system_prompt.clone(),
+        messages: outcome.context.messages.clone(),
+    };
+    for target in save_to {
+        let shown = target.path().display().to_string();
+        if let Err(e) = target.commit(&transcript) {
+            return fail(exit::CONFIG_ERROR, format_args!("cannot save {shown}: {e}"));
         }
     }
     let _ = std::io::stdout().flush();
@@ -330,7 +462,11 @@ async fn run(args: Args) -> u8 {
             });
             fail(
                 exit::PROVIDER_ERROR,
-                format_args!("the provider failed: {}", message.unwrap_or_default()),
+                format_args!(
+                    "the provider at {} failed: {}",
+                    model.base_url,
+                    message.unwrap_or_default()
+                ),
             )
         }
         EndReason::Aborted => exit::INTERRUPTED,
@@ -338,23 +474,171 @@ async fn run(args: Args) -> u8 {
     }
 }
 
-impl ProviderKind {
-    fn key_var(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::Openai | ProviderKind::OpenaiResponses => "OPENAI_API_KEY",
-            ProviderKind::Google => "GEMINI_API_KEY",
-            ProviderKind::Mistral => "MISTRAL_API_KEY",
-        }
-    }
+type SetupError = (u8, String);
 
-    fn name(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Openai => "openai",
-            ProviderKind::OpenaiResponses => "openai-responses",
-            ProviderKind::Google => "google",
-            ProviderKind::Mistral => "mistral",
+/// A live run: provider, model, base URL and key from flags, the resumed
+/// session, the environment and the config, in that order.
+fn live_setup(
+    args: &Args,
+    config: &config::Config,
+    resumed: Option<&Transcript>,
+) -> Result<(Setup, Option<String>), SetupError> {
+    let from_config = |name: &str, source: &str| {
+        ProviderKind::from_name(name)
+            .ok_or_else(|| (exit::CONFIG_ERROR, format!("unknown provider `{name}` in {source}")))
+    };
+    let saved_kind = match resumed {
+        Some(t) => Some(from_config(&t.provider, "the saved session")?),
+        None => None,
+    };
+    let kind = match (args.provider, saved_kind) {
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => match (config::env("CLAW_PROVIDER"), &config.provider) {
+            (Some(name), _) => from_config(&name, "CLAW_PROVIDER")?,
+            (None, Some(name)) => from_config(name, "the config")?,
+            (None, None) => ProviderKind::Anthropic,
+        },
+    };
+    // The saved model only applies to the provider it was made with.
+    let saved = resumed.filter(|_| saved_kind == Some(kind));
+    let model_id = args
+        .model
+        .clone()
+        .or_else(|| saved.map(|t| t.model.clone()))
+        .or_else(|| config::env("CLAW_MODEL"))
+        .or_else(|| config.model.clone());
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| saved.and_then(|t| t.base_url.clone()))
+        .or_else(|| config.base_urls.get(kind.name()).cloned());
+    let key = kind.key_vars().iter().find_map(|v| config::env(v));
+    let keyless = args.no_key || base_url.as_deref().is_some_and(is_loopback);
+    let key = match key {
+        Some(k) => k,
+        // Local servers ignore the key, but every adapter requires one to be set.
+        None if keyless => "no-key".to_owned(),
+        None => {
+            return Err((
+                exit::USAGE,
+                format!(
+                    "no API key for {}: set {} (or run `claw` with no arguments for the offline replay, or pass --no-key for a local server)",
+                    kind.name(),
+                    kind.key_vars().join(" or ")
+                ),
+            ));
+        }
+    };
+    let (model, warning) = models::resolve(kind, model_id.as_deref(), base_url.as_deref());
+    let options = StreamOptions {
+        api_key: Some(ApiKey::new(key)),
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        ..StreamOptions::default()
+    };
+    let system_prompt =
+        Some(args.system.clone().unwrap_or_else(|| models::SYSTEM_PROMPT.to_owned()));
+    Ok((Setup { model, kind, options, system_prompt, prompts: Vec::new(), _replay: None }, warning))
+}
+
+/// The offline replay: a recorded session served on 127.0.0.1.
+async fn replay_setup(
+    args: &Args,
+    config: &config::Config,
+    color: bool,
+) -> Result<Setup, SetupError> {
+    let kind = match args.provider {
+        Some(k) => k,
+        None => match config::env("CLAW_PROVIDER").or_else(|| config.provider.clone()) {
+            Some(name) => ProviderKind::from_name(&name).unwrap_or(ProviderKind::Anthropic),
+            None => ProviderKind::Anthropic,
+        },
+    };
+    let dir = match args.replay.clone().flatten() {
+        Some(dir) => dir,
+        None => models::default_session(kind).ok_or_else(|| {
+            (
+                exit::CONFIG_ERROR,
+                format!(
+                    "no recording for provider {}: replay the anthropic one (`claw --replay`), pass --replay DIR, or set {} and give a prompt",
+                    kind.name(),
+                    kind.key_vars().join(" or ")
+                ),
+            )
+        })?,
+    };
+    let replay = start_replay(&dir).await.map_err(|e| (exit::CONFIG_ERROR, e))?;
+    if !args.json {
+        eprintln!(
+            "{}",
+            render::dim(
+                &format!(
+                    "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
+                    dir.display(),
+                    replay.kind.name(),
+                    replay.model.base_url
+                ),
+                color
+            )
+        );
+    }
+    let options =
+        StreamOptions { api_key: Some(ApiKey::new("replay-no-key")), ..StreamOptions::default() };
+    Ok(Setup {
+        model: replay.model,
+        kind: replay.kind,
+        options,
+        system_prompt: replay.system_prompt,
+        prompts: replay.prompts,
+        _replay: Some(replay.guard),
+    })
+}
+
+/// A started replay.
+struct Replay {
+    model: Model,
+    kind: ProviderKind,
+    system_prompt: Option<String>,
+    prompts: Vec<Message>,
+    guard: Box<dyn std::any::Any + Send>,
+}
+
+/// Loads the recorded session in `dir` and serves it on 127.0.0.1: the one
+/// call into the replay machinery.
+async fn start_replay(dir: &Path) -> Result<Replay, String> {
+    let session = xtask::replay::Session::load(dir).map_err(|e| {
+        format!("cannot load the recorded session {} ({e}); pass --replay DIR", dir.display())
+    })?;
+    let server =
+        session.serve().await.map_err(|e| format!("cannot start the replay server: {e}"))?;
+    let kind = ProviderKind::from_api(&session.model.api)
+        .ok_or_else(|| format!("recorded session uses unknown api {}", session.model.api))?;
+    let mut model = session.model.clone();
+    model.base_url = server.base_url();
+    Ok(Replay {
+        model,
+        kind,
+        system_prompt: session.context.system_prompt.clone(),
+        prompts: session.context.messages.clone(),
+        guard: Box::new(server),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_detection() {
+        for url in [
+            "http://127.0.0.1:11434/v1",
+            "http://localhost:8000",
+            "http://[::1]:1234/v1",
+            "http://user@127.0.0.2",
+            "LOCALHOST",
+        ] {
+            assert!(super::is_loopback(url), "{url}");
+        }
+        for url in ["https://api.openai.com/v1", "http://10.0.0.1", "http://localhost.evil.com"] {
+            assert!(!super::is_loopback(url), "{url}");
         }
     }
 }

@@ -60,13 +60,14 @@ pub(crate) fn provider(kind: ProviderKind) -> Arc<dyn Provider> {
     }
 }
 
-/// The recorded session replayed when there is no key.
-pub(crate) fn default_session(kind: ProviderKind) -> PathBuf {
+/// The recorded session of `kind` replayed by `claw` with no arguments, if there is one.
+pub(crate) fn default_session(kind: ProviderKind) -> Option<PathBuf> {
     let root = option_env!("CARGO_MANIFEST_DIR")
         .map(|d| PathBuf::from(d).join("../../fixtures"))
         .and_then(|p| p.canonicalize().ok())
         .unwrap_or_else(|| PathBuf::from("fixtures"));
-    root.join(kind.folder()).join("agent-session")
+    let dir = root.join(kind.folder()).join("agent-session");
+    dir.join("input.json").is_file().then_some(dir)
 }
 
 struct Entry {
@@ -212,24 +213,38 @@ fn defaults(kind: ProviderKind) -> (&'static str, &'static str, &'static str, &'
     }
 }
 
-/// The model for `kind`/`id`. An unknown id is an error unless a base URL is
-/// given (compatible servers name their models freely).
+/// The catalog entry for `id`: exact, or a dated snapshot of a known alias
+/// (`claude-sonnet-4-5-20250929`, `gpt-5-2025-08-07`).
+fn entry(kind: ProviderKind, id: &str) -> Option<&'static Entry> {
+    let of_kind = || CATALOG.iter().filter(move |e| e.kind == kind);
+    of_kind().find(|e| e.id == id).or_else(|| {
+        of_kind().find(|e| {
+            id.strip_prefix(e.id).and_then(|rest| rest.strip_prefix('-')).is_some_and(|date| {
+                let digits: String = date.chars().filter(|c| *c != '-').collect();
+                digits.len() == 8 && digits.chars().all(|c| c.is_ascii_digit())
+            })
+        })
+    })
+}
+
+/// The model for `kind`/`id`, and a warning when the id is not in the
+/// catalog (it is still used: providers add models faster than we do, and
+/// compatible servers name theirs freely; prices are then unknown).
 pub(crate) fn resolve(
     kind: ProviderKind,
     id: Option<&str>,
     base_url: Option<&str>,
-) -> Result<Model, String> {
+) -> (Model, Option<String>) {
     let (api_id, provider, default_url, default_model) = defaults(kind);
     let id = id.unwrap_or(default_model);
-    let entry = CATALOG.iter().find(|e| e.kind == kind && e.id == id);
-    if entry.is_none() && base_url.is_none() {
-        let known: Vec<&str> = CATALOG.iter().filter(|e| e.kind == kind).map(|e| e.id).collect();
-        return Err(format!(
-            "unknown model `{id}` for provider {}; known models: {} (or pass --base-url for a compatible server)",
-            kind.folder(),
-            known.join(", ")
-        ));
-    }
+    let entry = entry(kind, id);
+    let warning = match entry {
+        None if base_url.is_none() => Some(format!(
+            "model `{id}` is not in claw's catalog for {}; using it anyway (context window and prices unknown; `claw models` lists the known ones)",
+            kind.name()
+        )),
+        _ => None,
+    };
     let mut model = Model {
         id: id.to_owned(),
         api: api_id.to_owned(),
@@ -247,5 +262,87 @@ pub(crate) fn resolve(
         let [input, output, cache_read, cache_write] = e.cost;
         model.cost = ModelCost { input, output, cache_read, cache_write };
     }
-    Ok(model)
+    (model, warning)
+}
+
+/// Every known model as a table (`claw models`).
+pub(crate) fn table() -> String {
+    let mut out = format!(
+        "{:<17} {:<25} {:>9} {:>10} {:>8} {:>8} {:>10} {:>11}\n",
+        "PROVIDER",
+        "MODEL",
+        "CONTEXT",
+        "MAX OUT",
+        "IN $/M",
+        "OUT $/M",
+        "CACHE R $/M",
+        "CACHE W $/M"
+    );
+    for kind in ProviderKind::ALL {
+        for e in CATALOG.iter().filter(|e| e.kind == kind) {
+            let [input, output, cache_read, cache_write] = e.cost;
+            let default = if defaults(kind).3 == e.id { " (default)" } else { "" };
+            out.push_str(&format!(
+                "{:<17} {:<25} {:>9} {:>10} {:>8.3} {:>8.3} {:>10.3} {:>11.3}\n",
+                kind.name(),
+                format!("{}{default}", e.id),
+                e.context_window,
+                e.max_tokens,
+                input,
+                output,
+                cache_read,
+                cache_write
+            ));
+        }
+    }
+    out
+}
+
+impl ProviderKind {
+    /// Every provider, in `--help` order.
+    pub(crate) const ALL: [ProviderKind; 5] = [
+        ProviderKind::Anthropic,
+        ProviderKind::Openai,
+        ProviderKind::OpenaiResponses,
+        ProviderKind::Google,
+        ProviderKind::Mistral,
+    ];
+
+    /// The environment variables holding this provider's key, in the order they are read.
+    pub(crate) fn key_vars(self) -> &'static [&'static str] {
+        match self {
+            ProviderKind::Anthropic => &["ANTHROPIC_API_KEY"],
+            ProviderKind::Openai | ProviderKind::OpenaiResponses => &["OPENAI_API_KEY"],
+            ProviderKind::Google => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+            ProviderKind::Mistral => &["MISTRAL_API_KEY"],
+        }
+    }
+
+    /// The name used on the command line and in transcripts.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Openai => "openai",
+            ProviderKind::OpenaiResponses => "openai-responses",
+            ProviderKind::Google => "google",
+            ProviderKind::Mistral => "mistral",
+        }
+    }
+
+    /// The provider named `name` (as `--provider` spells it).
+    pub(crate) fn from_name(name: &str) -> Option<ProviderKind> {
+        ProviderKind::ALL.into_iter().find(|k| k.name() == name.trim())
+    }
+}
+
+/// Every API key value in the environment (to keep them out of tool output).
+pub(crate) fn secrets_in_env() -> Vec<String> {
+    let mut out: Vec<String> = ProviderKind::ALL
+        .iter()
+        .flat_map(|k| k.key_vars())
+        .filter_map(|v| crate::config::env(v))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }

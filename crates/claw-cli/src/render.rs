@@ -3,11 +3,16 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use agent_core::AgentEvent;
+use agent_core::{AgentEvent, EndReason};
 use llm_core::{AssistantEvent, Message, Model, Usage, UserContent};
 use serde_json::{Value, json};
 
+use crate::sanitize;
+
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// The version of the `--json` event schema (`docs/claw.md`).
+pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// Dims `text` when colors are on.
 pub(crate) fn dim(text: &str, color: bool) -> String {
@@ -29,12 +34,18 @@ pub(crate) struct Renderer {
     running: Vec<String>,
     spinner_at: Option<Instant>,
     spinner_frame: usize,
-    reason: Option<String>,
+    reason: Option<EndReason>,
+    /// Print tool results whole, not only their first line.
+    expand: bool,
+    /// Waiting for the first event of a response (the spinner says so).
+    waiting: bool,
 }
 
 impl Renderer {
-    pub(crate) fn new(color: bool, json: bool, model: Model) -> Self {
+    pub(crate) fn new(color: bool, json: bool, expand: bool, model: Model) -> Self {
         Renderer {
+            expand,
+            waiting: false,
             color,
             json,
             model,
@@ -48,10 +59,18 @@ impl Renderer {
         }
     }
 
+    /// Writes untrusted text (model or tool output), neutralised.
+    fn text(&mut self, text: &str) {
+        let safe = sanitize::terminal(text);
+        self.out(&safe);
+    }
+
+    /// Writes our own text (already safe) to stdout.
     fn out(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
+        self.clear_spinner();
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(text.as_bytes());
         let _ = stdout.flush();
@@ -73,7 +92,7 @@ impl Renderer {
     }
 
     fn draw_spinner(&mut self) {
-        if !self.color || self.running.is_empty() {
+        if !self.color || (self.running.is_empty() && !self.waiting) {
             return;
         }
         let now = Instant::now();
@@ -83,8 +102,12 @@ impl Renderer {
         self.spinner_at = Some(now);
         self.spinner_frame = (self.spinner_frame + 1) % SPINNER.len();
         let frame = SPINNER.get(self.spinner_frame).copied().unwrap_or("*");
-        let line =
-            format!("\r\x1b[2K{} running {}", paint("36", frame, true), self.running.join(", "));
+        let what = if self.running.is_empty() {
+            "waiting for the model".to_owned()
+        } else {
+            format!("running {}", self.running.join(", "))
+        };
+        let line = format!("\r\x1b[2K{} {what}", paint("36", frame, true));
         let mut stderr = std::io::stderr().lock();
         let _ = stderr.write_all(line.as_bytes());
         let _ = stderr.flush();
@@ -96,6 +119,13 @@ impl Renderer {
     }
 
     pub(crate) fn event(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::TurnStart => self.waiting = true,
+            AgentEvent::MessageUpdate { .. } | AgentEvent::MessageEnd { .. } => {
+                self.waiting = false;
+            }
+            _ => {}
+        }
         if let AgentEvent::TurnEnd { message, .. } = event {
             self.turns += 1;
             let u = &message.usage;
@@ -106,11 +136,12 @@ impl Renderer {
             self.usage.recompute(&self.model.cost);
         }
         if let AgentEvent::AgentEnd { reason, .. } = event {
-            self.reason = Some(format!("{reason:?}"));
+            self.reason = Some(*reason);
         }
         if self.json {
-            let line = event_json(event).to_string();
-            self.out(&format!("{line}\n"));
+            if let Some(value) = event_json(event, self.turns, &self.model) {
+                self.json_line(&value);
+            }
             return;
         }
         let c = self.color;
@@ -126,65 +157,99 @@ impl Renderer {
                     })
                     .collect();
                 self.newline();
-                let line = format!("{} {}\n", paint("1;34", "you ›", c), text.join(" "));
-                self.out(&line);
+                self.out(&format!("{} ", paint("1;34", "you ›", c)));
+                self.text(&text.join(" "));
+                self.out("\n");
             }
             AgentEvent::MessageUpdate { event } => match event {
-                AssistantEvent::TextDelta { delta, .. } => self.out(delta),
+                AssistantEvent::TextDelta { delta, .. } => self.text(delta),
                 AssistantEvent::ThinkingStart { .. } => {
                     self.newline();
                     self.out(&dim("thinking: ", c));
                 }
-                AssistantEvent::ThinkingDelta { delta, .. } => self.out(&dim(delta, c)),
+                AssistantEvent::ThinkingDelta { delta, .. } => {
+                    let safe = sanitize::terminal(delta);
+                    self.out(&dim(&safe, c));
+                }
                 AssistantEvent::ThinkingEnd { .. } => self.out("\n"),
                 AssistantEvent::ToolCallStart { name, .. } => {
                     self.newline();
-                    let head = format!("{} {name}", paint("33", "⚙", c));
-                    self.out(&head);
+                    self.out(&format!("{} ", paint("33", "⚙", c)));
+                    self.text(name);
                     self.out(" ");
                 }
-                AssistantEvent::ToolCallDelta { delta, .. } => self.out(&dim(delta, c)),
+                AssistantEvent::ToolCallDelta { delta, .. } => {
+                    let safe = sanitize::terminal(delta);
+                    self.out(&dim(&safe, c));
+                }
                 AssistantEvent::ToolCallEnd { .. } => self.out("\n"),
                 _ => {}
             },
             AgentEvent::ToolExecutionStart { tool_name, .. } => {
-                self.running.push(tool_name.clone());
+                self.running.push(sanitize::terminal(tool_name).into_owned());
                 self.draw_spinner();
             }
             AgentEvent::ToolExecutionUpdate { tool_name, partial, .. } => {
-                self.clear_spinner();
                 self.newline();
-                let line =
-                    format!("  {} {tool_name}: {}\n", dim("…", c), first_line(&partial.content));
-                self.out(&line);
+                self.out(&format!("  {} ", dim("…", c)));
+                self.text(&format!("{tool_name}: {}", first_line(&partial.content)));
+                self.out("\n");
                 self.draw_spinner();
             }
             AgentEvent::ToolExecutionEnd { tool_name, result, is_error, .. } => {
-                if let Some(pos) = self.running.iter().position(|n| n == tool_name) {
+                let shown = sanitize::terminal(tool_name).into_owned();
+                if let Some(pos) = self.running.iter().position(|n| *n == shown) {
                     self.running.remove(pos);
                 }
-                self.clear_spinner();
                 self.newline();
                 let mark = if *is_error { paint("31", "✗", c) } else { paint("32", "✓", c) };
-                let line = format!("  {mark} {tool_name} → {}\n", first_line(&result.content));
-                self.out(&line);
+                self.out(&format!("  {mark} "));
+                if self.expand {
+                    let whole = all_text(&result.content);
+                    self.text(&format!("{tool_name} →\n"));
+                    for line in whole.lines() {
+                        self.text(&format!("    {line}\n"));
+                    }
+                } else {
+                    self.text(&format!("{tool_name} → {}", first_line(&result.content)));
+                    self.out("\n");
+                }
                 self.draw_spinner();
             }
             AgentEvent::MessageEnd { message: Message::Assistant(a) } => {
                 self.newline();
                 if let Some(err) = &a.error_message {
-                    let line = format!("{} {err}\n", paint("31", "error:", c));
-                    self.out(&line);
+                    self.out(&format!("{} ", paint("31", "error:", c)));
+                    self.text(err);
+                    self.out("\n");
                 }
             }
             _ => {}
         }
     }
 
+    fn json_line(&mut self, value: &Value) {
+        let line = sanitize::json_line(value.to_string());
+        self.out(&format!("{line}\n"));
+    }
+
     /// The closing summary line (stderr, so `--json` stdout stays clean).
     pub(crate) fn finish(&mut self, elapsed: Duration) {
         self.clear_spinner();
         if self.json {
+            let u = &self.usage;
+            let end = json!({
+                "type": "run_end",
+                "reason": self.reason.map(reason_name),
+                "turns": self.turns,
+                "usage": {"input": u.input, "output": u.output, "cache_read": u.cache_read,
+                          "cache_write": u.cache_write, "total_tokens": u.total_tokens},
+                "cost_usd": {"input": u.cost.input, "output": u.cost.output,
+                             "cache_read": u.cost.cache_read, "cache_write": u.cost.cache_write,
+                             "total": u.cost.total},
+                "duration_ms": elapsed.as_millis() as u64,
+            });
+            self.json_line(&end);
             return;
         }
         self.newline();
@@ -200,7 +265,7 @@ impl Renderer {
             u.cache_write,
             u.cost.total,
             elapsed.as_secs_f64(),
-            self.reason.as_deref().unwrap_or("unknown").to_lowercase(),
+            self.reason.map(reason_name).unwrap_or("unknown"),
         );
         eprintln!("{}", dim(&line, self.color));
     }
@@ -219,34 +284,79 @@ fn first_line(content: &[UserContent]) -> String {
     if lines > 1 { format!("{first} (+{} lines)", lines - 1) } else { first }
 }
 
-fn output_json(o: &agent_core::ToolOutput) -> Value {
-    json!({"content": o.content, "details": o.details, "terminate": o.terminate})
+fn all_text(content: &[UserContent]) -> String {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|c| match c {
+            UserContent::Text(t) => Some(t.text.as_str()),
+            UserContent::Image(_) => None,
+        })
+        .collect();
+    texts.join("\n")
 }
 
-/// One agent event as a JSON object (`type` names follow OpenClaw's).
-pub(crate) fn event_json(event: &AgentEvent) -> Value {
-    match event {
-        AgentEvent::AgentStart => json!({"type": "agent_start"}),
-        AgentEvent::AgentEnd { messages, reason } => {
-            json!({"type": "agent_end", "reason": format!("{reason:?}"), "messages": messages})
-        }
-        AgentEvent::TurnStart => json!({"type": "turn_start"}),
-        AgentEvent::TurnEnd { message, tool_results } => {
-            json!({"type": "turn_end", "message": message, "toolResults": tool_results})
-        }
-        AgentEvent::MessageStart { message } => {
-            json!({"type": "message_start", "message": message})
-        }
-        AgentEvent::MessageEnd { message } => json!({"type": "message_end", "message": message}),
-        AgentEvent::MessageUpdate { event } => {
-            json!({"type": "message_update", "event": llm_core::printer::print_event(event)})
+/// The snake_case name of an end reason (`--json` and the summary line).
+pub(crate) fn reason_name(reason: EndReason) -> &'static str {
+    match reason {
+        EndReason::Completed => "completed",
+        EndReason::Terminated => "terminated",
+        EndReason::StopAfterBatch => "stop_after_batch",
+        EndReason::StopHook => "stop_hook",
+        EndReason::Length => "length",
+        EndReason::MaxTurns => "max_turns",
+        EndReason::Error => "error",
+        EndReason::Aborted => "aborted",
+    }
+}
+
+fn usage_json(u: &Usage) -> Value {
+    json!({"input": u.input, "output": u.output, "cache_read": u.cache_read,
+           "cache_write": u.cache_write, "total_tokens": u.total_tokens, "cost_usd": u.cost.total})
+}
+
+/// One agent event as a line of the `--json` schema (`docs/claw.md`), or
+/// `None` for events the schema leaves out (block open/close, argument fragments).
+pub(crate) fn event_json(event: &AgentEvent, turns: u32, model: &Model) -> Option<Value> {
+    Some(match event {
+        AgentEvent::AgentStart => json!({
+            "type": "agent_start", "schema": JSON_SCHEMA_VERSION,
+            "provider": model.provider, "model": model.id,
+        }),
+        AgentEvent::AgentEnd { reason, messages } => json!({
+            "type": "agent_end", "reason": reason_name(*reason), "new_messages": messages.len(),
+        }),
+        AgentEvent::TurnStart => json!({"type": "turn_start", "turn": turns + 1}),
+        AgentEvent::TurnEnd { message, tool_results } => json!({
+            "type": "turn_end", "turn": turns, "tool_results": tool_results.len(),
+            "usage": usage_json(&message.usage),
+        }),
+        AgentEvent::MessageStart { message: Message::User(u) } => json!({
+            "type": "user_message", "text": all_text(&u.content.blocks()),
+        }),
+        AgentEvent::MessageUpdate { event } => match event {
+            AssistantEvent::TextDelta { delta, .. } => json!({"type": "text_delta", "text": delta}),
+            AssistantEvent::ThinkingDelta { delta, .. } => {
+                json!({"type": "thinking_delta", "text": delta})
+            }
+            AssistantEvent::ToolCallEnd { tool_call, .. } => json!({
+                "type": "tool_call", "id": tool_call.id, "name": tool_call.name,
+                "arguments": tool_call.arguments,
+            }),
+            _ => return None,
+        },
+        AgentEvent::MessageEnd { message: Message::Assistant(a) } => {
+            json!({
+                "type": "assistant_message", "text": a.text(),
+                "stop_reason": a.stop_reason, "error": a.error_message,
+                "usage": usage_json(&a.usage),
+            })
         }
         AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => json!({
-            "type": "tool_execution_start", "toolCallId": tool_call_id, "toolName": tool_name, "args": args
+            "type": "tool_start", "id": tool_call_id, "name": tool_name, "arguments": args,
         }),
         AgentEvent::ToolExecutionUpdate { tool_call_id, tool_name, partial } => json!({
-            "type": "tool_execution_update", "toolCallId": tool_call_id, "toolName": tool_name,
-            "partialResult": output_json(partial)
+            "type": "tool_update", "id": tool_call_id, "name": tool_name,
+            "text": all_text(&partial.content),
         }),
         AgentEvent::ToolExecutionEnd {
             tool_call_id,
@@ -254,10 +364,13 @@ pub(crate) fn event_json(event: &AgentEvent) -> Value {
             result,
             is_error,
             execution_started,
-        } => json!({
-            "type": "tool_execution_end", "toolCallId": tool_call_id, "toolName": tool_name,
-            "result": output_json(result), "isError": is_error, "executionStarted": execution_started
-        }),
-        _ => json!({"type": "unknown"}),
-    }
+        } => {
+            json!({
+                "type": "tool_end", "id": tool_call_id, "name": tool_name, "is_error": is_error,
+                "executed": execution_started, "text": all_text(&result.content),
+                "details": result.details,
+            })
+        }
+        _ => return None,
+    })
 }

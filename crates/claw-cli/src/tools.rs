@@ -1,28 +1,120 @@
-//! The built-in tools `claw` offers the model.
+//! The built-in tools `claw` offers the model, described in one table
+//! ([`TOOLS`]): name, whether the tool has side effects (and so needs
+//! approval), what it needs to be available, and how to build it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use agent_core::{AgentTool, ExecutionMode, ToolError, ToolInvocation, ToolOutput};
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::calc;
+use crate::sanitize;
+use crate::workspace::{MAX_ENTRIES, MAX_READ, Workspace};
 
-/// Names of every built-in tool, in the order `--tools` lists them.
-pub(crate) const ALL: [&str; 5] =
-    ["read_file", "list_dir", "calculator", "current_time", "append_note"];
+/// What a tool needs from the environment to be offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Needs {
+    /// Nothing.
+    Nothing,
+    /// Read access to the workspace.
+    Workspace,
+    /// Write access to the notes file.
+    NotesFile,
+}
 
-const MAX_READ: usize = 64 * 1024;
+/// One built-in tool.
+pub(crate) struct ToolSpec {
+    /// The name the model calls it by.
+    pub(crate) name: &'static str,
+    /// Whether it changes anything outside the process (then it asks first).
+    pub(crate) side_effects: bool,
+    /// What it needs to be available.
+    pub(crate) needs: Needs,
+    /// One line for `--help` and `docs/claw.md`.
+    pub(crate) summary: &'static str,
+    build: fn(&ToolEnv) -> AgentTool,
+}
+
+/// Every built-in tool, in the order `--tools` lists them.
+pub(crate) const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "read_file",
+        side_effects: false,
+        needs: Needs::Workspace,
+        summary: "read a text file in the workspace (first 64 KiB)",
+        build: read_file,
+    },
+    ToolSpec {
+        name: "list_dir",
+        side_effects: false,
+        needs: Needs::Workspace,
+        summary: "list a directory in the workspace",
+        build: list_dir,
+    },
+    ToolSpec {
+        name: "calculator",
+        side_effects: false,
+        needs: Needs::Nothing,
+        summary: "evaluate arithmetic",
+        build: |_| calculator(),
+    },
+    ToolSpec {
+        name: "current_time",
+        side_effects: false,
+        needs: Needs::Nothing,
+        summary: "the current UTC time",
+        build: |_| current_time(),
+    },
+    ToolSpec {
+        name: "append_note",
+        side_effects: true,
+        needs: Needs::NotesFile,
+        summary: "append a line to the notes file (asks for approval)",
+        build: append_note,
+    },
+];
+
+/// The spec of the built-in tool `name`.
+pub(crate) fn spec(name: &str) -> Option<&'static ToolSpec> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+/// The tool table as text (`claw tools`).
+pub(crate) fn table() -> String {
+    let mut out = format!("{:<13} {:<13} {:<10} {}\n", "TOOL", "SIDE EFFECTS", "NEEDS", "WHAT");
+    for t in TOOLS {
+        let needs = match t.needs {
+            Needs::Nothing => "-",
+            Needs::Workspace => "workspace",
+            Needs::NotesFile => "notes file",
+        };
+        let effects = if t.side_effects { "yes (asks)" } else { "no" };
+        out.push_str(&format!("{:<13} {:<13} {:<10} {}\n", t.name, effects, needs, t.summary));
+    }
+    out
+}
+
+/// What the tools work with.
+pub(crate) struct ToolEnv {
+    /// The directory the file tools are confined to.
+    pub(crate) workspace: Arc<Workspace>,
+    /// The file `append_note` writes to (chosen by the user, not the model).
+    pub(crate) notes: PathBuf,
+    /// Values that must never appear in tool output (API keys).
+    pub(crate) secrets: Arc<Vec<String>>,
+}
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct ReadFileArgs {
-    /// Path of the file to read.
+    /// Path of the file to read, relative to the workspace.
     path: String,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct ListDirArgs {
-    /// Directory to list (default: the current directory).
+    /// Directory to list, relative to the workspace (default: its root).
     #[serde(default)]
     path: Option<String>,
 }
@@ -42,47 +134,56 @@ struct AppendNoteArgs {
     text: String,
 }
 
-fn read_file() -> AgentTool {
+/// Runs blocking file-system work off the async threads; a panic in it is an error result.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ToolError(format!("the tool failed: {e}")))?
+}
+
+fn read_file(env: &ToolEnv) -> AgentTool {
+    let workspace = env.workspace.clone();
+    let secrets = env.secrets.clone();
     AgentTool::typed(
         "read_file",
-        "Read a UTF-8 text file (at most 64 KiB).",
-        |a: ReadFileArgs, _i: ToolInvocation| async move {
-            let bytes = tokio::fs::read(&a.path)
-                .await
-                .map_err(|e| ToolError(format!("cannot read {}: {e}", a.path)))?;
-            let truncated = bytes.len() > MAX_READ;
-            let mut text =
-                String::from_utf8_lossy(bytes.get(..MAX_READ).unwrap_or(&bytes)).into_owned();
-            if truncated {
-                text.push_str("\n[truncated at 64 KiB]");
+        "Read a UTF-8 text file in the workspace (at most 64 KiB). Paths are relative to the workspace root.",
+        move |a: ReadFileArgs, _i: ToolInvocation| {
+            let workspace = workspace.clone();
+            let secrets = secrets.clone();
+            async move {
+                let read = blocking(move || {
+                    workspace.read(&a.path).map_err(|e| ToolError(e.to_string()))
+                })
+                .await?;
+                let mut text = sanitize::redact(read.text, &secrets);
+                if read.truncated {
+                    text.push_str(&format!("\n[truncated at {} KiB]", MAX_READ / 1024));
+                }
+                Ok(ToolOutput::text(text).with_details(json!({"bytes": read.size})))
             }
-            Ok(ToolOutput::text(text).with_details(json!({"bytes": bytes.len()})))
         },
     )
     .with_label("Read file")
 }
 
-fn list_dir() -> AgentTool {
+fn list_dir(env: &ToolEnv) -> AgentTool {
+    let workspace = env.workspace.clone();
     AgentTool::typed(
         "list_dir",
-        "List a directory's entries (directories end with /).",
-        |a: ListDirArgs, _i: ToolInvocation| async move {
-            let path = a.path.unwrap_or_else(|| ".".into());
-            let mut dir = tokio::fs::read_dir(&path)
-                .await
-                .map_err(|e| ToolError(format!("cannot list {path}: {e}")))?;
-            let mut names = Vec::new();
-            while let Some(entry) =
-                dir.next_entry().await.map_err(|e| ToolError(format!("cannot list {path}: {e}")))?
-            {
-                let mut name = entry.file_name().to_string_lossy().into_owned();
-                if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
-                    name.push('/');
+        "List a directory in the workspace (directories end with /). Paths are relative to the workspace root.",
+        move |a: ListDirArgs, _i: ToolInvocation| {
+            let workspace = workspace.clone();
+            async move {
+                let path = a.path.unwrap_or_else(|| ".".into());
+                let (names, total) =
+                    blocking(move || workspace.list(&path).map_err(|e| ToolError(e.to_string())))
+                        .await?;
+                let mut text = names.join("\n");
+                if total > names.len() {
+                    text.push_str(&format!("\n[{} more entries not shown]", total - MAX_ENTRIES));
                 }
-                names.push(name);
+                Ok(ToolOutput::text(text).with_details(json!({"entries": total})))
             }
-            names.sort();
-            Ok(ToolOutput::text(names.join("\n")).with_details(json!({"entries": names.len()})))
         },
     )
     .with_label("List directory")
@@ -116,12 +217,15 @@ fn current_time() -> AgentTool {
     .with_label("Current time")
 }
 
-fn append_note(notes: PathBuf) -> AgentTool {
+fn append_note(env: &ToolEnv) -> AgentTool {
+    let notes = env.notes.clone();
+    let secrets = env.secrets.clone();
     AgentTool::typed(
         "append_note",
-        "Append one line to the notes file. Runs sequentially.",
+        "Append one line to the notes file. Runs sequentially; the user approves each call.",
         move |a: AppendNoteArgs, _i: ToolInvocation| {
             let notes = notes.clone();
+            let secrets = secrets.clone();
             async move {
                 use tokio::io::AsyncWriteExt;
                 let mut f = tokio::fs::OpenOptions::new()
@@ -130,7 +234,8 @@ fn append_note(notes: PathBuf) -> AgentTool {
                     .open(&notes)
                     .await
                     .map_err(|e| ToolError(format!("cannot open {}: {e}", notes.display())))?;
-                let line = format!("{}\n", a.text.replace('\n', " "));
+                // One line, no control characters: the file may later be `cat` to a terminal.
+                let line = format!("{}\n", sanitize::redact(sanitize::one_line(&a.text), &secrets));
                 f.write_all(line.as_bytes())
                     .await
                     .map_err(|e| ToolError(format!("cannot write: {e}")))?;
@@ -142,20 +247,19 @@ fn append_note(notes: PathBuf) -> AgentTool {
     .with_label("Append note")
 }
 
-/// The tools named in `names` (all when empty); unknown names are an error.
-pub(crate) fn builtin(names: &[String], notes: PathBuf) -> Result<Vec<AgentTool>, String> {
-    let wanted: Vec<&str> =
-        if names.is_empty() { ALL.to_vec() } else { names.iter().map(String::as_str).collect() };
+/// The tools named in `names` (all when `None`; none for an empty list);
+/// unknown names are an error.
+pub(crate) fn builtin(names: Option<&[String]>, env: &ToolEnv) -> Result<Vec<AgentTool>, String> {
+    let Some(names) = names else {
+        return Ok(TOOLS.iter().map(|t| (t.build)(env)).collect());
+    };
     let mut out = Vec::new();
-    for name in wanted {
-        out.push(match name {
-            "read_file" => read_file(),
-            "list_dir" => list_dir(),
-            "calculator" => calculator(),
-            "current_time" => current_time(),
-            "append_note" => append_note(notes.clone()),
-            other => return Err(format!("unknown tool `{other}` (available: {})", ALL.join(", "))),
-        });
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let spec = spec(name).ok_or_else(|| {
+            let all: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+            format!("unknown tool `{name}` (available: {})", all.join(", "))
+        })?;
+        out.push((spec.build)(env));
     }
     Ok(out)
 }

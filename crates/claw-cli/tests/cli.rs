@@ -1,5 +1,7 @@
 //! The `claw` binary, run as a user would: offline replay, JSON output, saved
-//! transcripts, errors and exit codes, Ctrl-C.
+//! transcripts, errors and exit codes, Ctrl-C; the safety model (workspace
+//! confinement, special files, bounded reads, terminal escapes, approvals)
+//! and live-mode behaviour against a loopback OpenAI-compatible server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::io::Read;
@@ -7,19 +9,55 @@ use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-const KEYS: [&str; 4] =
-    ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY"];
+mod server;
 
+use server::{Server, text_sse, tool_sse};
+
+const KEYS: [&str; 5] =
+    ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY"];
+
+/// `claw` with no keys, no colors, no config, and its data directory in a
+/// per-test temporary folder (so sessions never touch the user's).
 fn claw() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_claw"));
-    for k in KEYS {
+    for k in KEYS.into_iter().chain(["CLAW_PROVIDER", "CLAW_MODEL", "CLAW_WORKSPACE"]) {
         cmd.env_remove(k);
     }
-    cmd.env_remove("RUST_LOG").env("NO_COLOR", "1");
+    let home = std::env::temp_dir().join(format!("claw-cli-home-{}", std::process::id()));
+    cmd.env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .env("HOME", &home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("CLAW_CONFIG", home.join("no-config.toml"))
+        .stdin(Stdio::null());
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     cmd
+}
+
+/// A fresh empty directory.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("claw-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `claw` against `server` as a local OpenAI-compatible endpoint (no key).
+fn live(server: &Server) -> Command {
+    let mut cmd = claw();
+    cmd.args(["--provider", "openai", "--base-url", &server.base_url(), "--model", "local-model"]);
+    cmd
+}
+
+fn json_events(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect()
+}
+
+fn tool_ends(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["type"] == "tool_end").collect()
 }
 
 fn run(cmd: &mut Command) -> (Output, String, String) {
@@ -53,13 +91,36 @@ fn offline_default_replays_the_recorded_session_with_real_tools() {
 fn json_mode_prints_one_event_per_line() {
     let (out, stdout, _) = run(claw().arg("--json"));
     assert_eq!(out.status.code(), Some(0));
-    let events: Vec<Value> =
-        stdout.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let events = json_events(&stdout);
     assert_eq!(events.first().unwrap()["type"], "agent_start");
-    assert_eq!(events.last().unwrap()["type"], "agent_end");
-    assert_eq!(events.last().unwrap()["reason"], "Completed");
-    let ends = events.iter().filter(|e| e["type"] == "tool_execution_end").count();
-    assert_eq!(ends, 4, "list_dir, calculator, current_time, read_file");
+    assert_eq!(events.first().unwrap()["schema"], 1);
+    let end = events.iter().find(|e| e["type"] == "agent_end").unwrap();
+    assert_eq!(end["reason"], "completed");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "run_end");
+    assert_eq!(last["turns"], 3);
+    assert_eq!(last["usage"]["total_tokens"], 6531);
+    assert!(last["cost_usd"]["total"].as_f64().unwrap() > 0.0);
+    assert_eq!(tool_ends(&events).len(), 4, "list_dir, calculator, current_time, read_file");
+    // No internal debug strings: every line has a documented type.
+    let documented = [
+        "agent_start",
+        "turn_start",
+        "user_message",
+        "text_delta",
+        "thinking_delta",
+        "tool_call",
+        "assistant_message",
+        "tool_start",
+        "tool_update",
+        "tool_end",
+        "turn_end",
+        "agent_end",
+        "run_end",
+    ];
+    for e in &events {
+        assert!(documented.contains(&e["type"].as_str().unwrap()), "{e}");
+    }
 }
 
 #[test]
@@ -77,8 +138,9 @@ fn saved_transcript_has_a_result_for_every_call_and_resumes() {
         "no key in transcripts"
     );
 
-    // Resuming replays the session again after the saved messages.
-    let (out, _, stderr) = run(claw().arg("--resume").arg(&path).arg("--save").arg(&path));
+    // Resuming with --replay replays the session again after the saved messages.
+    let (out, _, stderr) =
+        run(claw().arg("--replay").arg("--resume").arg(&path).arg("--save").arg(&path));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(saved["messages"].as_array().unwrap().len(), 2 * 8);
@@ -87,14 +149,6 @@ fn saved_transcript_has_a_result_for_every_call_and_resumes() {
 
 #[test]
 fn configuration_errors_exit_3_with_an_actionable_message() {
-    let (out, _, stderr) =
-        run(claw().env("ANTHROPIC_API_KEY", "sk-test").args(["--model", "claude-nope", "hi"]));
-    assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr.contains("unknown model `claude-nope`") && stderr.contains("claude-sonnet-4-5"),
-        "{stderr}"
-    );
-
     let (out, _, stderr) = run(claw().args(["--tools", "read_file,teleport"]));
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr.contains("unknown tool `teleport`"), "{stderr}");
@@ -183,13 +237,455 @@ fn ctrl_c_aborts_cleanly_and_saves_the_transcript() {
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    assert_eq!(last["type"], "agent_end");
-    assert_eq!(last["reason"], "Aborted");
+    let events = json_events(&String::from_utf8_lossy(&out.stdout));
+    let end = events.iter().find(|e| e["type"] == "agent_end").unwrap();
+    assert_eq!(end["reason"], "aborted");
+    assert_eq!(events.last().unwrap()["type"], "run_end");
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let messages: Vec<llm_core::Message> =
         serde_json::from_value(saved["messages"].clone()).unwrap();
     assert!(agent_core::check_tool_results(&messages).is_empty());
     let _ = std::fs::remove_file(&path);
+}
+
+// ---- Safety: the file tools are confined to the workspace ----
+
+#[cfg(unix)]
+#[test]
+fn file_tools_refuse_every_route_out_of_the_workspace() {
+    let ws = temp_dir("escape-ws");
+    std::fs::write(ws.join("inside.txt"), "inside text").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd-link")).unwrap();
+    std::os::unix::fs::symlink("/etc", ws.join("etc-link")).unwrap();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    let secret = "sk-test-very-secret-key-value";
+    let server = Server::start(vec![
+        tool_sse(&[
+            ("read_file", json!({"path": "/etc/passwd"})),
+            ("read_file", json!({"path": "sub/../../escape-ws-sibling"})),
+            ("read_file", json!({"path": "../../../../etc/passwd"})),
+            ("read_file", json!({"path": "passwd-link"})),
+            ("list_dir", json!({"path": "etc-link"})),
+            ("list_dir", json!({"path": "/root"})),
+            ("read_file", json!({"path": "/proc/self/environ"})),
+            ("read_file", json!({"path": "inside.txt"})),
+            ("list_dir", json!({})),
+        ]),
+        text_sse("done"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server)
+        .env("OPENAI_API_KEY", secret)
+        .arg("--json")
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("read some files"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&stdout);
+    let ends = tool_ends(&events);
+    assert_eq!(ends.len(), 9);
+    let by_id = |id: &str| ends.iter().find(|e| e["id"] == id).unwrap();
+    for id in ["call_0", "call_1", "call_2", "call_3", "call_4", "call_5", "call_6"] {
+        let e = by_id(id);
+        assert_eq!(e["is_error"], true, "{e}");
+        assert!(e["text"].as_str().unwrap().contains("outside the workspace"), "{e}");
+    }
+    assert_eq!(by_id("call_7")["text"], "inside text");
+    assert!(by_id("call_8")["text"].as_str().unwrap().contains("inside.txt"));
+    // Nothing from outside reached the provider: not /etc/passwd, not the environment.
+    let second = serde_json::to_string(&server.requests()[1].body).unwrap();
+    assert!(!second.contains("root:x:0:0"), "{second}");
+    assert!(!second.contains(secret));
+    assert!(!stdout.contains("root:x:0:0") && !stdout.contains(secret));
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused_and_reads_are_bounded() {
+    let dir = temp_dir("special");
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::fs::write(dir.join("big.txt"), "x".repeat(1024 * 1024)).unwrap();
+    let secret = "sk-test-environ-secret-value";
+    let server = Server::start(vec![
+        tool_sse(&[
+            ("read_file", json!({"path": "/dev/zero"})),
+            ("read_file", json!({"path": fifo.to_str().unwrap()})),
+            ("read_file", json!({"path": "/proc/self/environ"})),
+            ("list_dir", json!({"path": "/proc/self"})),
+            ("read_file", json!({"path": dir.join("big.txt").to_str().unwrap()})),
+        ]),
+        text_sse("done"),
+    ]);
+    let started = Instant::now();
+    // Even with the whole file system as the workspace.
+    let (out, stdout, stderr) = run(live(&server).env("OPENAI_API_KEY", secret).args([
+        "--json",
+        "--workspace",
+        "/",
+        "read",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(20), "nothing blocked");
+    let events = json_events(&stdout);
+    let ends = tool_ends(&events);
+    let by_id = |id: &str| ends.iter().find(|e| e["id"] == id).unwrap();
+    assert!(by_id("call_0")["text"].as_str().unwrap().contains("device"), "{}", by_id("call_0"));
+    assert!(by_id("call_1")["text"].as_str().unwrap().contains("FIFO"), "{}", by_id("call_1"));
+    assert!(by_id("call_2")["text"].as_str().unwrap().contains("kernel"), "{}", by_id("call_2"));
+    assert!(by_id("call_3")["text"].as_str().unwrap().contains("kernel"), "{}", by_id("call_3"));
+    for id in ["call_0", "call_1", "call_2", "call_3"] {
+        assert_eq!(by_id(id)["is_error"], true);
+    }
+    let big = by_id("call_4");
+    assert_eq!(big["is_error"], false);
+    assert_eq!(big["details"]["bytes"], 1024 * 1024);
+    let text = big["text"].as_str().unwrap();
+    assert!(text.len() < 65 * 1024 && text.ends_with("[truncated at 64 KiB]"), "{}", text.len());
+    assert!(!stdout.contains(secret));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- Safety: nothing from the model or a tool reaches the terminal raw ----
+
+const HOSTILE: &str =
+    "hi\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\rover\u{202e}txt";
+
+fn assert_no_raw_controls(text: &str) {
+    for c in text.chars() {
+        let bad =
+            (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c);
+        assert!(!bad, "raw control U+{:04X} in output: {text:?}", u32::from(c));
+    }
+}
+
+#[test]
+fn escape_sequences_from_the_model_and_files_are_neutralised() {
+    let ws = temp_dir("escapes");
+    std::fs::write(ws.join("evil.txt"), format!("line one\n{HOSTILE}\n")).unwrap();
+    let replies =
+        || vec![tool_sse(&[("read_file", json!({"path": "evil.txt"}))]), text_sse(HOSTILE)];
+    // Text mode, with the full tool result shown.
+    let server = Server::start(replies());
+    let (out, stdout, stderr) =
+        run(live(&server).arg("--workspace").arg(&ws).args(["--expand", "show me"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_no_raw_controls(&stdout);
+    assert_no_raw_controls(&stderr);
+    assert!(stdout.contains("hi\u{241b}]52;c;ZXZpbA=="), "visible, not acted on: {stdout}");
+
+    // JSON mode: the same text, escaped, and still exact once parsed.
+    let server = Server::start(replies());
+    let (out, stdout, _) =
+        run(live(&server).arg("--workspace").arg(&ws).args(["--json", "show me"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_no_raw_controls(&stdout);
+    let events = json_events(&stdout);
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, HOSTILE);
+    assert!(tool_ends(&events)[0]["text"].as_str().unwrap().contains(HOSTILE));
+
+    // Provider error messages too.
+    let server = Server::start(vec![server::Reply::Error(
+        400,
+        json!({"error": {"message": HOSTILE, "type": "invalid_request_error"}}).to_string(),
+    )]);
+    let (out, stdout, stderr) = run(live(&server).arg("hello"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_no_raw_controls(&stdout);
+    assert_no_raw_controls(&stderr);
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+// ---- Safety: side effects need approval ----
+
+#[test]
+fn side_effects_are_refused_unless_approved_up_front() {
+    let ws = temp_dir("approve");
+    let note = json!({"text": "first\r\u{1b}[2Jsecond\nthird"});
+    let replies = || vec![tool_sse(&[("append_note", note.clone())]), text_sse("noted")];
+    let notes = ws.join("claw-notes.md");
+
+    // No terminal to ask on, not approved: refused, nothing written.
+    let server = Server::start(replies());
+    let (out, stdout, stderr) =
+        run(live(&server).arg("--workspace").arg(&ws).args(["--json", "note this"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], true);
+    assert_eq!(end["executed"], false);
+    assert!(end["text"].as_str().unwrap().contains("not approved"), "{end}");
+    assert!(!notes.exists());
+
+    // --yes approves; the note is one line with no control characters.
+    let server = Server::start(replies());
+    let (out, _, stderr) = run(live(&server).arg("--workspace").arg(&ws).args(["--yes", "note"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "first  [2Jsecond third\n");
+
+    // The config's allow list approves too.
+    let config = ws.join("config.toml");
+    std::fs::write(&config, "approve = [\"append_note\"]\n").unwrap();
+    let server = Server::start(replies());
+    let (out, _, stderr) =
+        run(live(&server).arg("--workspace").arg(&ws).env("CLAW_CONFIG", &config).arg("note"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap().lines().count(), 2);
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+// ---- Behaviour that must not mislead ----
+
+#[test]
+fn a_prompt_without_a_key_is_exit_2_naming_the_variable() {
+    let (out, stdout, stderr) = run(claw().arg("hello"));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+    assert!(!stderr.contains("replay:"), "nothing replayed: {stderr}");
+    assert!(stdout.is_empty());
+
+    let (out, stdout, stderr) = run(claw().args(["--json", "--provider", "google", "hello"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("GEMINI_API_KEY or GOOGLE_API_KEY"), "{stderr}");
+    assert!(stdout.is_empty(), "no JSON lines: {stdout}");
+}
+
+#[test]
+fn replay_runs_only_when_asked_and_says_when_there_is_no_recording() {
+    let (out, _, stderr) = run(claw().arg("--replay"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("replay: no live API call"));
+    for provider in ["openai", "openai-responses", "google", "mistral"] {
+        let (out, _, stderr) = run(claw().args(["--provider", provider]));
+        let recorded = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(if provider == "openai" { "openai-completions" } else { provider })
+            .join("agent-session/input.json")
+            .exists();
+        if recorded {
+            assert_eq!(out.status.code(), Some(0), "{provider}: {stderr}");
+        } else {
+            assert_eq!(out.status.code(), Some(3), "{provider}: {stderr}");
+            assert!(stderr.contains(&format!("no recording for provider {provider}")), "{stderr}");
+            assert!(!stderr.contains("skip.txt"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn google_api_key_is_read() {
+    let server = Server::start(vec![server::Reply::Error(
+        400,
+        json!({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}}).to_string(),
+    )]);
+    let base = format!("{}beta", server.base_url());
+    let (_, _, stderr) = run(claw().env("GOOGLE_API_KEY", "google-key-from-env").args([
+        "--provider",
+        "google",
+        "--base-url",
+        &base,
+        "hi",
+    ]));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{stderr}");
+    assert!(requests[0].headers.contains(&"x-goog-api-key: google-key-from-env".to_owned()));
+}
+
+#[test]
+fn local_servers_need_no_key_and_any_model_id_is_accepted() {
+    let server = Server::start(vec![text_sse("hello from local")]);
+    let (out, stdout, stderr) = run(claw().args([
+        "--provider",
+        "openai",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "llama3.2:3b-instruct-2025-01-01",
+        "hi",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("hello from local"));
+    assert_eq!(server.requests()[0].body["model"], "llama3.2:3b-instruct-2025-01-01");
+}
+
+#[test]
+fn flags_reach_the_request() {
+    let server = Server::start(vec![text_sse("ok")]);
+    let (out, _, stderr) = run(live(&server).args([
+        "--max-tokens",
+        "321",
+        "--temperature",
+        "0.25",
+        "--system",
+        "You are terse.",
+        "--tools",
+        "",
+        "hi",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let body = &server.requests()[0].body;
+    let max = body.get("max_completion_tokens").or_else(|| body.get("max_tokens")).unwrap();
+    assert_eq!(max, 321);
+    assert_eq!(body["temperature"], 0.25);
+    assert_eq!(body["messages"][0]["content"], "You are terse.");
+    assert!(body.get("tools").is_none_or(|t| t.as_array().unwrap().is_empty()), "{body}");
+}
+
+#[test]
+fn save_is_checked_before_the_first_request_and_written_atomically() {
+    let server = Server::start(vec![text_sse("never")]);
+    let (out, _, stderr) =
+        run(live(&server).args(["--save", "/nonexistent-dir/x/transcript.json", "hi"]));
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("/nonexistent-dir/x/transcript.json"), "{stderr}");
+    assert!(server.requests().is_empty(), "no tokens spent");
+
+    let dir = temp_dir("atomic");
+    let path = dir.join("t.json");
+    std::fs::write(&path, "previous").unwrap();
+    let server = Server::start(vec![text_sse("saved answer")]);
+    let (out, _, stderr) = run(live(&server).arg("--save").arg(&path).arg("hi"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(saved["model"], "local-model");
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn resume_uses_the_saved_provider_model_and_base_url() {
+    let dir = temp_dir("resume");
+    let path = dir.join("t.json");
+    let server = Server::start(vec![text_sse("first answer"), text_sse("second answer")]);
+    let (out, _, stderr) = run(claw()
+        .args(["--provider", "openai", "--base-url", &server.base_url()])
+        .args(["--model", "saved-model", "--save"])
+        .arg(&path)
+        .arg("first question"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // No provider, model or base URL flags: the transcript's are used.
+    let (out, stdout, stderr) = run(claw().arg("--resume").arg(&path).arg("second question"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("second answer"));
+    let requests = server.requests();
+    assert_eq!(requests[1].body["model"], "saved-model");
+    let sent = requests[1].body["messages"].to_string();
+    assert!(sent.contains("first question") && sent.contains("first answer"), "{sent}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn network_errors_name_the_server() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let (out, _, stderr) =
+        run(claw().args(["--provider", "openai", "--base-url", &base, "-vv", "--no-color", "hi"]));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "--no-color logs: {stderr}");
+}
+
+// ---- What users expect ----
+
+#[test]
+fn stdin_is_read_for_dash_and_appended_when_piped() {
+    for args in [vec!["summarize this"], vec!["summarize this", "-"]] {
+        let server = Server::start(vec![text_sse("summary")]);
+        let mut child = live(&server)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"THE FILE CONTENTS\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let sent = server.requests()[0].body["messages"].to_string();
+        assert!(sent.contains("summarize this\\n\\nTHE FILE CONTENTS"), "{sent}");
+    }
+}
+
+#[test]
+fn models_lists_every_provider_with_context_and_prices() {
+    let (out, stdout, _) = run(claw().arg("models"));
+    assert_eq!(out.status.code(), Some(0));
+    for needle in [
+        "anthropic",
+        "openai-responses",
+        "google",
+        "mistral",
+        "claude-sonnet-4-5",
+        "200000",
+        "15.000",
+    ] {
+        assert!(stdout.contains(needle), "{needle}: {stdout}");
+    }
+    let (out, stdout, _) = run(claw().arg("tools"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout.lines().any(|l| l.starts_with("append_note") && l.contains("yes")), "{stdout}");
+}
+
+#[test]
+fn config_file_and_environment_give_defaults() {
+    let dir = temp_dir("config");
+    let server = Server::start(vec![text_sse("a"), text_sse("b")]);
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "provider = \"openai\"\nmodel = \"config-model\"\n[base_urls]\nopenai = \"{}\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let (out, _, stderr) = run(claw().env("CLAW_CONFIG", &config).arg("hi"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (out, _, stderr) =
+        run(claw().env("CLAW_CONFIG", &config).env("CLAW_MODEL", "env-model").arg("hi"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests[0].body["model"], "config-model");
+    assert_eq!(requests[1].body["model"], "env-model");
+
+    std::fs::write(&config, "provder = \"typo\"\n").unwrap();
+    let (out, _, stderr) = run(claw().env("CLAW_CONFIG", &config).arg("hi"));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr.contains("provder"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sessions_are_kept_listed_and_continued() {
+    let home = temp_dir("sessions-home");
+    let with_home = |cmd: &mut Command| {
+        cmd.env("XDG_DATA_HOME", home.join("data"));
+    };
+    let server = Server::start(vec![text_sse("answer one"), text_sse("answer two")]);
+    let mut first = live(&server);
+    with_home(&mut first);
+    let (out, _, stderr) = run(first.arg("remember the word kiwi"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+
+    let mut list = claw();
+    with_home(&mut list);
+    let (out, stdout, _) = run(list.arg("sessions"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout.contains("openai") && stdout.contains("remember the word kiwi"), "{stdout}");
+
+    let mut cont = claw();
+    with_home(&mut cont);
+    let (out, stdout, stderr) = run(cont.args(["-c", "which word?"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("answer two"));
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("remember the word kiwi") && sent.contains("answer one"), "{sent}");
+    let _ = std::fs::remove_dir_all(&home);
 }

@@ -1,0 +1,70 @@
+//! The config file (TOML) and where `claw` keeps its files.
+//!
+//! Precedence, highest first: command-line flags, a resumed session's own
+//! provider and model, the environment (`CLAW_PROVIDER`, `CLAW_MODEL`,
+//! `CLAW_WORKSPACE`), the config file, built-in defaults.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// `config.toml` in the user's config directory (or `--config` / `CLAW_CONFIG`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    /// Default provider (`anthropic`, `openai`, `openai-responses`, `google`, `mistral`).
+    pub(crate) provider: Option<String>,
+    /// Default model id.
+    pub(crate) model: Option<String>,
+    /// Default workspace root for the file tools.
+    pub(crate) workspace: Option<PathBuf>,
+    /// Tools with side effects that run without asking.
+    #[serde(default)]
+    pub(crate) approve: Vec<String>,
+    /// Base URL per provider name (e.g. `openai = "http://127.0.0.1:11434/v1"`).
+    #[serde(default)]
+    pub(crate) base_urls: BTreeMap<String, String>,
+    /// Where `append_note` writes.
+    pub(crate) notes: Option<PathBuf>,
+}
+
+/// The project directories (`~/.config/claw`, `~/.local/share/claw` on Linux).
+fn dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("", "", "claw")
+}
+
+/// The config file in use: `explicit`, else `CLAW_CONFIG`, else the user's config directory.
+pub(crate) fn path(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("CLAW_CONFIG").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    dirs().map(|d| d.config_dir().join("config.toml"))
+}
+
+/// Where saved sessions live.
+pub(crate) fn sessions_dir() -> Option<PathBuf> {
+    dirs().map(|d| d.data_dir().join("sessions"))
+}
+
+/// Loads the config; a missing default file is an empty config, a missing
+/// explicit one or a malformed one is an error.
+pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
+    let Some(path) = path(explicit) else { return Ok(Config::default()) };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+            return Ok(Config::default());
+        }
+        Err(e) => return Err(format!("cannot read the config {}: {e}", path.display())),
+    };
+    toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))
+}
+
+/// A non-empty environment variable.
+pub(crate) fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}

@@ -1,0 +1,195 @@
+//! The workspace the file tools are confined to.
+//!
+//! Every path the model names is opened through a `cap-std` directory handle, so
+//! absolute paths, `..` and symlinks that leave the root are refused by the
+//! library (with `openat2`/`O_BENEATH`-style resolution), not by string checks.
+//! On top of that, only regular files and directories are served, kernel
+//! pseudo-filesystems are refused, and reads are bounded before they happen.
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+/// At most this many bytes of a file reach the model.
+pub(crate) const MAX_READ: u64 = 64 * 1024;
+
+/// At most this many entries of a directory are listed.
+pub(crate) const MAX_ENTRIES: usize = 1000;
+
+/// Trees that look like files but are views into the kernel or devices.
+const PSEUDO_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Why a workspace access was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AccessError {
+    /// The path names something outside the root.
+    #[error("`{path}` is outside the workspace {root} (paths are relative to it)")]
+    Outside { path: String, root: String },
+    /// Not a regular file (device, FIFO, socket) or a pseudo-filesystem entry.
+    #[error("`{path}` is a {kind}, not a regular file; refused")]
+    Special { path: String, kind: &'static str },
+    /// The OS refused or the path does not exist.
+    #[error("cannot access `{path}`: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// A directory the file tools may read, and nothing outside it.
+#[derive(Debug)]
+pub(crate) struct Workspace {
+    dir: Dir,
+    root: PathBuf,
+}
+
+/// A bounded read of one file.
+pub(crate) struct FileRead {
+    /// The first [`MAX_READ`] bytes, decoded lossily.
+    pub(crate) text: String,
+    /// The file's size.
+    pub(crate) size: u64,
+    /// Whether `text` holds less than the whole file.
+    pub(crate) truncated: bool,
+}
+
+impl Workspace {
+    /// Opens `root` (which must be a directory) as the workspace.
+    pub(crate) fn open(root: &Path) -> Result<Workspace, String> {
+        let root = std::fs::canonicalize(root)
+            .map_err(|e| format!("workspace {}: {e}", root.display()))?;
+        if under_pseudo_root(&root) {
+            return Err(format!("workspace {} is a kernel pseudo-filesystem", root.display()));
+        }
+        let dir = Dir::open_ambient_dir(&root, ambient_authority())
+            .map_err(|e| format!("workspace {}: {e}", root.display()))?;
+        Ok(Workspace { dir, root })
+    }
+
+    /// The canonical root.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `path` relative to the root: an absolute path is accepted only when it
+    /// is lexically under the root; everything else is left to `cap-std`.
+    fn relative(&self, path: &str) -> Result<PathBuf, AccessError> {
+        let p = Path::new(path);
+        let rel = if p.is_absolute() {
+            p.strip_prefix(&self.root).map(Path::to_path_buf).map_err(|_| self.outside(path))?
+        } else {
+            p.to_path_buf()
+        };
+        if rel.as_os_str().is_empty() { Ok(PathBuf::from(".")) } else { Ok(rel) }
+    }
+
+    fn outside(&self, path: &str) -> AccessError {
+        AccessError::Outside { path: path.to_owned(), root: self.root.display().to_string() }
+    }
+
+    fn io(&self, path: &str, source: std::io::Error) -> AccessError {
+        // cap-std reports an escape as PermissionDenied with this wording.
+        if source.kind() == std::io::ErrorKind::PermissionDenied
+            && source.to_string().contains("outside of the filesystem")
+        {
+            return self.outside(path);
+        }
+        AccessError::Io { path: path.to_owned(), source }
+    }
+
+    /// Refuses entries whose real location is in a kernel pseudo-filesystem
+    /// (possible when the root is `/` or contains a bind mount).
+    fn check_real_location(&self, path: &str, rel: &Path) -> Result<(), AccessError> {
+        let real = self.dir.canonicalize(rel).map_err(|e| self.io(path, e))?;
+        if under_pseudo_root(&self.root.join(real)) {
+            return Err(AccessError::Special { path: path.to_owned(), kind: "kernel file" });
+        }
+        Ok(())
+    }
+
+    /// Reads at most [`MAX_READ`] bytes of the regular file at `path`.
+    pub(crate) fn read(&self, path: &str) -> Result<FileRead, AccessError> {
+        let rel = self.relative(path)?;
+        // Checked before opening: opening a FIFO would block until a writer appears.
+        let meta = self.dir.metadata(&rel).map_err(|e| self.io(path, e))?;
+        if !meta.is_file() {
+            return Err(AccessError::Special { path: path.to_owned(), kind: kind_of(&meta) });
+        }
+        self.check_real_location(path, &rel)?;
+        let file = self.dir.open(&rel).map_err(|e| self.io(path, e))?;
+        // Checked again on the handle: the entry may have been swapped since.
+        let meta = file.metadata().map_err(|e| self.io(path, e))?;
+        if !meta.is_file() {
+            return Err(AccessError::Special { path: path.to_owned(), kind: kind_of(&meta) });
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_READ + 1).read_to_end(&mut bytes).map_err(|e| self.io(path, e))?;
+        let truncated = bytes.len() as u64 > MAX_READ;
+        bytes.truncate(MAX_READ as usize);
+        let size = meta.len().max(bytes.len() as u64);
+        Ok(FileRead { text: String::from_utf8_lossy(&bytes).into_owned(), size, truncated })
+    }
+
+    /// The sorted entry names of the directory at `path` (directories end
+    /// with `/`), at most [`MAX_ENTRIES`], and the total count.
+    pub(crate) fn list(&self, path: &str) -> Result<(Vec<String>, usize), AccessError> {
+        let rel = self.relative(path)?;
+        let meta = self.dir.metadata(&rel).map_err(|e| self.io(path, e))?;
+        if !meta.is_dir() {
+            return Err(AccessError::Special { path: path.to_owned(), kind: kind_of(&meta) });
+        }
+        if rel.components().any(|c| !matches!(c, Component::CurDir)) {
+            self.check_real_location(path, &rel)?;
+        }
+        let entries = self.dir.read_dir(&rel).map_err(|e| self.io(path, e))?;
+        let mut names = Vec::new();
+        let mut total = 0usize;
+        for entry in entries {
+            let entry = entry.map_err(|e| self.io(path, e))?;
+            total += 1;
+            let mut name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                name.push('/');
+            }
+            names.push(name);
+        }
+        names.sort();
+        names.truncate(MAX_ENTRIES);
+        Ok((names, total))
+    }
+}
+
+fn under_pseudo_root(path: &Path) -> bool {
+    PSEUDO_ROOTS.iter().any(|root| path.starts_with(root))
+}
+
+fn kind_of(meta: &cap_std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "device";
+        }
+        if t.is_socket() {
+            return "socket";
+        }
+    }
+    if meta.is_dir() { "directory" } else { "special file" }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn absolute_paths_outside_the_root_are_refused_lexically() {
+        let ws = Workspace::open(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert!(matches!(ws.read("/etc/passwd"), Err(AccessError::Outside { .. })));
+        let inside = ws.root().join("Cargo.toml");
+        assert!(ws.read(inside.to_str().unwrap()).unwrap().text.contains("claw-cli"));
+    }
+}
