@@ -45,6 +45,11 @@ pub(crate) fn path(explicit: Option<&Path>) -> Option<PathBuf> {
     dirs().map(|d| d.config_dir().join("config.toml"))
 }
 
+/// Where `claw` keeps its data (sessions, chat history).
+pub(crate) fn data_dir() -> Option<PathBuf> {
+    dirs().map(|d| d.data_dir().to_path_buf())
+}
+
 /// Where saved sessions live.
 pub(crate) fn sessions_dir() -> Option<PathBuf> {
     dirs().map(|d| d.data_dir().join("sessions"))

@@ -130,6 +130,10 @@ struct Args {
     #[arg(short = 'c', long = "continue")]
     continue_last: bool,
 
+    /// Interactive chat: a prompt per line, with line editing and history.
+    #[arg(short = 'i', long)]
+    chat: bool,
+
     /// Stop after this many assistant turns.
     #[arg(long, default_value_t = 12)]
     max_turns: u32,
@@ -311,7 +315,8 @@ async fn run(args: Args) -> u8 {
     } else {
         None
     };
-    let replay = args.replay.is_some() || (user_prompt.trim().is_empty() && resumed.is_none());
+    let replay =
+        args.replay.is_some() || (user_prompt.trim().is_empty() && resumed.is_none() && !args.chat);
     if replay && !user_prompt.trim().is_empty() {
         warn("--replay replays the recorded prompts; the prompt given is not sent", args.json);
     }
@@ -333,7 +338,7 @@ async fn run(args: Args) -> u8 {
             Err((code, e)) => return fail(code, e),
         }
     };
-    let mut save_to = Vec::new();
+    let mut save_to: Vec<sessions::AtomicFile> = Vec::new();
     if let Some(path) = &args.save {
         match sessions::AtomicFile::prepare(path) {
             Ok(f) => save_to.push(f),
@@ -385,16 +390,29 @@ async fn run(args: Args) -> u8 {
         prompts.push(Message::user(user_prompt));
     }
 
-    let interactive = !args.json
+    let can_ask = !args.json
         && !stdin_used
+        && !args.chat
         && std::io::stdin().is_terminal()
         && std::io::stderr().is_terminal();
-    let approvals = approval::Approvals::new(args.yes, &config.approve, interactive);
+    // In chat mode stdin belongs to the line editor; approvals are asked there only on a terminal.
+    let can_ask = can_ask || (args.chat && std::io::stdin().is_terminal());
+    let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask);
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
     agent_config.options = options;
     agent_config.max_turns = Some(args.max_turns);
     agent_config.hooks = approvals;
     let agent = Agent::new(agent_config);
+    let session = SessionInfo {
+        provider: kind.name(),
+        model: model.clone(),
+        base_url: (!replay && model.base_url != models::default_base_url(kind))
+            .then(|| model.base_url.clone()),
+    };
+    let view = View { color, json: args.json, expand: args.expand };
+    if args.chat {
+        return chat(&agent, context, prompts, &session, view, save_to).await;
+    }
     let run = if prompts.is_empty() {
         match agent.continue_run(context) {
             Ok(r) => r,
@@ -405,54 +423,55 @@ async fn run(args: Args) -> u8 {
     } else {
         agent.run(context, prompts)
     };
-
-    let started = Instant::now();
-    let mut renderer = render::Renderer::new(color, args.json, args.expand, model.clone());
-    let token = run.cancel_token();
-    let mut run = run;
-    let mut interrupted = false;
-    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
-    let mut ticker = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => renderer.tick(),
-            event = run.next() => match event {
-                Some(event) => renderer.event(&event),
-                None => break,
-            },
-            _ = &mut ctrl_c, if !interrupted => {
-                interrupted = true;
-                token.cancel();
-                if !args.json {
-                    eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", color));
-                }
-                // A second Ctrl-C quits without waiting for the run to wind down.
-                tokio::spawn(async {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        std::process::exit(i32::from(exit::INTERRUPTED));
-                    }
-                });
-            }
-        }
-    }
-    renderer.finish(started.elapsed());
-    let Some(outcome) = run.outcome().cloned() else {
+    let (outcome, interrupted) = drive(run, &model, view, true).await;
+    let Some(outcome) = outcome else {
         return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
     };
-    let transcript = Transcript {
-        provider: kind.name().to_owned(),
-        model: model.id.clone(),
-        base_url: Some(model.base_url.clone()).filter(|_| args.base_url.is_some()),
-        system_prompt: outcome.context.system_prompt.clone(),
-        messages: outcome.context.messages.clone(),
-    };
-    for target in save_to {
-        let shown = target.path().display().to_string();
-        if let Err(e) = target.commit(&transcript) {
-            return fail(exit::CONFIG_ERROR, format_args!("cannot save {shown}: {e}"));
-        }
+    if let Err(e) = save(&mut save_to, &session, &outcome.context) {
+        return fail(exit::CONFIG_ERROR, e);
     }
     let _ = std::io::stdout().flush();
+    exit_code(&outcome, interrupted, &model)
+}
+
+/// How events are shown.
+#[derive(Clone, Copy)]
+struct View {
+    color: bool,
+    json: bool,
+    expand: bool,
+}
+
+/// What a saved transcript records besides the conversation.
+struct SessionInfo {
+    provider: &'static str,
+    model: Model,
+    base_url: Option<String>,
+}
+
+/// Writes the transcript to every target, atomically, and prepares them for the next write.
+fn save(
+    targets: &mut Vec<sessions::AtomicFile>,
+    session: &SessionInfo,
+    context: &AgentContext,
+) -> Result<(), String> {
+    let transcript = Transcript {
+        provider: session.provider.to_owned(),
+        model: session.model.id.clone(),
+        base_url: session.base_url.clone(),
+        system_prompt: context.system_prompt.clone(),
+        messages: context.messages.clone(),
+    };
+    for target in std::mem::take(targets) {
+        let path = target.path().to_path_buf();
+        target.commit(&transcript).map_err(|e| format!("cannot save {}: {e}", path.display()))?;
+        targets.push(sessions::AtomicFile::prepare(&path)?);
+    }
+    Ok(())
+}
+
+/// The process exit code for a finished run.
+fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Model) -> u8 {
     match outcome.reason {
         _ if interrupted => exit::INTERRUPTED,
         EndReason::Error => {
@@ -472,6 +491,139 @@ async fn run(args: Args) -> u8 {
         EndReason::Aborted => exit::INTERRUPTED,
         _ => exit::OK,
     }
+}
+
+/// Shows a run's events until it ends; Ctrl-C aborts it (a second one quits).
+async fn drive(
+    mut run: agent_core::AgentRun,
+    model: &Model,
+    view: View,
+    echo_user: bool,
+) -> (Option<agent_core::AgentOutcome>, bool) {
+    let started = Instant::now();
+    let mut renderer =
+        render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone());
+    let token = run.cancel_token();
+    let mut interrupted = false;
+    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    let mut second_ctrl_c = None;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => renderer.tick(),
+            event = run.next() => match event {
+                Some(event) => renderer.event(&event),
+                None => break,
+            },
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                token.cancel();
+                if !view.json {
+                    eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", view.color));
+                }
+                // A second Ctrl-C quits without waiting for the run to wind down.
+                second_ctrl_c = Some(tokio::spawn(async {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(i32::from(exit::INTERRUPTED));
+                    }
+                }));
+            }
+        }
+    }
+    if let Some(task) = second_ctrl_c {
+        task.abort();
+    }
+    renderer.finish(started.elapsed());
+    (run.outcome().cloned(), interrupted)
+}
+
+/// `--chat`: one conversation, a prompt per line (line editing and history
+/// by rustyline), kept as a session after every exchange. Ctrl-D, `/exit` or
+/// Ctrl-C at the prompt end it.
+async fn chat(
+    agent: &Agent,
+    mut context: AgentContext,
+    first: Vec<Message>,
+    session: &SessionInfo,
+    view: View,
+    mut save_to: Vec<sessions::AtomicFile>,
+) -> u8 {
+    let history = config::data_dir().map(|d| d.join("history.txt"));
+    let mut editor = match rustyline::DefaultEditor::new() {
+        Ok(e) => e,
+        Err(e) => {
+            return fail(exit::CONFIG_ERROR, format_args!("cannot start the line editor: {e}"));
+        }
+    };
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    if !view.json {
+        eprintln!(
+            "{}",
+            render::dim(
+                &format!(
+                    "chat with {} ({}); /exit or Ctrl-D to quit",
+                    session.model.id, session.provider
+                ),
+                view.color
+            )
+        );
+    }
+    let mut pending = first;
+    let mut code = exit::OK;
+    loop {
+        if pending.is_empty() {
+            let (returned, line) = match tokio::task::spawn_blocking(move || {
+                let line = editor.readline("you › ");
+                (editor, line)
+            })
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    return fail(exit::CONFIG_ERROR, format_args!("the line editor failed: {e}"));
+                }
+            };
+            editor = returned;
+            let line = match line {
+                Ok(l) => l,
+                Err(
+                    rustyline::error::ReadlineError::Eof
+                    | rustyline::error::ReadlineError::Interrupted,
+                ) => break,
+                Err(e) => return fail(exit::CONFIG_ERROR, format_args!("cannot read input: {e}")),
+            };
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            if text == "/exit" || text == "/quit" {
+                break;
+            }
+            let _ = editor.add_history_entry(text);
+            pending.push(Message::user(text.to_owned()));
+        }
+        let run = agent.run(context.clone(), std::mem::take(&mut pending));
+        let (outcome, _interrupted) = drive(run, &session.model, view, false).await;
+        let Some(outcome) = outcome else {
+            return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
+        };
+        // The conversation goes on after an interrupted or failed exchange;
+        // the exit code tells whether the last one failed.
+        code = match outcome.reason {
+            EndReason::Error => exit_code(&outcome, false, &session.model),
+            _ => exit::OK,
+        };
+        context = outcome.context;
+        if let Err(e) = save(&mut save_to, session, &context) {
+            return fail(exit::CONFIG_ERROR, e);
+        }
+    }
+    if let Some(h) = &history {
+        let _ = editor.save_history(h);
+    }
+    code
 }
 
 type SetupError = (u8, String);

@@ -265,6 +265,11 @@ pub(crate) fn resolve(
     (model, warning)
 }
 
+/// The provider's own API base URL.
+pub(crate) fn default_base_url(kind: ProviderKind) -> &'static str {
+    defaults(kind).2
+}
+
 /// Every known model as a table (`claw models`).
 pub(crate) fn table() -> String {
     let mut out = format!(

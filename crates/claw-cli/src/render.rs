@@ -39,11 +39,20 @@ pub(crate) struct Renderer {
     expand: bool,
     /// Waiting for the first event of a response (the spinner says so).
     waiting: bool,
+    /// Show the user's prompt (not in chat mode, where it was just typed).
+    echo_user: bool,
 }
 
 impl Renderer {
-    pub(crate) fn new(color: bool, json: bool, expand: bool, model: Model) -> Self {
+    pub(crate) fn new(
+        color: bool,
+        json: bool,
+        expand: bool,
+        echo_user: bool,
+        model: Model,
+    ) -> Self {
         Renderer {
+            echo_user,
             expand,
             waiting: false,
             color,
@@ -146,7 +155,7 @@ impl Renderer {
         }
         let c = self.color;
         match event {
-            AgentEvent::MessageStart { message: Message::User(u) } => {
+            AgentEvent::MessageStart { message: Message::User(u) } if self.echo_user => {
                 let text: Vec<String> = u
                     .content
                     .blocks()

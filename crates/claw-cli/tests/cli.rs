@@ -689,3 +689,41 @@ fn sessions_are_kept_listed_and_continued() {
     assert!(sent.contains("remember the word kiwi") && sent.contains("answer one"), "{sent}");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[test]
+fn chat_mode_keeps_one_conversation_and_saves_it() {
+    let home = temp_dir("chat-home");
+    let server = Server::start(vec![text_sse("first reply"), text_sse("second reply")]);
+    let mut child = live(&server)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .arg("--chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        b"hello there\n\nand again\n/exit\n",
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("first reply") && stdout.contains("second reply"), "{stdout}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the empty line sends nothing");
+    let sent = requests[1].body["messages"].to_string();
+    assert!(sent.contains("hello there") && sent.contains("first reply"), "{sent}");
+    assert!(sent.contains("and again"));
+    // Kept as one session with both exchanges.
+    let sessions: Vec<_> = std::fs::read_dir(home.join("data/claw/sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&sessions[0]).unwrap()).unwrap();
+    assert_eq!(saved["messages"].as_array().unwrap().len(), 4);
+    let _ = std::fs::remove_dir_all(&home);
+}
