@@ -727,3 +727,64 @@ fn chat_mode_keeps_one_conversation_and_saves_it() {
     assert_eq!(saved["messages"].as_array().unwrap().len(), 4);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// `claw args` on a pseudo-terminal (util-linux `script`), so it can ask.
+#[cfg(unix)]
+fn claw_in_pty(args: &[String]) -> Command {
+    let template = claw();
+    let mut cmd = Command::new("script");
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_claw").to_owned())
+        .chain(args.iter().cloned())
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    cmd.args(["-qec", &line.join(" "), "/dev/null"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+#[cfg(unix)]
+#[test]
+fn on_a_terminal_side_effects_ask_first() {
+    let ws = temp_dir("ask");
+    let notes = ws.join("claw-notes.md");
+    for (answer, written) in [("n\n", false), ("y\n", true)] {
+        let server = Server::start(vec![
+            tool_sse(&[("append_note", json!({"text": "asked first"}))]),
+            text_sse("done"),
+        ]);
+        let args: Vec<String> = [
+            "--provider",
+            "openai",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "note it",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let mut child = claw_in_pty(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), answer.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{shown}");
+        assert!(shown.contains("allow append_note"), "asked: {shown}");
+        assert_eq!(notes.exists(), written, "answer {answer:?}: {shown}");
+        if !written {
+            assert!(shown.contains("the user declined"), "{shown}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&ws);
+}
