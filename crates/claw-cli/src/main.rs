@@ -9,6 +9,7 @@
 mod approval;
 mod calc;
 mod config;
+mod markdown;
 mod models;
 mod render;
 mod sanitize;
@@ -506,11 +507,9 @@ async fn drive(
     let token = run.cancel_token();
     let mut interrupted = false;
     let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
-    let mut ticker = tokio::time::interval(Duration::from_millis(100));
     let mut second_ctrl_c = None;
     loop {
         tokio::select! {
-            _ = ticker.tick() => renderer.tick(),
             event = run.next() => match event {
                 Some(event) => renderer.event(&event),
                 None => break,

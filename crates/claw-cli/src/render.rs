@@ -1,15 +1,14 @@
 //! Terminal and JSON-lines output of agent events.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_core::{AgentEvent, EndReason};
 use llm_core::{AssistantEvent, Message, Model, Usage, UserContent};
 use serde_json::{Value, json};
 
+use crate::markdown::Markdown;
 use crate::sanitize;
-
-const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// The version of the `--json` event schema (`docs/claw.md`).
 pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
@@ -32,8 +31,12 @@ pub(crate) struct Renderer {
     usage: Usage,
     at_line_start: bool,
     running: Vec<String>,
-    spinner_at: Option<Instant>,
-    spinner_frame: usize,
+    /// Shown on stderr while waiting for the model or a tool (a terminal only).
+    spinner: Option<indicatif::ProgressBar>,
+    /// Renders answer text as Markdown, a line at a time (a terminal only).
+    markdown: Option<Markdown>,
+    /// Answer text not yet rendered (the current incomplete line).
+    pending_line: String,
     reason: Option<EndReason>,
     /// Print tool results whole, not only their first line.
     expand: bool,
@@ -62,8 +65,9 @@ impl Renderer {
             usage: Usage::default(),
             at_line_start: true,
             running: Vec::new(),
-            spinner_at: None,
-            spinner_frame: 0,
+            spinner: None,
+            markdown: (color && !json).then(Markdown::default),
+            pending_line: String::new(),
             reason: None,
         }
     }
@@ -93,41 +97,77 @@ impl Renderer {
     }
 
     fn clear_spinner(&mut self) {
-        if self.spinner_at.take().is_some() {
-            let mut stderr = std::io::stderr().lock();
-            let _ = stderr.write_all(b"\r\x1b[2K");
-            let _ = stderr.flush();
+        if let Some(spinner) = self.spinner.take() {
+            spinner.finish_and_clear();
         }
     }
 
+    /// Shows, updates or hides the spinner for the current state.
     fn draw_spinner(&mut self) {
-        if !self.color || (self.running.is_empty() && !self.waiting) {
+        if !self.color || self.json || (self.running.is_empty() && !self.waiting) {
+            self.clear_spinner();
             return;
         }
-        let now = Instant::now();
-        if self.spinner_at.is_some_and(|t| now.duration_since(t) < Duration::from_millis(80)) {
-            return;
-        }
-        self.spinner_at = Some(now);
-        self.spinner_frame = (self.spinner_frame + 1) % SPINNER.len();
-        let frame = SPINNER.get(self.spinner_frame).copied().unwrap_or("*");
         let what = if self.running.is_empty() {
             "waiting for the model".to_owned()
         } else {
             format!("running {}", self.running.join(", "))
         };
-        let line = format!("\r\x1b[2K{} {what}", paint("36", frame, true));
-        let mut stderr = std::io::stderr().lock();
-        let _ = stderr.write_all(line.as_bytes());
-        let _ = stderr.flush();
+        match &self.spinner {
+            Some(spinner) => spinner.set_message(what),
+            None => {
+                let spinner = indicatif::ProgressBar::new_spinner();
+                if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner:.cyan} {msg}")
+                {
+                    spinner.set_style(style);
+                }
+                spinner.set_message(what);
+                spinner.enable_steady_tick(Duration::from_millis(80));
+                self.spinner = Some(spinner);
+            }
+        }
     }
 
-    /// Called periodically while waiting, so the spinner moves.
-    pub(crate) fn tick(&mut self) {
-        self.draw_spinner();
+    /// Answer text: straight through, or a line at a time as Markdown.
+    fn answer_text(&mut self, delta: &str) {
+        if self.markdown.is_none() {
+            self.text(delta);
+            return;
+        }
+        self.pending_line.push_str(&sanitize::terminal(delta));
+        while let Some(end) = self.pending_line.find('\n') {
+            let line: String = self.pending_line.drain(..=end).collect();
+            let styled = self.render_line(line.trim_end_matches('\n'));
+            self.out(&format!("{styled}\n"));
+        }
+    }
+
+    fn render_line(&mut self, line: &str) -> String {
+        match self.markdown.as_mut() {
+            Some(md) => md.line(line),
+            None => line.to_owned(),
+        }
+    }
+
+    /// Renders the incomplete last line of answer text, if any.
+    fn flush_answer(&mut self) {
+        if self.pending_line.is_empty() {
+            return;
+        }
+        let line = std::mem::take(&mut self.pending_line);
+        let styled = self.render_line(&line);
+        self.out(&styled);
     }
 
     pub(crate) fn event(&mut self, event: &AgentEvent) {
+        if !matches!(event, AgentEvent::MessageUpdate { event: AssistantEvent::TextDelta { .. } }) {
+            self.flush_answer();
+        }
+        self.render(event);
+        self.draw_spinner();
+    }
+
+    fn render(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::TurnStart => self.waiting = true,
             AgentEvent::MessageUpdate { .. } | AgentEvent::MessageEnd { .. } => {
@@ -171,7 +211,7 @@ impl Renderer {
                 self.out("\n");
             }
             AgentEvent::MessageUpdate { event } => match event {
-                AssistantEvent::TextDelta { delta, .. } => self.text(delta),
+                AssistantEvent::TextDelta { delta, .. } => self.answer_text(delta),
                 AssistantEvent::ThinkingStart { .. } => {
                     self.newline();
                     self.out(&dim("thinking: ", c));
@@ -194,16 +234,17 @@ impl Renderer {
                 AssistantEvent::ToolCallEnd { .. } => self.out("\n"),
                 _ => {}
             },
-            AgentEvent::ToolExecutionStart { tool_name, .. } => {
+            // A tool that may ask for approval is not covered by the spinner (it would draw over the question).
+            AgentEvent::ToolExecutionStart { tool_name, .. }
+                if !crate::tools::spec(tool_name).is_some_and(|t| t.side_effects) =>
+            {
                 self.running.push(sanitize::terminal(tool_name).into_owned());
-                self.draw_spinner();
             }
             AgentEvent::ToolExecutionUpdate { tool_name, partial, .. } => {
                 self.newline();
                 self.out(&format!("  {} ", dim("…", c)));
                 self.text(&format!("{tool_name}: {}", first_line(&partial.content)));
                 self.out("\n");
-                self.draw_spinner();
             }
             AgentEvent::ToolExecutionEnd { tool_name, result, is_error, .. } => {
                 let shown = sanitize::terminal(tool_name).into_owned();
@@ -223,7 +264,6 @@ impl Renderer {
                     self.text(&format!("{tool_name} → {}", first_line(&result.content)));
                     self.out("\n");
                 }
-                self.draw_spinner();
             }
             AgentEvent::MessageEnd { message: Message::Assistant(a) } => {
                 self.newline();
@@ -244,6 +284,7 @@ impl Renderer {
 
     /// The closing summary line (stderr, so `--json` stdout stays clean).
     pub(crate) fn finish(&mut self, elapsed: Duration) {
+        self.flush_answer();
         self.clear_spinner();
         if self.json {
             let u = &self.usage;

@@ -788,3 +788,27 @@ fn on_a_terminal_side_effects_ask_first() {
     }
     let _ = std::fs::remove_dir_all(&ws);
 }
+
+#[cfg(unix)]
+#[test]
+fn on_a_terminal_answers_render_as_markdown_with_escapes_still_neutralised() {
+    let server = Server::start(vec![text_sse(&format!(
+        "# Title\n**bold** and `code`\n- item\n{HOSTILE}\n"
+    ))]);
+    let args: Vec<String> =
+        ["--provider", "openai", "--base-url", &server.base_url(), "--model", "m", "hi"]
+            .map(str::to_owned)
+            .to_vec();
+    let mut cmd = claw_in_pty(&args);
+    cmd.env_remove("NO_COLOR");
+    let (out, shown, _) = run(cmd.stdin(Stdio::null()));
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("\u{1b}[1m\u{1b}[4mTitle"), "heading styled: {shown:?}");
+    assert!(shown.contains("\u{1b}[1mbold") && !shown.contains("**bold**"), "{shown:?}");
+    assert!(shown.contains("\u{1b}[36mcode") && shown.contains("• item"), "{shown:?}");
+    // Only our own styles: none of the model's sequences survive.
+    assert!(shown.contains("\u{241b}]52;c;ZXZpbA=="), "{shown:?}");
+    assert!(
+        !shown.contains("\u{1b}]") && !shown.contains("\u{1b}[2J") && !shown.contains('\u{9b}')
+    );
+}
