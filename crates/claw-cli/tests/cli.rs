@@ -469,6 +469,8 @@ fn replay_runs_only_when_asked_and_says_when_there_is_no_recording() {
             .exists();
         if recorded {
             assert_eq!(out.status.code(), Some(0), "{provider}: {stderr}");
+            assert!(stderr.contains(&format!("the real {provider} adapter")), "{stderr}");
+            assert!(stderr.contains("3 turns"), "{stderr}");
         } else {
             assert_eq!(out.status.code(), Some(3), "{provider}: {stderr}");
             assert!(stderr.contains(&format!("no recording for provider {provider}")), "{stderr}");
