@@ -456,7 +456,7 @@ fn a_prompt_without_a_key_is_exit_2_naming_the_variable() {
 }
 
 #[test]
-fn replay_runs_only_when_asked_and_says_when_there_is_no_recording() {
+fn replay_runs_only_when_asked_and_each_provider_replays_its_own_recording() {
     let (out, _, stderr) = run(claw().arg("--replay"));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("replay: no live API call"));
