@@ -231,10 +231,9 @@ fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     code
 }
 
-fn warn(message: impl std::fmt::Display, json: bool) {
-    if !json {
-        eprintln!("claw: warning: {}", sanitize::terminal(&message.to_string()));
-    }
+/// A warning on stderr (also with `--json`, whose stdout stays clean).
+fn warn(message: impl std::fmt::Display) {
+    eprintln!("claw: warning: {}", sanitize::terminal(&message.to_string()));
 }
 
 /// Everything a run needs that differs between live and replay mode.
@@ -319,7 +318,7 @@ async fn run(args: Args) -> u8 {
     let replay =
         args.replay.is_some() || (user_prompt.trim().is_empty() && resumed.is_none() && !args.chat);
     if replay && !user_prompt.trim().is_empty() {
-        warn("--replay replays the recorded prompts; the prompt given is not sent", args.json);
+        warn("--replay replays the recorded prompts; the prompt given is not sent");
     }
 
     // Everything the user can get wrong is checked before any request.
@@ -332,7 +331,7 @@ async fn run(args: Args) -> u8 {
         match live_setup(&args, &config, resumed.as_ref().map(|(_, t)| t)) {
             Ok((s, warning)) => {
                 if let Some(w) = warning {
-                    warn(w, args.json);
+                    warn(w);
                 }
                 s
             }
@@ -354,7 +353,7 @@ async fn run(args: Args) -> u8 {
         };
         match target.and_then(|p| sessions::AtomicFile::prepare(&p)) {
             Ok(f) => save_to.push(f),
-            Err(e) => warn(format_args!("the session will not be kept: {e}"), args.json),
+            Err(e) => warn(format_args!("the session will not be kept: {e}")),
         }
     }
     let workspace_root = args

@@ -351,3 +351,28 @@ pub(crate) fn secrets_in_env() -> Vec<String> {
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dated_ids_take_their_alias_prices_and_unknown_ids_warn() {
+        let (m, warning) =
+            resolve(ProviderKind::Anthropic, Some("claude-sonnet-4-5-20250929"), None);
+        assert_eq!((m.cost.input, m.context_window, warning), (3.0, 200_000, None));
+        let (m, warning) = resolve(ProviderKind::Openai, Some("gpt-5-mini-2025-08-07"), None);
+        assert_eq!((m.cost.output, warning), (2.0, None));
+        let (m, warning) = resolve(ProviderKind::Openai, Some("gpt-7-preview"), None);
+        assert_eq!((m.id.as_str(), m.cost.input), ("gpt-7-preview", 0.0));
+        assert!(warning.is_some_and(|w| w.contains("gpt-7-preview") && w.contains("claw models")));
+        // Not a date: not the alias.
+        assert!(resolve(ProviderKind::Openai, Some("gpt-5-mini-fast"), None).1.is_some());
+        // Compatible servers name models freely: no warning.
+        assert!(
+            resolve(ProviderKind::Openai, Some("llama3"), Some("http://127.0.0.1:1/v1"))
+                .1
+                .is_none()
+        );
+    }
+}

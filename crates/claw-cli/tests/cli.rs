@@ -814,3 +814,90 @@ fn on_a_terminal_answers_render_as_markdown_with_escapes_still_neutralised() {
         !shown.contains("\u{1b}]") && !shown.contains("\u{1b}[2J") && !shown.contains('\u{9b}')
     );
 }
+
+#[test]
+fn no_key_flag_allows_a_server_that_is_not_on_loopback() {
+    // 0.0.0.0 is not a loopback address, but connecting to it reaches this machine.
+    let server = Server::start(vec![text_sse("no key needed")]);
+    let base = server.base_url().replace("127.0.0.1", "0.0.0.0");
+    let (out, _, stderr) = run(claw().args(["--provider", "openai", "--base-url", &base, "hi"]));
+    assert_eq!(out.status.code(), Some(2), "a key is needed without --no-key: {stderr}");
+    assert!(stderr.contains("OPENAI_API_KEY") && stderr.contains("--no-key"), "{stderr}");
+    assert!(server.requests().is_empty());
+    let (out, stdout, stderr) =
+        run(claw().args(["--provider", "openai", "--base-url", &base, "--no-key", "hi"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("no key needed"));
+}
+
+#[test]
+fn dated_model_ids_are_priced_as_their_alias() {
+    let server = Server::start(vec![text_sse("ok")]);
+    let (out, stdout, stderr) = run(claw().args([
+        "--provider",
+        "openai",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "gpt-5-mini-2025-08-07",
+        "--json",
+        "hi",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&stdout);
+    let total = events.last().unwrap()["cost_usd"]["total"].as_f64().unwrap();
+    // 100 input tokens at $0.25/M and 20 output tokens at $2/M (gpt-5-mini).
+    assert!((total - 0.000_065).abs() < 1e-12, "{total}");
+}
+
+#[test]
+fn environment_defaults_choose_provider_and_workspace() {
+    let ws = temp_dir("env-ws");
+    std::fs::write(ws.join("only-here.txt"), "x").unwrap();
+    let server = Server::start(vec![tool_sse(&[("list_dir", json!({}))]), text_sse("listed")]);
+    let (out, stdout, stderr) = run(claw()
+        .env("CLAW_PROVIDER", "openai")
+        .env("CLAW_WORKSPACE", &ws)
+        .args(["--base-url", &server.base_url(), "--json", "list"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&stdout);
+    assert_eq!(tool_ends(&events)[0]["text"], "only-here.txt");
+    assert_eq!(
+        server.requests()[0].headers.iter().filter(|h| h.starts_with("authorization")).count(),
+        1
+    );
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn tool_results_show_their_first_line_or_expand() {
+    let ws = temp_dir("expand");
+    std::fs::write(ws.join("three.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    let replies = || vec![tool_sse(&[("read_file", json!({"path": "three.txt"}))]), text_sse("ok")];
+    let server = Server::start(replies());
+    let (_, stdout, _) = run(live(&server).arg("--workspace").arg(&ws).arg("read"));
+    assert!(
+        stdout.contains("read_file → alpha (+2 lines)") && !stdout.contains("gamma"),
+        "{stdout}"
+    );
+    let server = Server::start(replies());
+    let (_, stdout, _) = run(live(&server).arg("--workspace").arg(&ws).args(["--expand", "read"]));
+    assert!(stdout.contains("    alpha\n    beta\n    gamma\n"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[cfg(unix)]
+#[test]
+fn on_a_terminal_no_color_means_no_escape_codes_in_logs_either() {
+    let server = Server::start(vec![text_sse("plain")]);
+    let args: Vec<String> =
+        ["--provider", "openai", "--base-url", &server.base_url(), "-vv", "--no-color", "hi"]
+            .map(str::to_owned)
+            .to_vec();
+    let mut cmd = claw_in_pty(&args);
+    cmd.env_remove("NO_COLOR");
+    let (out, shown, _) = run(cmd.stdin(Stdio::null()));
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("DEBUG") || shown.contains("INFO"), "logs shown: {shown}");
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
+}
