@@ -297,10 +297,6 @@ async fn run(args: Args) -> u8 {
         && config::env("NO_COLOR").is_none()
         && std::io::stdout().is_terminal();
 
-    let (user_prompt, stdin_used) = match read_prompt(&args.prompt) {
-        Ok(p) => p,
-        Err(e) => return fail(exit::USAGE, e),
-    };
     let resumed: Option<(PathBuf, Transcript)> = if args.continue_last {
         match sessions::latest() {
             Ok(Some(found)) => Some(found),
@@ -316,8 +312,8 @@ async fn run(args: Args) -> u8 {
         None
     };
     let replay =
-        args.replay.is_some() || (user_prompt.trim().is_empty() && resumed.is_none() && !args.chat);
-    if replay && !user_prompt.trim().is_empty() {
+        args.replay.is_some() || (args.prompt.is_empty() && resumed.is_none() && !args.chat);
+    if replay && !args.prompt.is_empty() {
         warn("--replay replays the recorded prompts; the prompt given is not sent");
     }
 
@@ -356,6 +352,15 @@ async fn run(args: Args) -> u8 {
             Err(e) => warn(format_args!("the session will not be kept: {e}")),
         }
     }
+    // Stdin is read only now, after the checks: a missing key never waits on it.
+    let (user_prompt, stdin_used) = if replay {
+        (String::new(), false)
+    } else {
+        match read_prompt(&args.prompt) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::USAGE, e),
+        }
+    };
     let workspace_root = args
         .workspace
         .clone()

@@ -901,3 +901,29 @@ fn on_a_terminal_no_color_means_no_escape_codes_in_logs_either() {
     assert!(shown.contains("DEBUG") || shown.contains("INFO"), "logs shown: {shown}");
     assert!(!shown.contains('\u{1b}'), "{shown:?}");
 }
+
+#[test]
+fn a_missing_key_is_reported_without_waiting_for_stdin() {
+    // Stdin is an open pipe that never closes: the key check must not wait on it.
+    let mut child = claw()
+        .arg("hello")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("claw waited on stdin before checking the key");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    assert_eq!(status.code(), Some(2));
+}
