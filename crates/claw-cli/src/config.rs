@@ -66,7 +66,23 @@ pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
         }
         Err(e) => return Err(format!("cannot read the config {}: {e}", path.display())),
     };
-    toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))
+    let config: Config =
+        toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
+    // Names are checked here so a typo is an error, not a silently ignored setting.
+    for name in &config.approve {
+        if crate::tools::spec(name).is_none() {
+            return Err(format!(
+                "config {}: `approve` names an unknown tool `{name}`",
+                path.display()
+            ));
+        }
+    }
+    for name in config.base_urls.keys().chain(config.provider.iter()) {
+        if crate::models::ProviderKind::from_name(name).is_none() {
+            return Err(format!("config {}: unknown provider `{name}`", path.display()));
+        }
+    }
+    Ok(config)
 }
 
 /// A non-empty environment variable.

@@ -657,10 +657,16 @@ fn config_file_and_environment_give_defaults() {
     assert_eq!(requests[0].body["model"], "config-model");
     assert_eq!(requests[1].body["model"], "env-model");
 
-    std::fs::write(&config, "provder = \"typo\"\n").unwrap();
-    let (out, _, stderr) = run(claw().env("CLAW_CONFIG", &config).arg("hi"));
-    assert_eq!(out.status.code(), Some(3));
-    assert!(stderr.contains("provder"), "{stderr}");
+    for (text, needle) in [
+        ("provder = \"typo\"\n", "provder"),
+        ("approve = [\"append_notes\"]\n", "append_notes"),
+        ("[base_urls]\nopenia = \"http://127.0.0.1:1\"\n", "openia"),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let (out, _, stderr) = run(claw().env("CLAW_CONFIG", &config).arg("hi"));
+        assert_eq!(out.status.code(), Some(3), "{text}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
