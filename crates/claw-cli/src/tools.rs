@@ -134,11 +134,26 @@ struct AppendNoteArgs {
     text: String,
 }
 
-/// Runs blocking file-system work off the async threads; a panic in it is an error result.
+/// How long a file-system call may take (a hung network mount, say) before
+/// its call gets an error result.
+const FS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs blocking file-system work off the async threads, contained: a panic
+/// in it, or taking longer than `limit`, is an error result. (A thread stuck
+/// in the kernel cannot be stopped; it is left behind, and the process exit
+/// does not wait for it.)
 async fn blocking<T: Send + 'static>(
+    limit: std::time::Duration,
     f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ToolError(format!("the tool failed: {e}")))?
+    match tokio::time::timeout(limit, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(ToolError(format!("the tool failed: {e}"))),
+        Err(_) => Err(ToolError(format!(
+            "the file system did not answer within {} s",
+            limit.as_secs_f64()
+        ))),
+    }
 }
 
 fn read_file(env: &ToolEnv) -> AgentTool {
@@ -151,7 +166,7 @@ fn read_file(env: &ToolEnv) -> AgentTool {
             let workspace = workspace.clone();
             let secrets = secrets.clone();
             async move {
-                let read = blocking(move || {
+                let read = blocking(FS_TIMEOUT, move || {
                     workspace.read(&a.path).map_err(|e| ToolError(e.to_string()))
                 })
                 .await?;
@@ -176,7 +191,9 @@ fn list_dir(env: &ToolEnv) -> AgentTool {
             async move {
                 let path = a.path.unwrap_or_else(|| ".".into());
                 let (names, total) =
-                    blocking(move || workspace.list(&path).map_err(|e| ToolError(e.to_string())))
+                    blocking(FS_TIMEOUT, move || {
+                        workspace.list(&path).map_err(|e| ToolError(e.to_string()))
+                    })
                         .await?;
                 let mut text = names.join("\n");
                 if total > names.len() {
@@ -283,6 +300,25 @@ pub(crate) fn rfc3339(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::{ToolError, blocking};
+
+    #[tokio::test]
+    async fn blocking_work_that_panics_or_hangs_is_an_error_result() {
+        let hung = blocking(Duration::from_millis(50), || {
+            std::thread::sleep(Duration::from_millis(500));
+            Ok(())
+        })
+        .await;
+        assert!(matches!(hung, Err(ToolError(m)) if m.contains("did not answer")));
+        let panicked: Result<(), ToolError> =
+            blocking(Duration::from_secs(5), || panic!("injected")).await;
+        assert!(matches!(panicked, Err(ToolError(m)) if m.contains("the tool failed")));
+        let fine = blocking(Duration::from_secs(5), || Ok(7)).await;
+        assert!(matches!(fine, Ok(7)));
+    }
+
     #[test]
     fn rfc3339_dates() {
         assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
