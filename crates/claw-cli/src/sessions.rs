@@ -80,7 +80,12 @@ fn dir() -> Result<PathBuf, String> {
 /// A fresh session file path (named by the start time, so names sort by age).
 pub(crate) fn new_path() -> Result<PathBuf, String> {
     let dir = dir()?;
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // Transcripts hold whatever the tools read: the folder is the user's alone.
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())

@@ -682,6 +682,16 @@ fn sessions_are_kept_listed_and_continued() {
     let (out, _, stderr) = run(first.arg("remember the word kiwi"));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let sessions = home.join("data/claw/sessions");
+        let mode = std::fs::metadata(&sessions).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        let file = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
+        assert_eq!(std::fs::metadata(file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
     let mut list = claw();
     with_home(&mut list);
     let (out, stdout, _) = run(list.arg("sessions"));
