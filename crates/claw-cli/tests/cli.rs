@@ -176,6 +176,16 @@ fn help_explains_flags_and_exit_codes() {
         "--resume",
         "Exit codes",
         "130",
+        "--workspace",
+        "--yes",
+        "--chat",
+        "--continue",
+        "--no-key",
+        "--max-tokens",
+        "--system",
+        "--temperature",
+        "GOOGLE_API_KEY",
+        "CLAW_PROVIDER",
     ] {
         assert!(stdout.contains(needle), "--help lacks {needle}");
     }
