@@ -123,8 +123,9 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
 
-    /// Continue the transcript saved in FILE, on its provider and model unless flags say otherwise.
-    #[arg(long, value_name = "FILE", conflicts_with = "continue_last")]
+    /// Continue the transcript saved in FILE (or the session ID from `claw sessions`), on its
+    /// provider and model unless flags say otherwise.
+    #[arg(long, value_name = "FILE|ID", conflicts_with = "continue_last")]
     resume: Option<PathBuf>,
 
     /// Continue the most recent session.
@@ -304,8 +305,8 @@ async fn run(args: Args) -> u8 {
             Err(e) => return fail(exit::CONFIG_ERROR, e),
         }
     } else if let Some(path) = &args.resume {
-        match sessions::load(path) {
-            Ok(t) => Some((path.clone(), t)),
+        match sessions::find(path) {
+            Ok(found) => Some(found),
             Err(e) => return fail(exit::CONFIG_ERROR, e),
         }
     } else {

@@ -113,6 +113,18 @@ fn list() -> Result<Vec<PathBuf>, String> {
     Ok(files.into_iter().map(|(_, p)| p).collect())
 }
 
+/// A transcript named by a file path, or by a session id from `claw sessions`.
+pub(crate) fn find(name: &Path) -> Result<(PathBuf, Transcript), String> {
+    if !name.exists() && name.components().count() == 1 {
+        let in_sessions = dir()?.join(name).with_extension("json");
+        if in_sessions.is_file() {
+            let transcript = load(&in_sessions)?;
+            return Ok((in_sessions, transcript));
+        }
+    }
+    Ok((name.to_path_buf(), load(name)?))
+}
+
 /// The most recent session, if any.
 pub(crate) fn latest() -> Result<Option<(PathBuf, Transcript)>, String> {
     let Some(path) = list()?.into_iter().next() else { return Ok(None) };

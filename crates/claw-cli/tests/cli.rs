@@ -715,6 +715,21 @@ fn sessions_are_kept_listed_and_continued() {
     assert!(stdout.contains("answer two"));
     let sent = server.requests()[1].body["messages"].to_string();
     assert!(sent.contains("remember the word kiwi") && sent.contains("answer one"), "{sent}");
+
+    // A session is also resumed by the id `claw sessions` shows.
+    let mut list = claw();
+    with_home(&mut list);
+    let (_, listing, _) = run(list.arg("sessions"));
+    let id = listing.split_whitespace().next().unwrap().to_owned();
+    let server = Server::start(vec![text_sse("answer three")]);
+    let mut by_id = claw();
+    with_home(&mut by_id);
+    let (out, stdout, stderr) =
+        run(by_id.args(["--base-url", &server.base_url(), "--resume", &id, "and now?"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("answer three"));
+    let sent = server.requests()[0].body["messages"].to_string();
+    assert!(sent.contains("which word?") && sent.contains("answer two"), "{sent}");
     let _ = std::fs::remove_dir_all(&home);
 }
 
