@@ -289,6 +289,7 @@ fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
 }
 
 async fn run(args: Args) -> u8 {
+    let mut interrupts = Interrupts::listen();
     let config = match config::load(args.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
@@ -417,7 +418,7 @@ async fn run(args: Args) -> u8 {
     };
     let view = View { color, json: args.json, expand: args.expand };
     if args.chat {
-        return chat(&agent, context, prompts, &session, view, save_to).await;
+        return chat(&agent, &mut interrupts, context, prompts, &session, view, save_to).await;
     }
     let run = if prompts.is_empty() {
         match agent.continue_run(context) {
@@ -429,7 +430,7 @@ async fn run(args: Args) -> u8 {
     } else {
         agent.run(context, prompts)
     };
-    let (outcome, interrupted) = drive(run, &model, view, true).await;
+    let (outcome, interrupted) = drive(run, &mut interrupts, &model, view, true).await;
     let Some(outcome) = outcome else {
         return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
     };
@@ -499,9 +500,47 @@ fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Mode
     }
 }
 
+/// Ctrl-C, listened for from the start of the run: a listener only sees the
+/// signals that arrive after it is registered, and before that SIGINT kills.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    /// Registers the listener (inside the runtime).
+    fn listen() -> Interrupts {
+        #[cfg(unix)]
+        {
+            let kind = tokio::signal::unix::SignalKind::interrupt();
+            Interrupts { signal: tokio::signal::unix::signal(kind).ok() }
+        }
+        #[cfg(not(unix))]
+        {
+            Interrupts {}
+        }
+    }
+
+    /// The next Ctrl-C (cancel-safe).
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        match &mut self.signal {
+            Some(signal) => {
+                signal.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// Shows a run's events until it ends; Ctrl-C aborts it (a second one quits).
 async fn drive(
     mut run: agent_core::AgentRun,
+    interrupts: &mut Interrupts,
     model: &Model,
     view: View,
     echo_user: bool,
@@ -511,41 +550,36 @@ async fn drive(
         render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone());
     let token = run.cancel_token();
     let mut interrupted = false;
-    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
-    let mut second_ctrl_c = None;
     loop {
         tokio::select! {
             event = run.next() => match event {
                 Some(event) => renderer.event(&event),
                 None => break,
             },
-            _ = &mut ctrl_c, if !interrupted => {
+            () = interrupts.next() => {
+                if interrupted {
+                    // A second Ctrl-C quits without waiting for the run to wind down.
+                    std::process::exit(i32::from(exit::INTERRUPTED));
+                }
                 interrupted = true;
                 token.cancel();
                 if !view.json {
                     eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", view.color));
                 }
-                // A second Ctrl-C quits without waiting for the run to wind down.
-                second_ctrl_c = Some(tokio::spawn(async {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        std::process::exit(i32::from(exit::INTERRUPTED));
-                    }
-                }));
             }
         }
-    }
-    if let Some(task) = second_ctrl_c {
-        task.abort();
     }
     renderer.finish(started.elapsed());
     (run.outcome().cloned(), interrupted)
 }
 
 /// `--chat`: one conversation, a prompt per line (line editing and history
-/// by rustyline), kept as a session after every exchange. Ctrl-D, `/exit` or
-/// Ctrl-C at the prompt end it.
+/// by rustyline), kept as a session after every exchange. `/expand` shows the
+/// last exchange's tool results whole; Ctrl-D, `/exit` or Ctrl-C at the
+/// prompt end it.
 async fn chat(
     agent: &Agent,
+    interrupts: &mut Interrupts,
     mut context: AgentContext,
     first: Vec<Message>,
     session: &SessionInfo,
@@ -567,7 +601,7 @@ async fn chat(
             "{}",
             render::dim(
                 &format!(
-                    "chat with {} ({}); /exit or Ctrl-D to quit",
+                    "chat with {} ({}); /expand shows the last tool results whole; /exit or Ctrl-D quits",
                     session.model.id, session.provider
                 ),
                 view.color
@@ -576,6 +610,8 @@ async fn chat(
     }
     let mut pending = first;
     let mut code = exit::OK;
+    // The tool results of the last exchange, for `/expand`.
+    let mut last_results: Vec<llm_core::ToolResultMessage> = Vec::new();
     loop {
         if pending.is_empty() {
             let (returned, line) = match tokio::task::spawn_blocking(move || {
@@ -605,11 +641,15 @@ async fn chat(
             if text == "/exit" || text == "/quit" {
                 break;
             }
+            if text == "/expand" {
+                print!("{}", render::tool_results_in_full(&last_results));
+                continue;
+            }
             let _ = editor.add_history_entry(text);
             pending.push(Message::user(text.to_owned()));
         }
         let run = agent.run(context.clone(), std::mem::take(&mut pending));
-        let (outcome, _interrupted) = drive(run, &session.model, view, false).await;
+        let (outcome, _interrupted) = drive(run, interrupts, &session.model, view, false).await;
         let Some(outcome) = outcome else {
             return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
         };
@@ -619,6 +659,14 @@ async fn chat(
             EndReason::Error => exit_code(&outcome, false, &session.model),
             _ => exit::OK,
         };
+        last_results = outcome
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::ToolResult(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect();
         context = outcome.context;
         if let Err(e) = save(&mut save_to, session, &context) {
             return fail(exit::CONFIG_ERROR, e);

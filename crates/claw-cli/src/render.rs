@@ -345,6 +345,22 @@ fn all_text(content: &[UserContent]) -> String {
     texts.join("\n")
 }
 
+/// Tool results shown whole (chat's `/expand`), neutralised.
+pub(crate) fn tool_results_in_full(results: &[llm_core::ToolResultMessage]) -> String {
+    if results.is_empty() {
+        return "no tool results in the last exchange\n".to_owned();
+    }
+    let mut out = String::new();
+    for r in results {
+        let mark = if r.is_error { "✗" } else { "✓" };
+        out.push_str(&format!("{mark} {} →\n", sanitize::terminal(&r.tool_name)));
+        for line in all_text(&r.content).lines() {
+            out.push_str(&format!("    {}\n", sanitize::terminal(line)));
+        }
+    }
+    out
+}
+
 /// The snake_case name of an end reason (`--json` and the summary line).
 pub(crate) fn reason_name(reason: EndReason) -> &'static str {
     match reason {

@@ -968,3 +968,34 @@ fn a_missing_key_is_reported_without_waiting_for_stdin() {
     drop(stdin);
     assert_eq!(status.code(), Some(2));
 }
+
+#[test]
+fn chat_expand_shows_the_last_tool_results_whole() {
+    let ws = temp_dir("chat-expand");
+    std::fs::write(ws.join("three.txt"), "alpha\nbeta\n\u{1b}]0;title\u{7}gamma\n").unwrap();
+    let server = Server::start(vec![
+        tool_sse(&[("read_file", json!({"path": "three.txt"}))]),
+        text_sse("read it"),
+    ]);
+    let mut child = live(&server)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"read three.txt\n/expand\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("read_file → alpha (+2 lines)"), "{stdout}");
+    assert!(
+        stdout.contains("    alpha\n    beta\n    \u{241b}]0;title\u{2407}gamma\n"),
+        "{stdout}"
+    );
+    assert_no_raw_controls(&stdout);
+    let _ = std::fs::remove_dir_all(&ws);
+}
