@@ -826,6 +826,12 @@ fn tool_result_content(result: &ToolResultMessage) -> Value {
     Value::Array(blocks)
 }
 
+/// The citations kept in a text block's signature (`{"citations":[...]}`, see `stream.rs`).
+fn text_citations(signature: Option<&str>) -> Option<Value> {
+    let value: Value = serde_json::from_str(signature?).ok()?;
+    value.get("citations").filter(|c| c.as_array().is_some_and(|a| !a.is_empty())).cloned()
+}
+
 /// Converts the transcript (after llm-core's cross-provider transform) to wire messages and
 /// places the message-level cache markers.
 fn convert_messages(
@@ -875,7 +881,20 @@ fn convert_messages(
                     match block {
                         AssistantContent::Text(t) => {
                             if !t.text.trim().is_empty() {
-                                blocks.push(text_block(&t.text));
+                                let mut block = text_block(&t.text);
+                                // Citations were kept as the signature (same model only).
+                                if let Some(citations) = text_citations(t.text_signature.as_deref())
+                                {
+                                    block.insert("citations".into(), citations);
+                                }
+                                blocks.push(block);
+                            }
+                        }
+                        AssistantContent::ProviderContent(p) => {
+                            // Server-tool blocks, compaction, ...: only this model's survive
+                            // the transform, and they go back unchanged.
+                            if let Value::Object(block) = &p.data {
+                                blocks.push(block.clone());
                             }
                         }
                         AssistantContent::Thinking(t) => {

@@ -577,6 +577,12 @@ fn assistant_items(
                 item.insert("arguments".into(), Value::from(arguments));
                 items.push((false, Value::Object(item)));
             }
+            AssistantContent::ProviderContent(p) => {
+                // Only this model's items survive the transform; they go back unchanged.
+                if p.data.is_object() {
+                    items.push((false, p.data.clone()));
+                }
+            }
         }
     }
     // Drop reasoning items that no non-reasoning item of this turn follows.
