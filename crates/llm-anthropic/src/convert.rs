@@ -231,6 +231,8 @@ struct AnthropicOptions {
     interleaved_thinking: Option<bool>,
     disable_parallel_tool_use: Option<bool>,
     metadata: Option<Value>,
+    /// Anthropic server tools (`web_search_20250305`, ...), sent after the client tools.
+    server_tools: Option<Vec<Map<String, Value>>>,
 }
 
 impl AnthropicOptions {
@@ -374,8 +376,10 @@ pub(crate) fn build_request(
         body.insert("stop_sequences".into(), json!(options.stop));
     }
     let has_tools = !tools.is_empty();
-    if has_tools {
-        body.insert("tools".into(), Value::Array(tools.into_iter().map(Value::Object).collect()));
+    let server_tools = extra.server_tools.clone().unwrap_or_default();
+    if has_tools || !server_tools.is_empty() {
+        let all = tools.into_iter().chain(server_tools).map(Value::Object).collect();
+        body.insert("tools".into(), Value::Array(all));
     }
     if let Some(choice) = tool_choice(options.tool_choice.as_ref(), &extra, &projection)? {
         body.insert("tool_choice".into(), choice);
