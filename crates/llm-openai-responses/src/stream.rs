@@ -648,8 +648,8 @@ impl Decoder {
                 ErrorKind::Unsupported,
                 PROVIDER,
                 format!(
-                    "The model requested a {first} item, which clawcall cannot answer \
-                     (only function tools are supported)"
+                    "The model requested an item of type {first}, which clawcall cannot \
+                     answer (only function tools are supported)"
                 ),
             )
             .with_code(first.clone())
