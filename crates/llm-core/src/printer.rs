@@ -48,7 +48,7 @@ pub fn print_event(event: &AssistantEvent) -> String {
         ),
         AssistantEvent::ProviderContent { content_index, content } => format!(
             "provider_content {content_index} {} {}",
-            content.wire_type,
+            quote(&content.wire_type),
             serde_json::to_string(&content.data).unwrap_or_default()
         ),
         AssistantEvent::Done { reason, .. } => format!("done {}", reason.as_str()),
