@@ -508,8 +508,10 @@ fn oauth_names_are_mapped_back() {
     assert_eq!(names, ["read", "Bash"], "unknown wire names pass through");
 }
 
+/// A `message_start` repeated with the same id (a proxy echo) changes nothing; later
+/// blocks at a reused index are still new blocks.
 #[test]
-fn spliced_second_message_start_does_not_merge_blocks() {
+fn repeated_message_start_with_the_same_id_is_ignored() {
     let body = sse(&[
         ("message_start", START),
         (
@@ -534,7 +536,11 @@ fn spliced_second_message_start_does_not_merge_blocks() {
         ("message_stop", r#"{"type":"message_stop"}"#),
     ]);
     let events = assemble(deltas(&body));
-    assert_eq!(final_message(&events).content.len(), 2);
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::Stop);
+    assert_eq!(message.content.len(), 2);
+    assert_eq!(message.text(), "onetwo");
+    assert_eq!(events.iter().filter(|e| matches!(e, AssistantEvent::Start)).count(), 1);
 }
 
 #[test]

@@ -595,6 +595,7 @@ fn unknown_output_items_are_kept_and_client_requests_end_unsupported() {
     let events = run(&body(&[&search, &text]));
     let message = final_message(&events);
     assert_eq!(message.stop_reason, StopReason::Stop);
+    assert_eq!(message.content.len(), 2, "items listed again by completed are not added twice");
     assert_eq!(message.tool_calls().count(), 0);
     let AssistantContent::ProviderContent(p) = &message.content[0] else { panic!("{message:?}") };
     assert_eq!((p.wire_type.as_str(), &p.data), ("web_search_call", &search));
