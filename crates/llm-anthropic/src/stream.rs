@@ -126,7 +126,8 @@ struct WireBlock {
     id: Option<String>,
     name: Option<String>,
     input: Option<Value>,
-    citations: Option<Vec<Value>>,
+    /// Loosely typed: only an array is kept.
+    citations: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -359,6 +360,9 @@ impl Decoder {
         for (index, block) in message.content.unwrap_or_default().into_iter().enumerate() {
             let index = index as u64;
             self.start_block(index, block, out);
+            if self.finished {
+                return;
+            }
             self.stop_block(index, out);
         }
         self.stop_reason(message.stop_reason, message.stop_details.as_ref(), out);
@@ -369,7 +373,28 @@ impl Decoder {
         if self.blocks.contains_key(&key) {
             self.stop_block(key, out);
         }
-        let block = WireBlock::deserialize(&raw).unwrap_or_default();
+        let kind = raw.get("type").and_then(Value::as_str);
+        if !matches!(kind, Some("text" | "thinking" | "redacted_thinking" | "tool_use")) {
+            // Any other block is kept whole, whatever its fields.
+            if let Value::Object(block) = raw {
+                self.blocks.insert(key, Block::Opaque { block, input: None });
+            }
+            return;
+        }
+        let block = match WireBlock::deserialize(&raw) {
+            Ok(block) => block,
+            Err(e) => {
+                let error = Error::new(
+                    ErrorKind::Decode,
+                    PROVIDER,
+                    format!("Could not parse Anthropic content block: {e}"),
+                )
+                .with_body(raw.to_string())
+                .with_retryable(false);
+                self.fail(error, out);
+                return;
+            }
+        };
         let state = match block.kind.as_deref() {
             Some("text") => {
                 let text = block.text.unwrap_or_default();
@@ -377,7 +402,11 @@ impl Decoder {
                 if open {
                     out.push(Delta::Text { key, text });
                 }
-                Block::Text { open, citations: block.citations.unwrap_or_default() }
+                let citations = match block.citations {
+                    Some(Value::Array(list)) => list,
+                    _ => Vec::new(),
+                };
+                Block::Text { open, citations }
             }
             Some("thinking") => {
                 let mut open = false;
@@ -407,11 +436,7 @@ impl Decoder {
                 });
                 Block::Tool
             }
-            _ => match raw {
-                Value::Object(block) => Block::Opaque { block, input: None },
-                // Not a block at all: nothing to keep.
-                _ => return,
-            },
+            _ => return,
         };
         self.blocks.insert(key, state);
     }

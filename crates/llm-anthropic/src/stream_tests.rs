@@ -429,6 +429,22 @@ fn unknown_events_blocks_and_fields_are_ignored() {
 }
 
 #[test]
+fn a_known_block_with_mistyped_fields_is_a_decode_error_not_opaque_content() {
+    let body = sse(&[
+        ("message_start", START),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":5}}"#,
+        ),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let AssistantEvent::Error { error, message, .. } = events.last().unwrap() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::Decode);
+    assert!(message.content.is_empty());
+}
+
+#[test]
 fn malformed_json_is_a_decode_error() {
     let body = sse(&[("message_start", START), ("content_block_delta", "{not json")]);
     let events = assemble(deltas(&body));
