@@ -421,7 +421,8 @@ fn content_index(event: &AssistantEvent) -> Option<usize> {
         | AssistantEvent::ThinkingEnd { content_index, .. }
         | AssistantEvent::ToolCallStart { content_index, .. }
         | AssistantEvent::ToolCallDelta { content_index, .. }
-        | AssistantEvent::ToolCallEnd { content_index, .. } => Some(*content_index),
+        | AssistantEvent::ToolCallEnd { content_index, .. }
+        | AssistantEvent::ProviderContent { content_index, .. } => Some(*content_index),
         _ => None,
     }
 }
@@ -475,6 +476,10 @@ pub fn check_transcript(events: &[AssistantEvent]) {
                     assert_eq!(tool_call, call, "toolcall_end differs from the message");
                 }
             }
+            (AssistantEvent::ProviderContent { content, .. }, Some(b)) => assert!(
+                matches!(b, AssistantContent::ProviderContent(p) if p == content),
+                "provider_content differs from the message"
+            ),
             (
                 AssistantEvent::TextStart { .. }
                 | AssistantEvent::TextDelta { .. }

@@ -656,7 +656,7 @@ pub(crate) fn events_agree(events: &[AssistantEvent], message: &AssistantMessage
         let kept = match block {
             AssistantContent::Text(t) => &t.text,
             AssistantContent::Thinking(t) => &t.thinking,
-            AssistantContent::ToolCall(_) => continue,
+            AssistantContent::ToolCall(_) | AssistantContent::ProviderContent(_) => continue,
         };
         if streamed != kept {
             problems.push(format!(

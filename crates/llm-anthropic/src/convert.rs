@@ -231,6 +231,8 @@ struct AnthropicOptions {
     interleaved_thinking: Option<bool>,
     disable_parallel_tool_use: Option<bool>,
     metadata: Option<Value>,
+    /// Anthropic server tools (`web_search_20250305`, ...), sent after the client tools.
+    server_tools: Option<Vec<Map<String, Value>>>,
 }
 
 impl AnthropicOptions {
@@ -374,8 +376,10 @@ pub(crate) fn build_request(
         body.insert("stop_sequences".into(), json!(options.stop));
     }
     let has_tools = !tools.is_empty();
-    if has_tools {
-        body.insert("tools".into(), Value::Array(tools.into_iter().map(Value::Object).collect()));
+    let server_tools = extra.server_tools.clone().unwrap_or_default();
+    if has_tools || !server_tools.is_empty() {
+        let all = tools.into_iter().chain(server_tools).map(Value::Object).collect();
+        body.insert("tools".into(), Value::Array(all));
     }
     if let Some(choice) = tool_choice(options.tool_choice.as_ref(), &extra, &projection)? {
         body.insert("tool_choice".into(), choice);
@@ -826,6 +830,12 @@ fn tool_result_content(result: &ToolResultMessage) -> Value {
     Value::Array(blocks)
 }
 
+/// The citations kept in a text block's signature (`{"citations":[...]}`, see `stream.rs`).
+fn text_citations(signature: Option<&str>) -> Option<Value> {
+    let value: Value = serde_json::from_str(signature?).ok()?;
+    value.get("citations").filter(|c| c.as_array().is_some_and(|a| !a.is_empty())).cloned()
+}
+
 /// Converts the transcript (after llm-core's cross-provider transform) to wire messages and
 /// places the message-level cache markers.
 fn convert_messages(
@@ -875,7 +885,20 @@ fn convert_messages(
                     match block {
                         AssistantContent::Text(t) => {
                             if !t.text.trim().is_empty() {
-                                blocks.push(text_block(&t.text));
+                                let mut block = text_block(&t.text);
+                                // Citations were kept as the signature (same model only).
+                                if let Some(citations) = text_citations(t.text_signature.as_deref())
+                                {
+                                    block.insert("citations".into(), citations);
+                                }
+                                blocks.push(block);
+                            }
+                        }
+                        AssistantContent::ProviderContent(p) => {
+                            // Server-tool blocks, compaction, ...: only this model's survive
+                            // the transform, and they go back unchanged.
+                            if let Value::Object(block) = &p.data {
+                                blocks.push(block.clone());
                             }
                         }
                         AssistantContent::Thinking(t) => {

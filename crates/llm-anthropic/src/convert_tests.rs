@@ -649,3 +649,95 @@ fn claude_versions() {
     assert!(!s("claude-sonnet-4-5"));
     assert!(!s("claude-3-7-sonnet-latest"));
 }
+
+/// The wire blocks of a response with server tools, as one JSON array (the oracle).
+const SERVER_BLOCKS: &str = r#"[
+ {"type":"server_tool_use","id":"srvtoolu_01W","name":"web_search","input":{"query":"Oslo weather"}},
+ {"type":"web_search_tool_result","tool_use_id":"srvtoolu_01W","content":[{"type":"web_search_result","url":"https://example.com/oslo","title":"Oslo","encrypted_content":"EnC0ded==","page_age":null}]},
+ {"type":"text","text":"It is 4 C in Oslo.","citations":[{"type":"web_search_result_location","url":"https://example.com/oslo","title":"Oslo","encrypted_index":"Eo8=","cited_text":"4 C"}]}
+]"#;
+
+/// Streams `SERVER_BLOCKS` (the server tool's input in two fragments, the citation as a
+/// `citations_delta`) and returns the decoded message.
+fn decode_server_blocks() -> AssistantMessage {
+    use llm_core::drive::WireDecoder;
+    let blocks: Vec<Value> = serde_json::from_str(SERVER_BLOCKS).unwrap();
+    let ev = |data: Value| llm_core::sse::SseEvent {
+        event: data["type"].as_str().map(str::to_owned),
+        data: data.to_string(),
+        id: None,
+    };
+    let mut tool = blocks[0].clone();
+    tool["input"] = json!({});
+    let mut text = blocks[2].clone();
+    text["text"] = json!("");
+    text["citations"] = json!([]);
+    let wire = [
+        json!({"type":"message_start","message":{"id":"msg_S","model":"claude-sonnet-4-5","usage":{"input_tokens":9,"output_tokens":1}}}),
+        json!({"type":"content_block_start","index":0,"content_block":tool}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"Oslo"}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":" weather\"}"}}),
+        json!({"type":"content_block_stop","index":0}),
+        json!({"type":"content_block_start","index":1,"content_block":blocks[1]}),
+        json!({"type":"content_block_stop","index":1}),
+        json!({"type":"content_block_start","index":2,"content_block":text}),
+        json!({"type":"content_block_delta","index":2,"delta":{"type":"citations_delta","citation":blocks[2]["citations"][0]}}),
+        json!({"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"It is 4 C in Oslo."}}),
+        json!({"type":"content_block_stop","index":2}),
+        json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":20}}),
+        json!({"type":"message_stop"}),
+    ];
+    let mut decoder = crate::stream::Decoder::new();
+    let mut deltas = Vec::new();
+    for data in wire {
+        decoder.event(ev(data), &mut deltas);
+    }
+    let mut assembler = llm_core::MessageAssembler::new(&model(), 0);
+    for d in deltas {
+        assembler.push(d);
+    }
+    let events: Vec<_> = std::iter::from_fn(|| assembler.next_event()).collect();
+    match events.last() {
+        Some(llm_core::AssistantEvent::Done { message, .. }) => message.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn server_tool_blocks_round_trip_to_the_same_model_and_are_dropped_for_others() {
+    let m = model();
+    let message = decode_server_blocks();
+    assert_eq!(message.tool_calls().count(), 0);
+    let ctx = Context {
+        messages: vec![
+            Message::user("q"),
+            Message::Assistant(message.clone()),
+            Message::user("more"),
+        ],
+        ..Context::default()
+    };
+    let mut opts = options("k");
+    opts.cache_retention = CacheRetention::None;
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    let oracle: Value = serde_json::from_str(SERVER_BLOCKS).unwrap();
+    assert_eq!(r.body["messages"][1]["content"], oracle);
+    // Byte for byte: each block serializes to the bytes it was sent as.
+    for (sent, wire) in
+        r.body["messages"][1]["content"].as_array().unwrap().iter().zip(oracle.as_array().unwrap())
+    {
+        assert_eq!(sent.to_string(), wire.to_string());
+    }
+
+    // Another model: only the text goes, without the citations or the server blocks.
+    let mut other = message;
+    other.model = "claude-opus-4-1".into();
+    let ctx = Context {
+        messages: vec![Message::user("q"), Message::Assistant(other), Message::user("more")],
+        ..Context::default()
+    };
+    let r = build_request(&m, &ctx, &opts).unwrap();
+    assert_eq!(
+        r.body["messages"][1]["content"],
+        json!([{"type":"text","text":"It is 4 C in Oslo."}])
+    );
+}

@@ -30,8 +30,15 @@
 //!   before the first event (`retry-after`, `retry-after-ms`, `x-should-retry`); a body that ends
 //!   before `message_stop` is a `truncated` error
 //! - [x] A `tool_use` whose `input` arrives whole at the start with no deltas keeps that input
-//! - [ ] Server tools (`server_tool_use`, web search results, ...): skipped
-//! - [ ] Citations: skipped
+//! - [x] Server tools (`server_tool_use`, web search, web fetch and code execution results) and
+//!   `compaction` blocks: kept whole as opaque [`llm_core::ProviderContent`], shown as
+//!   `provider_content` events, never executed, replayed unchanged to the same model only
+//! - [x] Citations (`citations_delta`): kept as the text block's signature, replayed to the same
+//!   model only
+//! - [x] Tool calls given whole inside `message_start` (programmatic tool calling): decoded,
+//!   stop reason `toolUse`
+//! - [x] A second `message_start` with another id (a proxy splicing a retried response into
+//!   the body): a `decode` error with code `spliced_message`, retryable before any content
 //!
 //! # Model compat
 //!
@@ -50,6 +57,7 @@
 //! | `interleavedThinking` | bool | send the `interleaved-thinking-2025-05-14` beta with budget thinking (default true) |
 //! | `disableParallelToolUse` | bool | `tool_choice.disable_parallel_tool_use` |
 //! | `metadata` | object | `{ "user_id": "…" }` is sent as `metadata.user_id` |
+//! | `serverTools` | array of objects | server tools (`{"type":"web_search_20250305","name":"web_search"}`, ...) sent as given after the client tools |
 #![warn(missing_docs)]
 
 mod client;

@@ -1,18 +1,28 @@
 //! Anthropic SSE events -> llm-core's neutral [`Delta`]s. A pure state machine: no IO.
 //!
-//! Event kinds: `message_start`, `content_block_start` (`text`, `thinking`,
-//! `redacted_thinking`, `tool_use`; other block types are skipped with their deltas),
-//! `content_block_delta` (`text_delta`, `thinking_delta`, `signature_delta`,
-//! `input_json_delta`), `content_block_stop`, `message_delta`, `message_stop`, `ping` and
+//! Event kinds: `message_start` (whose `message.content` may already hold whole blocks),
+//! `content_block_start` (`text`, `thinking`, `redacted_thinking`, `tool_use`; every other
+//! block type, such as `server_tool_use`, `web_search_tool_result` or `compaction`, is kept
+//! whole as opaque [`ProviderContent`]), `content_block_delta` (`text_delta`,
+//! `thinking_delta`, `signature_delta`, `input_json_delta`, `citations_delta`,
+//! `compaction_delta`), `content_block_stop`, `message_delta`, `message_stop`, `ping` and
 //! `error`. Unknown event types and unknown fields are ignored; whitespace padding inside the
 //! JSON is fine. Blocks are keyed by their wire `index`.
+//!
+//! A text block's citations are kept as its signature, `{"citations":[...]}`, so they go
+//! back to the same model and are dropped for others.
+//!
+//! One body holds one message: a second `message_start` with another id (a retrying proxy
+//! that spliced a retried response into the body) ends the stream with a `decode` error,
+//! retryable while nothing was emitted; one with the same id is ignored.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use llm_core::drive::WireDecoder;
+use llm_core::partial_json::PartialJson;
 use llm_core::sse::SseEvent;
-use llm_core::{Delta, Error, ErrorKind, StopReason, Usage};
+use llm_core::{Delta, Error, ErrorKind, ProviderContent, StopReason, Usage};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use serde_json::Value;
@@ -68,7 +78,8 @@ struct WireEvent {
     kind: Option<String>,
     message: Option<WireMessage>,
     index: Option<Num>,
-    content_block: Option<WireBlock>,
+    /// Kept as JSON: an opaque block is stored whole.
+    content_block: Option<Value>,
     delta: Option<WireDelta>,
     usage: Option<WireUsage>,
     error: Option<Value>,
@@ -80,6 +91,10 @@ struct WireMessage {
     id: Option<String>,
     model: Option<String>,
     usage: Option<WireUsage>,
+    /// Blocks given whole at the start (programmatic tool calling).
+    content: Option<Vec<Value>>,
+    stop_reason: Option<String>,
+    stop_details: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,6 +126,8 @@ struct WireBlock {
     id: Option<String>,
     name: Option<String>,
     input: Option<Value>,
+    /// Loosely typed: only an array is kept.
+    citations: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -122,6 +139,9 @@ struct WireDelta {
     thinking: Option<String>,
     signature: Option<String>,
     partial_json: Option<String>,
+    citation: Option<Value>,
+    content: Option<String>,
+    encrypted_content: Option<String>,
     stop_reason: Option<String>,
     stop_details: Option<Value>,
 }
@@ -176,16 +196,27 @@ impl Tokens {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum Block {
     /// A text block; `open` once a delta was emitted (empty blocks emit nothing).
-    Text { open: bool },
+    Text { open: bool, citations: Vec<Value> },
     /// A thinking block; `open` once text or a signature was emitted.
     Thinking { open: bool },
     /// A client tool call (always open: it was announced at start).
     Tool,
-    /// A block type we do not surface (server tools, citations, compaction, ...).
-    Skipped,
+    /// Any other block type (server tools and their results, compaction, ...): buffered and
+    /// emitted whole as opaque provider content when it stops.
+    Opaque { block: serde_json::Map<String, Value>, input: Option<Box<PartialJson>> },
+}
+
+impl Block {
+    /// Whether the assembler has a block open for it.
+    fn is_open(&self) -> bool {
+        matches!(
+            self,
+            Block::Text { open: true, .. } | Block::Thinking { open: true } | Block::Tool
+        )
+    }
 }
 
 /// The Anthropic stream decoder: one per HTTP attempt.
@@ -195,19 +226,20 @@ enum Block {
 /// data becomes a `decode` error delta, an `event: error` an error delta of the matching kind.
 pub struct Decoder {
     tool_names: ToolNames,
-    /// Bumped by every `message_start` after the first, so a spliced second message never
-    /// reuses the first one's block keys.
-    generation: u64,
     blocks: HashMap<u64, Block>,
     tokens: Tokens,
-    started: bool,
+    /// The id of the message this body carries, once `message_start` came.
+    message_id: Option<Option<String>>,
+    /// A content delta (anything the driver would show) was emitted.
+    emitted_content: bool,
+    saw_stop: bool,
+    tool_calls: usize,
     finished: bool,
 }
 
 impl fmt::Debug for Decoder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Decoder")
-            .field("generation", &self.generation)
             .field("open_blocks", &self.blocks.len())
             .field("finished", &self.finished)
             .finish_non_exhaustive()
@@ -230,16 +262,14 @@ impl Decoder {
     pub(crate) fn with_tool_names(tool_names: ToolNames) -> Self {
         Decoder {
             tool_names,
-            generation: 0,
             blocks: HashMap::new(),
             tokens: Tokens::default(),
-            started: false,
+            message_id: None,
+            emitted_content: false,
+            saw_stop: false,
+            tool_calls: 0,
             finished: false,
         }
-    }
-
-    fn key(&self, index: u64) -> u64 {
-        (self.generation << 32) | (index & 0xFFFF_FFFF)
     }
 
     fn fail(&mut self, error: Error, out: &mut Vec<Delta>) {
@@ -249,117 +279,20 @@ impl Decoder {
 
     fn handle(&mut self, kind: &str, event: WireEvent, out: &mut Vec<Delta>) {
         match kind {
-            "message_start" => {
-                if self.started {
-                    self.generation += 1;
-                }
-                self.started = true;
-                let message = event.message.unwrap_or_default();
-                out.push(Delta::Metadata {
-                    response_id: message.id.filter(|s| !s.is_empty()),
-                    response_model: message.model.filter(|s| !s.is_empty()),
-                });
-                if let Some(u) = &message.usage {
-                    self.tokens.update(u);
-                }
-                out.push(Delta::Usage(self.tokens.usage()));
-            }
+            "message_start" => self.message_start(event.message.unwrap_or_default(), out),
             "content_block_start" => {
                 let (Some(Num(index)), Some(block)) = (event.index, event.content_block) else {
                     return;
                 };
-                let key = self.key(index);
-                // A start for a key that is still open closes the old block first.
-                if let Some(
-                    Block::Text { open: true } | Block::Thinking { open: true } | Block::Tool,
-                ) = self.blocks.remove(&key)
-                {
-                    out.push(Delta::BlockEnd { key });
-                }
-                let state = match block.kind.as_deref() {
-                    Some("text") => {
-                        let text = block.text.unwrap_or_default();
-                        let open = !text.is_empty();
-                        if open {
-                            out.push(Delta::Text { key, text });
-                        }
-                        Block::Text { open }
-                    }
-                    Some("thinking") => {
-                        let mut open = false;
-                        if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
-                            out.push(Delta::Thinking { key, text });
-                            open = true;
-                        }
-                        if let Some(signature) = block.signature.filter(|s| !s.is_empty()) {
-                            out.push(Delta::ThinkingSignature { key, signature });
-                            open = true;
-                        }
-                        Block::Thinking { open }
-                    }
-                    Some("redacted_thinking") => {
-                        out.push(Delta::RedactedThinking {
-                            key,
-                            data: block.data.unwrap_or_default(),
-                        });
-                        Block::Thinking { open: true }
-                    }
-                    Some("tool_use") => {
-                        let wire_name = block.name.unwrap_or_default();
-                        out.push(Delta::ToolCallStart {
-                            key,
-                            id: block.id.unwrap_or_default(),
-                            name: self.tool_names.original(&wire_name),
-                            // Input given whole at the start is kept when no delta follows.
-                            arguments: block.input.filter(Value::is_object),
-                        });
-                        Block::Tool
-                    }
-                    _ => Block::Skipped,
-                };
-                self.blocks.insert(key, state);
+                self.start_block(index, block, out);
             }
             "content_block_delta" => {
                 let (Some(Num(index)), Some(delta)) = (event.index, event.delta) else { return };
-                let key = self.key(index);
-                let Some(block) = self.blocks.get_mut(&key) else { return };
-                match (delta.kind.as_deref(), block) {
-                    (Some("text_delta"), Block::Text { open }) => {
-                        if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
-                            *open = true;
-                            out.push(Delta::Text { key, text });
-                        }
-                    }
-                    (Some("thinking_delta"), Block::Thinking { open }) => {
-                        if let Some(text) = delta.thinking.filter(|t| !t.is_empty()) {
-                            *open = true;
-                            out.push(Delta::Thinking { key, text });
-                        }
-                    }
-                    (Some("signature_delta"), Block::Thinking { open }) => {
-                        if let Some(signature) = delta.signature.filter(|s| !s.is_empty()) {
-                            *open = true;
-                            out.push(Delta::ThinkingSignature { key, signature });
-                        }
-                    }
-                    (Some("input_json_delta"), Block::Tool) => {
-                        if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
-                            out.push(Delta::ToolCallArgs { key, fragment });
-                        }
-                    }
-                    // Mismatched or unknown delta kinds (citations_delta, ...) are skipped.
-                    _ => {}
-                }
+                self.block_delta(index, delta, out);
             }
             "content_block_stop" => {
                 let Some(Num(index)) = event.index else { return };
-                let key = self.key(index);
-                if let Some(
-                    Block::Text { open: true } | Block::Thinking { open: true } | Block::Tool,
-                ) = self.blocks.remove(&key)
-                {
-                    out.push(Delta::BlockEnd { key });
-                }
+                self.stop_block(index, out);
             }
             "message_delta" => {
                 if let Some(u) = &event.usage {
@@ -367,31 +300,264 @@ impl Decoder {
                     out.push(Delta::Usage(self.tokens.usage()));
                 }
                 let Some(delta) = event.delta else { return };
-                let Some(reason) = delta.stop_reason.filter(|r| !r.is_empty()) else { return };
-                match map_stop_reason(&reason) {
-                    Some(stop) => out.push(Delta::Stop(stop)),
-                    None if reason == "refusal" || reason == "sensitive" => {
-                        let error = refusal_error(delta.stop_details.as_ref());
-                        self.fail(error, out);
-                    }
-                    None => {
-                        let error = Error::new(
-                            ErrorKind::Provider,
-                            PROVIDER,
-                            format!("Unhandled stop reason: {reason}"),
-                        )
-                        .with_code(reason)
-                        .with_retryable(false);
-                        self.fail(error, out);
-                    }
-                }
+                self.stop_reason(delta.stop_reason, delta.stop_details.as_ref(), out);
             }
             "message_stop" => {
+                // Opaque blocks still buffered are whole by now; emit them in wire order.
+                let mut pending: Vec<u64> = self
+                    .blocks
+                    .iter()
+                    .filter(|(_, b)| matches!(b, Block::Opaque { .. }))
+                    .map(|(k, _)| *k)
+                    .collect();
+                pending.sort_unstable();
+                for key in pending {
+                    self.stop_block(key, out);
+                }
+                if !self.saw_stop && self.tool_calls > 0 {
+                    // Calls given whole in `message_start` come without a `message_delta`.
+                    out.push(Delta::Stop(StopReason::ToolUse));
+                }
                 self.finished = true;
                 out.push(Delta::Done);
             }
             // `ping` and event types added after this was written.
             _ => {}
+        }
+    }
+
+    fn message_start(&mut self, message: WireMessage, out: &mut Vec<Delta>) {
+        let id = message.id.filter(|s| !s.is_empty());
+        if let Some(first) = &self.message_id {
+            if *first == id {
+                // The same message announced again: nothing new.
+                return;
+            }
+            let error = Error::new(
+                ErrorKind::Decode,
+                PROVIDER,
+                format!(
+                    "A second message ({}) started inside message {}: the body splices two responses",
+                    id.as_deref().unwrap_or("without id"),
+                    first.as_deref().unwrap_or("without id"),
+                ),
+            )
+            .with_code("spliced_message")
+            // Before anything was shown, a fresh request is safe.
+            .with_retryable(!self.emitted_content);
+            self.fail(error, out);
+            return;
+        }
+        self.message_id = Some(id.clone());
+        out.push(Delta::Metadata {
+            response_id: id,
+            response_model: message.model.filter(|s| !s.is_empty()),
+        });
+        if let Some(u) = &message.usage {
+            self.tokens.update(u);
+        }
+        out.push(Delta::Usage(self.tokens.usage()));
+        for (index, block) in message.content.unwrap_or_default().into_iter().enumerate() {
+            let index = index as u64;
+            self.start_block(index, block, out);
+            if self.finished {
+                return;
+            }
+            self.stop_block(index, out);
+        }
+        self.stop_reason(message.stop_reason, message.stop_details.as_ref(), out);
+    }
+
+    fn start_block(&mut self, key: u64, raw: Value, out: &mut Vec<Delta>) {
+        // A start for a key that is still open closes the old block first.
+        if self.blocks.contains_key(&key) {
+            self.stop_block(key, out);
+        }
+        let kind = raw.get("type").and_then(Value::as_str);
+        if !matches!(kind, Some("text" | "thinking" | "redacted_thinking" | "tool_use")) {
+            // Any other block is kept whole, whatever its fields.
+            if let Value::Object(block) = raw {
+                self.blocks.insert(key, Block::Opaque { block, input: None });
+            }
+            return;
+        }
+        let block = match WireBlock::deserialize(&raw) {
+            Ok(block) => block,
+            Err(e) => {
+                let error = Error::new(
+                    ErrorKind::Decode,
+                    PROVIDER,
+                    format!("Could not parse Anthropic content block: {e}"),
+                )
+                .with_body(raw.to_string())
+                .with_retryable(false);
+                self.fail(error, out);
+                return;
+            }
+        };
+        let state = match block.kind.as_deref() {
+            Some("text") => {
+                let text = block.text.unwrap_or_default();
+                let open = !text.is_empty();
+                if open {
+                    out.push(Delta::Text { key, text });
+                }
+                let citations = match block.citations {
+                    Some(Value::Array(list)) => list,
+                    _ => Vec::new(),
+                };
+                Block::Text { open, citations }
+            }
+            Some("thinking") => {
+                let mut open = false;
+                if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
+                    out.push(Delta::Thinking { key, text });
+                    open = true;
+                }
+                if let Some(signature) = block.signature.filter(|s| !s.is_empty()) {
+                    out.push(Delta::ThinkingSignature { key, signature });
+                    open = true;
+                }
+                Block::Thinking { open }
+            }
+            Some("redacted_thinking") => {
+                out.push(Delta::RedactedThinking { key, data: block.data.unwrap_or_default() });
+                Block::Thinking { open: true }
+            }
+            Some("tool_use") => {
+                let wire_name = block.name.unwrap_or_default();
+                self.tool_calls += 1;
+                out.push(Delta::ToolCallStart {
+                    key,
+                    id: block.id.unwrap_or_default(),
+                    name: self.tool_names.original(&wire_name),
+                    // Input given whole at the start is kept when no delta follows.
+                    arguments: block.input.filter(Value::is_object),
+                });
+                Block::Tool
+            }
+            _ => return,
+        };
+        self.blocks.insert(key, state);
+    }
+
+    fn block_delta(&mut self, key: u64, delta: WireDelta, out: &mut Vec<Delta>) {
+        let Some(block) = self.blocks.get_mut(&key) else { return };
+        match (delta.kind.as_deref(), block) {
+            (Some("text_delta"), Block::Text { open, .. }) => {
+                if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
+                    *open = true;
+                    out.push(Delta::Text { key, text });
+                }
+            }
+            (Some("citations_delta"), Block::Text { citations, .. }) => {
+                if let Some(citation) = delta.citation {
+                    citations.push(citation);
+                }
+            }
+            (Some("thinking_delta"), Block::Thinking { open }) => {
+                if let Some(text) = delta.thinking.filter(|t| !t.is_empty()) {
+                    *open = true;
+                    out.push(Delta::Thinking { key, text });
+                }
+            }
+            (Some("signature_delta"), Block::Thinking { open }) => {
+                if let Some(signature) = delta.signature.filter(|s| !s.is_empty()) {
+                    *open = true;
+                    out.push(Delta::ThinkingSignature { key, signature });
+                }
+            }
+            (Some("input_json_delta"), Block::Tool) => {
+                if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
+                    out.push(Delta::ToolCallArgs { key, fragment });
+                }
+            }
+            (Some("input_json_delta"), Block::Opaque { input, .. }) => {
+                if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
+                    input.get_or_insert_with(Box::default).push(&fragment);
+                }
+            }
+            (Some("citations_delta"), Block::Opaque { block, .. }) => {
+                if let Some(citation) = delta.citation {
+                    match block.get_mut("citations") {
+                        Some(Value::Array(list)) => list.push(citation),
+                        _ => {
+                            block.insert("citations".into(), Value::Array(vec![citation]));
+                        }
+                    }
+                }
+            }
+            (Some("compaction_delta"), Block::Opaque { block, .. }) => {
+                if let Some(content) = delta.content {
+                    match block.get_mut("content") {
+                        Some(Value::String(text)) => text.push_str(&content),
+                        _ => {
+                            block.insert("content".into(), Value::String(content));
+                        }
+                    }
+                }
+                if let Some(encrypted) = delta.encrypted_content {
+                    block.insert("encrypted_content".into(), Value::String(encrypted));
+                }
+            }
+            // Mismatched or unknown delta kinds are skipped.
+            _ => {}
+        }
+    }
+
+    fn stop_block(&mut self, key: u64, out: &mut Vec<Delta>) {
+        let Some(block) = self.blocks.remove(&key) else { return };
+        match block {
+            Block::Text { open: true, citations } if !citations.is_empty() => {
+                let mut signature = serde_json::Map::new();
+                signature.insert("citations".into(), Value::Array(citations));
+                out.push(Delta::TextSignature {
+                    key,
+                    signature: Value::Object(signature).to_string(),
+                });
+                out.push(Delta::BlockEnd { key });
+            }
+            Block::Opaque { mut block, input } => {
+                if let Some(input) = input {
+                    block.insert("input".into(), input.finish());
+                }
+                let wire_type = block.get("type").and_then(Value::as_str).unwrap_or("").to_owned();
+                out.push(Delta::ProviderContent {
+                    key,
+                    content: ProviderContent { wire_type, data: Value::Object(block) },
+                });
+            }
+            other if other.is_open() => out.push(Delta::BlockEnd { key }),
+            _ => {}
+        }
+    }
+
+    fn stop_reason(
+        &mut self,
+        reason: Option<String>,
+        details: Option<&Value>,
+        out: &mut Vec<Delta>,
+    ) {
+        let Some(reason) = reason.filter(|r| !r.is_empty()) else { return };
+        match map_stop_reason(&reason) {
+            Some(stop) => {
+                self.saw_stop = true;
+                out.push(Delta::Stop(stop));
+            }
+            None if reason == "refusal" || reason == "sensitive" => {
+                let error = refusal_error(details);
+                self.fail(error, out);
+            }
+            None => {
+                let error = Error::new(
+                    ErrorKind::Provider,
+                    PROVIDER,
+                    format!("Unhandled stop reason: {reason}"),
+                )
+                .with_code(reason)
+                .with_retryable(false);
+                self.fail(error, out);
+            }
         }
     }
 }
@@ -464,7 +630,20 @@ impl WireDecoder for Decoder {
             self.fail(error, out);
             return;
         }
+        let before = out.len();
         self.handle(&kind, wire, out);
+        if !self.emitted_content {
+            self.emitted_content = out.get(before..).unwrap_or_default().iter().any(|d| {
+                !matches!(
+                    d,
+                    Delta::Metadata { .. }
+                        | Delta::Usage(_)
+                        | Delta::Stop(_)
+                        | Delta::BlockEnd { .. }
+                        | Delta::Error(_)
+                )
+            });
+        }
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {

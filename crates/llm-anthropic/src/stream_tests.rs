@@ -412,10 +412,36 @@ fn unknown_events_blocks_and_fields_are_ignored() {
     ]);
     let events = assemble(deltas(&body));
     let m = final_message(&events);
-    assert_eq!(m.content.len(), 1);
-    assert_eq!(m.text(), "ok");
+    // The server tool block is kept whole (opaque), the text with its citation.
+    assert_eq!(m.content.len(), 2);
+    let AssistantContent::ProviderContent(p) = &m.content[0] else { panic!("{m:?}") };
+    assert_eq!(p.wire_type, "server_tool_use");
+    assert_eq!(
+        p.data,
+        json!({"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"x"}})
+    );
+    assert_eq!(m.tool_calls().count(), 0, "a server tool is never a client tool call");
+    let AssistantContent::Text(t) = &m.content[1] else { panic!("{m:?}") };
+    assert_eq!(t.text, "ok");
+    assert_eq!(t.text_signature.as_deref(), Some(r#"{"citations":[{"type":"web"}]}"#));
     assert_eq!(m.usage.output, 4);
     assert_eq!(m.stop_reason, StopReason::Stop);
+}
+
+#[test]
+fn a_known_block_with_mistyped_fields_is_a_decode_error_not_opaque_content() {
+    let body = sse(&[
+        ("message_start", START),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":5}}"#,
+        ),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let AssistantEvent::Error { error, message, .. } = events.last().unwrap() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::Decode);
+    assert!(message.content.is_empty());
 }
 
 #[test]
@@ -498,8 +524,10 @@ fn oauth_names_are_mapped_back() {
     assert_eq!(names, ["read", "Bash"], "unknown wire names pass through");
 }
 
+/// A `message_start` repeated with the same id (a proxy echo) changes nothing; later
+/// blocks at a reused index are still new blocks.
 #[test]
-fn spliced_second_message_start_does_not_merge_blocks() {
+fn repeated_message_start_with_the_same_id_is_ignored() {
     let body = sse(&[
         ("message_start", START),
         (
@@ -524,7 +552,11 @@ fn spliced_second_message_start_does_not_merge_blocks() {
         ("message_stop", r#"{"type":"message_stop"}"#),
     ]);
     let events = assemble(deltas(&body));
-    assert_eq!(final_message(&events).content.len(), 2);
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::Stop);
+    assert_eq!(message.content.len(), 2);
+    assert_eq!(message.text(), "onetwo");
+    assert_eq!(events.iter().filter(|e| matches!(e, AssistantEvent::Start)).count(), 1);
 }
 
 #[test]
@@ -542,4 +574,98 @@ fn never_panics_on_garbage() {
         let events = assemble(deltas(input));
         assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1, "{input}");
     }
+}
+
+const START_B: &str = r#"{"type":"message_start","message":{"id":"msg_B","model":"claude-sonnet-4-5","usage":{"input_tokens":3,"output_tokens":1}}}"#;
+
+#[test]
+fn second_message_start_with_another_id_is_an_error_retryable_only_before_content() {
+    let text_block =
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+    let text_delta =
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"one"}}"#;
+    // After content: not retryable, the partial text is kept, nothing of message B lands.
+    let body = sse(&[
+        ("message_start", START),
+        ("content_block_start", text_block),
+        ("content_block_delta", text_delta),
+        ("message_start", START_B),
+        ("content_block_start", text_block),
+        ("content_block_delta", text_delta),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let AssistantEvent::Error { error, message, .. } = events.last().unwrap() else { panic!() };
+    assert_eq!(error.kind, ErrorKind::Decode);
+    assert_eq!(error.code.as_deref(), Some("spliced_message"));
+    assert!(!error.retryable);
+    assert!(error.message.contains("msg_B"), "{}", error.message);
+    assert_eq!(message.text(), "one");
+    assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
+
+    // Before content: retryable, so the driver sends the request again.
+    let body = sse(&[("message_start", START), ("message_start", START_B)]);
+    let out = deltas(&body);
+    let Some(Delta::Error(error)) = out.last() else { panic!("{out:?}") };
+    assert!(error.retryable);
+}
+
+#[test]
+fn message_start_content_blocks_are_decoded_and_a_call_stops_for_tool_use() {
+    let start = r#"{"type":"message_start","message":{"id":"msg_P","model":"claude-sonnet-4-5","content":[{"type":"tool_use","id":"toolu_P1","name":"get_weather","input":{"city":"Oslo"},"caller":{"type":"code_execution_20250825","tool_id":"srvtoolu_P0"}}],"stop_reason":null,"usage":{"input_tokens":5,"output_tokens":9}}}"#;
+    let body = sse(&[("message_start", start), ("message_stop", r#"{"type":"message_stop"}"#)]);
+    for chunk in [1, 7, usize::MAX] {
+        let events = assemble(deltas_chunked(&mut Decoder::new(), &body, chunk));
+        let m = final_message(&events);
+        assert_eq!(m.stop_reason, StopReason::ToolUse);
+        let call = m.tool_calls().next().unwrap();
+        assert_eq!((call.id.as_str(), call.name.as_str()), ("toolu_P1", "get_weather"));
+        assert_eq!(call.arguments, json!({"city": "Oslo"}));
+    }
+}
+
+#[test]
+fn compaction_and_result_blocks_are_kept_whole() {
+    let body = sse(&[
+        ("message_start", START),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"compaction","content":""}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"compaction_delta","content":"Summary: ","encrypted_content":"enc1"}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"compaction_delta","content":"asked about Oslo."}}"#,
+        ),
+        ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_2","content":{"type":"web_fetch_result","url":"https://example.com"}}}"#,
+        ),
+        // No stop for block 1: it is still emitted at message_stop.
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let m = final_message(&events);
+    let kept: Vec<serde_json::Value> = m
+        .content
+        .iter()
+        .map(|c| match c {
+            AssistantContent::ProviderContent(p) => p.data.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            json!({"type":"compaction","content":"Summary: asked about Oslo.","encrypted_content":"enc1"}),
+            json!({"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_2","content":{"type":"web_fetch_result","url":"https://example.com"}}),
+        ]
+    );
+    let shown = events.iter().filter(|e| matches!(e, AssistantEvent::ProviderContent { .. }));
+    assert_eq!(shown.count(), 2, "a UI sees both blocks");
 }

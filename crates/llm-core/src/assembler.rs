@@ -239,6 +239,16 @@ impl MessageAssembler {
                     }
                 }
             }
+            Delta::ProviderContent { key, content } => {
+                self.ensure_started();
+                if self.open.contains_key(&key) {
+                    self.close_block(key);
+                }
+                let index = self.message.content.len();
+                self.message.content.push(AssistantContent::ProviderContent(content.clone()));
+                self.events
+                    .push_back(AssistantEvent::ProviderContent { content_index: index, content });
+            }
             Delta::BlockEnd { key } => self.close_block(key),
             Delta::Usage(mut usage) => {
                 usage.recompute(&self.prices);
@@ -348,7 +358,8 @@ impl MessageAssembler {
                 }
                 AssistantEvent::ToolCallEnd { content_index: index, tool_call: call.clone() }
             }
-            None => return,
+            // Opaque blocks are never open (they arrive whole).
+            Some(AssistantContent::ProviderContent(_)) | None => return,
         };
         self.events.push_back(event);
     }
@@ -477,5 +488,28 @@ mod tests {
         assert_eq!(*reason, StopReason::Error);
         assert_eq!(message.text(), "par");
         assert_eq!(message.error_message.as_deref(), Some("Overloaded"));
+    }
+
+    #[test]
+    fn provider_content_lands_whole_with_its_event_and_closes_the_key() {
+        let mut a = MessageAssembler::new(&model(), 0);
+        a.push(Delta::Text { key: 0, text: "hi".into() });
+        let content = crate::types::ProviderContent {
+            wire_type: "web_search_call".into(),
+            data: json!({"type": "web_search_call", "id": "ws_1"}),
+        };
+        a.push(Delta::ProviderContent { key: 0, content: content.clone() });
+        a.push(Delta::Text { key: 1, text: "after".into() });
+        a.push(Delta::Done);
+        let events = drain(&mut a);
+        assert!(matches!(&events[3], AssistantEvent::TextEnd { content_index: 0, .. }));
+        assert_eq!(
+            events[4],
+            AssistantEvent::ProviderContent { content_index: 1, content: content.clone() }
+        );
+        let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
+        assert_eq!(message.content[1], AssistantContent::ProviderContent(content));
+        assert_eq!(message.text(), "hiafter");
+        assert_eq!(message.tool_calls().count(), 0);
     }
 }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::types::{AssistantMessage, StopReason, ToolCall, Usage};
+use crate::types::{AssistantMessage, ProviderContent, StopReason, ToolCall, Usage};
 
 /// One event of a streamed assistant message.
 ///
@@ -77,6 +77,14 @@ pub enum AssistantEvent {
         content_index: usize,
         /// The final call.
         tool_call: ToolCall,
+    },
+    /// An opaque provider block arrived whole (see [`ProviderContent`]); it is for
+    /// display and replay, never executed.
+    ProviderContent {
+        /// Block index.
+        content_index: usize,
+        /// The block.
+        content: ProviderContent,
     },
     /// Terminal: success.
     Done {
@@ -196,6 +204,13 @@ pub enum Delta {
         key: BlockKey,
         /// The complete arguments text.
         arguments: String,
+    },
+    /// A whole opaque provider block at `key` (closes any block open there).
+    ProviderContent {
+        /// Block key.
+        key: BlockKey,
+        /// The block.
+        content: ProviderContent,
     },
     /// Block `key` is complete.
     BlockEnd {

@@ -46,6 +46,11 @@ pub fn print_event(event: &AssistantEvent) -> String {
             "toolcall_end {content_index} {}",
             serde_json::to_string(tool_call).unwrap_or_default()
         ),
+        AssistantEvent::ProviderContent { content_index, content } => format!(
+            "provider_content {content_index} {} {}",
+            quote(&content.wire_type),
+            serde_json::to_string(&content.data).unwrap_or_default()
+        ),
         AssistantEvent::Done { reason, .. } => format!("done {}", reason.as_str()),
         AssistantEvent::Error { reason, error, .. } => {
             let mut line = format!("error {} kind={}", reason.as_str(), error.kind);

@@ -52,6 +52,9 @@ impl ScriptedTurn {
                         }
                     }
                 }
+                AssistantContent::ProviderContent(content) => {
+                    deltas.push(Delta::ProviderContent { key, content: content.clone() });
+                }
                 AssistantContent::ToolCall(call) => {
                     deltas.push(Delta::ToolCallStart {
                         key,

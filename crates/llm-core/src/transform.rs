@@ -7,11 +7,12 @@
 //! 0. replaces images with text placeholders when the target model has no image
 //!    input (consecutive images collapse into one placeholder);
 //! 1. rewrites assistant messages produced by *another* model (different
-//!    provider, API or model id): thinking becomes plain text, redacted thinking
-//!    and every signature are dropped, and tool-call ids are normalized with the
-//!    target's [`IdRules`] (the same mapping is applied to the matching tool
-//!    results). Messages from the *same* model are replayed verbatim,
-//!    signatures byte for byte;
+//!    provider, API or model id): thinking becomes plain text, redacted thinking,
+//!    every signature and every opaque provider block are dropped, and
+//!    tool-call ids are normalized with the target's [`IdRules`] (the same
+//!    mapping is applied to the matching tool results). Messages from the
+//!    *same* model are replayed verbatim, signatures and provider blocks
+//!    unchanged;
 //! 2. drops assistant turns that ended in `error` or `aborted` (and the tool
 //!    results that answer their calls), and gives every unanswered tool call a
 //!    synthetic `No result provided` error result, placed with the other
@@ -277,6 +278,12 @@ fn transform_assistant(
                         text: text.text.clone(),
                         text_signature: None,
                     }));
+                }
+            }
+            AssistantContent::ProviderContent(_) => {
+                // Opaque blocks only mean something to the model that produced them.
+                if same {
+                    content.push(block.clone());
                 }
             }
             AssistantContent::ToolCall(call) => {

@@ -164,6 +164,22 @@ pub struct ToolCall {
     pub thought_signature: Option<String>,
 }
 
+/// A provider-specific block that clawcall keeps but does not interpret: Anthropic
+/// server-side tool blocks (`server_tool_use`, `web_search_tool_result`, ...), `compaction`,
+/// Responses output items such as `apply_patch_call`.
+///
+/// It is never a tool call: the agent loop never executes it. Like a thinking signature
+/// (spec decision 8), it is replayed unchanged to the model that produced it (same
+/// provider, API and model id) and dropped for every other model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderContent {
+    /// The block's type on the wire (`server_tool_use`, `apply_patch_call`, ...).
+    pub wire_type: String,
+    /// The whole block as the provider sent it (streamed parts merged in), sent back as is.
+    pub data: Value,
+}
+
 /// A block of an assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -174,6 +190,8 @@ pub enum AssistantContent {
     Thinking(ThinkingContent),
     /// A tool call.
     ToolCall(ToolCall),
+    /// An opaque provider block (see [`ProviderContent`]).
+    ProviderContent(ProviderContent),
 }
 
 /// A block of a user message or tool result.

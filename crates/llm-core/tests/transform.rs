@@ -744,3 +744,21 @@ fn violation_display() {
         assert_eq!(violation.to_string(), expected);
     }
 }
+
+#[test]
+fn opaque_provider_blocks_go_only_to_the_model_that_made_them() {
+    let block = AssistantContent::ProviderContent(ProviderContent {
+        wire_type: "server_tool_use".into(),
+        data: json!({"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}),
+    });
+    let messages = vec![
+        Message::user("q"),
+        assistant(&claude(), vec![block.clone(), text("answer", None)], StopReason::Stop),
+    ];
+    let same = transform_messages(&messages, &claude(), Some(&IdRules::ALNUM_DASH_64));
+    assert_eq!(as_assistant(&same[1]).content, vec![block, text("answer", None)]);
+    let other = transform_messages(&messages, &gpt(), Some(&IdRules::ALNUM_DASH_64));
+    assert_eq!(as_assistant(&other[1]).content, vec![text("answer", None)]);
+    // Never a tool call: nothing waits for a result.
+    assert!(check_tool_results(&same).is_empty());
+}

@@ -440,6 +440,8 @@ fn assistant_content(message: &AssistantMessage, model: &Model, send_ids: bool) 
                 p.insert("functionCall".to_owned(), Value::Object(fc));
                 parts.push(with_signature(p, sig.as_deref()));
             }
+            // Another API's opaque block (the transform already drops it for this model).
+            AssistantContent::ProviderContent(_) => {}
         }
     }
     (!parts.is_empty()).then(|| json!({"role": "model", "parts": parts}))

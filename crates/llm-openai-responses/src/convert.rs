@@ -178,7 +178,15 @@ pub(crate) fn build_body(
         .and_then(Value::as_bool)
         .or(compat.strict_tools)
         .or_else(|| native_route(model).then_some(true));
-    let ConvertedTools { wire: tools, strict_plans } = convert_tools(&context.tools, setting)?;
+    let ConvertedTools { wire: mut tools, strict_plans } = convert_tools(&context.tools, setting)?;
+    match provider_options.get("builtinTools") {
+        None | Some(Value::Null) => {}
+        // Built-in tools go after the sorted function tools, as given.
+        Some(Value::Array(builtin)) if builtin.iter().all(Value::is_object) => {
+            tools.extend(builtin.iter().cloned());
+        }
+        Some(_) => return Err(invalid("provider option builtinTools must be an array of objects")),
+    }
     let tool_choice = match &options.tool_choice {
         None => None,
         Some(ToolChoice::Auto) => (!tools.is_empty()).then(|| Value::from("auto")),
@@ -576,6 +584,12 @@ fn assistant_items(
                 };
                 item.insert("arguments".into(), Value::from(arguments));
                 items.push((false, Value::Object(item)));
+            }
+            AssistantContent::ProviderContent(p) => {
+                // Only this model's items survive the transform; they go back unchanged.
+                if p.data.is_object() {
+                    items.push((false, p.data.clone()));
+                }
             }
         }
     }

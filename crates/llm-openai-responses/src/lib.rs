@@ -46,6 +46,14 @@
 //! | `reasoningSummary` | string or `null` | `reasoning.summary` (default `"auto"`; `null` omits it) |
 //! | `parallelToolCalls` | bool | `parallel_tool_calls` |
 //! | `strictTools` | bool | overrides [`OpenAiResponsesCompat::strict_tools`] |
+//! | `builtinTools` | array of objects | built-in tools (`{"type":"web_search"}`, ...) sent as given after the function tools |
+//!
+//! # Output items
+//!
+//! Items other than messages, reasoning and function calls are kept whole as opaque
+//! [`llm_core::ProviderContent`] and replayed unchanged to the same model only. One that
+//! waits for a client answer (`apply_patch_call`, `custom_tool_call`, `shell_call`,
+//! `mcp_approval_request`, ...) ends the turn with an `unsupported` error naming its type.
 
 mod client;
 mod convert;

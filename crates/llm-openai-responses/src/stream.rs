@@ -4,6 +4,16 @@
 //! current item), never by "the latest call", so parallel and interleaved function calls
 //! keep their arguments apart. Tool-call ids are `call_id|item_id`.
 //!
+//! Output items other than messages, reasoning and function calls (`web_search_call`,
+//! `apply_patch_call`, `mcp_approval_request`, ...) are kept whole as opaque
+//! [`ProviderContent`]. One that waits for a client answer (it has a `call_id`, or is an
+//! `mcp_approval_request`) ends the turn with an `unsupported` error naming its type, so a
+//! request the model made is never silently dropped.
+//!
+//! Some servers (GitHub Copilot) give an item a new id on every event: an item of
+//! `response.completed.output` whose id was never seen is matched by its position
+//! (`output_index`), so its content is never added twice.
+//!
 //! Calls of strict tools go through llm-core's [`NullFilter`]: the `null`s the model
 //! sends for omitted optional properties are removed from the streamed fragments, the
 //! `.done` arguments and expanded wrapper calls alike, so the tool gets the arguments of
@@ -15,7 +25,7 @@ use std::sync::Arc;
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
 use llm_core::strict::{NullFilter, StrictPlan};
-use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
+use llm_core::{BlockKey, Delta, Error, ErrorKind, ProviderContent, StopReason, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -66,6 +76,8 @@ struct Item {
     summary_index: Option<u64>,
     /// The item is finished (`output_item.done`).
     done: bool,
+    /// The wire `type` of the finished item.
+    done_type: Option<String>,
     /// A `multi_tool_use.parallel` wrapper call: arguments are buffered, not streamed.
     wrapper: Option<String>,
     /// Removes the `null`s of omitted optionals from a strict tool's streamed arguments.
@@ -83,6 +95,7 @@ impl Item {
             streamed: false,
             summary_index: None,
             done: false,
+            done_type: None,
             wrapper: None,
             filter: None,
             plan: None,
@@ -99,6 +112,8 @@ pub(crate) struct Decoder {
     next_synthetic: BlockKey,
     next_wrapper: BlockKey,
     tool_calls: usize,
+    /// Types of the output items that wait for an answer clawcall cannot give.
+    unanswerable: Vec<String>,
     finished: bool,
     /// User tool names, so a real tool called `parallel` is never expanded.
     tool_names: Arc<BTreeSet<String>>,
@@ -120,6 +135,7 @@ impl Decoder {
             next_synthetic: SYNTHETIC_KEYS,
             next_wrapper: WRAPPER_KEYS,
             tool_calls: 0,
+            unanswerable: Vec::new(),
             finished: false,
             tool_names,
             strict_plans,
@@ -412,12 +428,30 @@ impl Decoder {
             Some("message") => self.message_done(key, item, out),
             Some("reasoning") => self.reasoning_done(key, item, out),
             Some("function_call") => self.call_done(key, item, out),
-            _ => {}
+            _ => self.opaque_done(key, item, out),
         }
         if let Some(state) = self.items.get_mut(&key) {
             state.done = true;
+            state.done_type = str_of(item.get("type")).map(str::to_owned);
             state.item_id = item_id;
         }
+    }
+
+    /// Any other item: kept whole, for display and same-model replay, never executed.
+    fn opaque_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        if !item.is_object() {
+            return;
+        }
+        let wire_type = str_of(item.get("type")).unwrap_or_default().to_owned();
+        let waits_for_client = str_of(item.get("call_id")).is_some_and(|id| !id.is_empty())
+            || wire_type == "mcp_approval_request";
+        if waits_for_client {
+            self.unanswerable.push(wire_type.clone());
+        }
+        out.push(Delta::ProviderContent {
+            key,
+            content: ProviderContent { wire_type, data: item.clone() },
+        });
     }
 
     fn message_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
@@ -552,24 +586,27 @@ impl Decoder {
     }
 
     /// Processes items of `response.output` that never came as `output_item.done`.
+    ///
+    /// An item is found by its id, else by its position (its `output_index`): servers
+    /// that rotate item ids send ids here that no event carried.
     fn reconcile_output(&mut self, response: &Value, out: &mut Vec<Delta>) {
         let Some(items) = response.get("output").and_then(Value::as_array) else { return };
         for (index, item) in items.iter().enumerate() {
             let id = str_of(item.get("id"));
-            let known = match id {
-                Some(id) => {
-                    self.by_item_id.get(id).and_then(|k| self.items.get(k)).is_some_and(|s| s.done)
-                }
-                None => true,
-            };
-            if known {
-                continue;
-            }
+            let wire_type = str_of(item.get("type"));
             let key = match id.and_then(|id| self.by_item_id.get(id)) {
                 Some(key) => *key,
-                None if !self.items.contains_key(&(index as BlockKey)) => index as BlockKey,
-                None => self.synthetic_key(),
+                None => match self.items.get(&(index as BlockKey)) {
+                    // The same position finished as another kind of item: a different one.
+                    Some(state) if state.done && state.done_type.as_deref() != wire_type => {
+                        self.synthetic_key()
+                    }
+                    _ => index as BlockKey,
+                },
             };
+            if self.items.get(&key).is_some_and(|s| s.done) {
+                continue;
+            }
             self.item_done(key, item, out);
         }
     }
@@ -606,6 +643,20 @@ impl Decoder {
             _ if self.tool_calls > 0 => StopReason::ToolUse,
             _ => StopReason::Stop,
         };
+        if let Some(first) = self.unanswerable.first() {
+            let error = Error::new(
+                ErrorKind::Unsupported,
+                PROVIDER,
+                format!(
+                    "The model requested an item of type {first}, which clawcall cannot \
+                     answer (only function tools are supported)"
+                ),
+            )
+            .with_code(first.clone())
+            .with_retryable(false);
+            self.fail(out, error);
+            return;
+        }
         self.finished = true;
         out.push(Delta::Stop(reason));
         out.push(Delta::Done);

@@ -821,3 +821,52 @@ async fn typed_tools_receive_validated_coerced_arguments() {
     let r = results(&end(&events).0);
     assert_eq!((r[0].text().as_str(), r[0].is_error), ("5", false));
 }
+
+#[tokio::test]
+async fn opaque_provider_content_is_kept_and_never_executed() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran2 = Arc::clone(&ran);
+    let tool = AgentTool::new(
+        Tool { name: "web_search".into(), description: "d".into(), parameters: open_schema() },
+        move |_i: ToolInvocation| {
+            ran2.fetch_add(1, Ordering::SeqCst);
+            async { Ok(ToolOutput::text("searched")) }
+        },
+    );
+    // A server-side tool block that names a registered tool, next to one real call.
+    let server = AssistantContent::ProviderContent(llm_core::ProviderContent {
+        wire_type: "server_tool_use".into(),
+        data: json!({"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}),
+    });
+    let message = AssistantMessage {
+        content: vec![
+            server.clone(),
+            AssistantContent::ToolCall(ToolCall {
+                id: "1".into(),
+                name: "web_search".into(),
+                arguments: json!({}),
+                thought_signature: None,
+            }),
+        ],
+        stop_reason: StopReason::ToolUse,
+        ..AssistantMessage::default()
+    };
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [ScriptedTurn::from_message(&message, 3), text_turn("done")],
+    );
+    let a = agent(&provider, |_| {});
+    let events = collect(a.run(ctx(vec![tool]), vec![Message::user("go")])).await;
+    let (messages, _) = end(&events);
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "only the real call runs");
+    let r = results(&messages);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].tool_call_id, "1");
+    let Some(Message::Assistant(first)) =
+        messages.iter().find(|m| matches!(m, Message::Assistant(_)))
+    else {
+        panic!("no assistant message")
+    };
+    assert_eq!(first.content[0], server);
+    assert_invariant(&messages);
+}

@@ -553,3 +553,49 @@ fn compat_parsing() {
     m.compat = Some(json!({"strictTools": "yes"}));
     assert_eq!(parse_compat(&m).unwrap_err().kind, ErrorKind::InvalidRequest);
 }
+
+#[test]
+fn opaque_items_round_trip_to_the_same_model_and_are_dropped_for_others() {
+    use llm_core::ProviderContent;
+    let m = model();
+    let wire = json!([
+        {"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"oslo"}},
+        {"id":"apc_1","type":"apply_patch_call","call_id":"call_P","status":"completed","operation":{"type":"update_file","path":"a.txt","diff":"@@\n-a\n+b\n"}}
+    ]);
+    let content: Vec<AssistantContent> = wire
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            AssistantContent::ProviderContent(ProviderContent {
+                wire_type: item["type"].as_str().unwrap().to_owned(),
+                data: item.clone(),
+            })
+        })
+        .collect();
+    let context = |producer: &Model| Context {
+        messages: vec![
+            Message::user("q"),
+            Message::Assistant(AssistantMessage {
+                stop_reason: StopReason::Stop,
+                ..match assistant(producer, content.clone()) {
+                    Message::Assistant(a) => a,
+                    _ => unreachable!(),
+                }
+            }),
+            Message::user("next"),
+        ],
+        ..Context::default()
+    };
+    let input = body(&m, &context(&m), &options())["input"].clone();
+    assert_eq!(input[1], wire[0]);
+    assert_eq!(input[2], wire[1]);
+    assert_eq!(input[1].to_string(), wire[0].to_string(), "byte for byte");
+    assert_eq!(input.as_array().unwrap().len(), 4);
+
+    let mut other = m.clone();
+    other.id = "gpt-4.1".into();
+    let input = body(&m, &context(&other), &options())["input"].clone();
+    assert_eq!(input.as_array().unwrap().len(), 2, "{input}");
+    assert!(!input.to_string().contains("apply_patch_call"));
+}

@@ -537,3 +537,87 @@ fn empty_summary_parts_add_no_separator_and_raw_reasoning_text_streams() {
         .collect();
     assert_eq!(thinking, ["Only part.", "raw thoughts"]);
 }
+
+/// GitHub Copilot style: every event gives the item a new id.
+#[test]
+fn rotating_item_ids_never_duplicate_content() {
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"rs_A1","type":"reasoning","summary":[]}}),
+        json!({"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_A2","summary_index":0,"delta":"Think"}),
+        json!({"type":"response.output_item.done","output_index":0,"item":{"id":"rs_A3","type":"reasoning","summary":[{"type":"summary_text","text":"Think"}]}}),
+        json!({"type":"response.output_item.added","output_index":1,"item":{"id":"msg_B1","type":"message","role":"assistant","content":[]}}),
+        json!({"type":"response.output_text.delta","output_index":1,"item_id":"msg_B2","content_index":0,"delta":"Hel"}),
+        json!({"type":"response.output_text.delta","output_index":1,"item_id":"msg_B3","content_index":0,"delta":"lo"}),
+        json!({"type":"response.output_item.done","output_index":1,"item":{"id":"msg_B4","type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello"}]}}),
+        json!({"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[
+            {"id":"rs_A5","type":"reasoning","summary":[{"type":"summary_text","text":"Think"}]},
+            {"id":"msg_B5","type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello"}]}
+        ]}}),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(message.content.len(), 2, "{message:?}");
+    assert!(matches!(&message.content[0], AssistantContent::Thinking(t) if t.thinking == "Think"));
+    assert_eq!(message.text(), "Hello");
+    assert_eq!(message.stop_reason, StopReason::Stop);
+
+    // Items that only `response.completed` lists still land (once), even with new ids.
+    let events = run(&sse(&[
+        created(),
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"msg_C1","type":"message","content":[]}}),
+        json!({"type":"response.output_text.delta","output_index":0,"item_id":"msg_C2","delta":"Hi"}),
+        json!({"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[
+            {"id":"msg_C3","type":"message","content":[{"type":"output_text","text":"Hi"}]},
+            {"id":"fc_C4","type":"function_call","call_id":"call_C","name":"f","arguments":"{}"}
+        ]}}),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(message.text(), "Hi");
+    assert_eq!(message.tool_calls().count(), 1);
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+}
+
+#[test]
+fn unknown_output_items_are_kept_and_client_requests_end_unsupported() {
+    let search = json!({"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"oslo"}});
+    let patch = json!({"id":"apc_1","type":"apply_patch_call","call_id":"call_P","status":"completed","operation":{"type":"update_file","path":"a.txt","diff":"@@\n-a\n+b\n"}});
+    let text = json!({"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"Done."}]});
+    let body = |items: &[&Value]| {
+        let mut events = vec![created()];
+        for (i, item) in items.iter().enumerate() {
+            events.push(json!({"type":"response.output_item.done","output_index":i,"item":item}));
+        }
+        events.push(json!({"type":"response.completed","response":{"id":"resp_1","status":"completed","output":items}}));
+        sse(&events)
+    };
+
+    // A server-side item: kept whole, shown, never a tool call; the turn ends normally.
+    let events = run(&body(&[&search, &text]));
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::Stop);
+    assert_eq!(message.content.len(), 2, "items listed again by completed are not added twice");
+    assert_eq!(message.tool_calls().count(), 0);
+    let AssistantContent::ProviderContent(p) = &message.content[0] else { panic!("{message:?}") };
+    assert_eq!((p.wire_type.as_str(), &p.data), ("web_search_call", &search));
+    assert!(events.iter().any(|e| matches!(e, AssistantEvent::ProviderContent { .. })));
+
+    // An item that waits for a client answer: a typed error naming it, content kept.
+    for item in [
+        &patch,
+        &json!({"id":"ctc_1","type":"custom_tool_call","call_id":"call_X","name":"grammar","input":"x"}),
+        &json!({"id":"mcpr_1","type":"mcp_approval_request","server_label":"s","name":"n","arguments":"{}"}),
+    ] {
+        let events = run(&body(&[item, &text]));
+        let Some(AssistantEvent::Error { error, message, .. }) = events.last() else {
+            panic!("{events:?}")
+        };
+        let wire_type = item["type"].as_str().unwrap();
+        assert_eq!(error.kind, ErrorKind::Unsupported);
+        assert_eq!(error.code.as_deref(), Some(wire_type));
+        assert!(error.message.contains(wire_type));
+        assert!(
+            matches!(&message.content[0], AssistantContent::ProviderContent(p) if &p.data == item)
+        );
+        assert_eq!(message.text(), "Done.");
+    }
+}
