@@ -12,7 +12,7 @@ use std::fmt;
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
-use llm_core::{Delta, Error, ErrorKind, StopReason, Usage};
+use llm_core::{Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use serde_json::Value;
@@ -104,8 +104,8 @@ struct WireCacheCreation {
 struct WireBlock {
     #[serde(rename = "type")]
     kind: Option<String>,
-    text: Option<String>,
-    thinking: Option<String>,
+    text: Option<WireText>,
+    thinking: Option<WireText>,
     signature: Option<String>,
     data: Option<String>,
     id: Option<String>,
@@ -118,10 +118,10 @@ struct WireBlock {
 struct WireDelta {
     #[serde(rename = "type")]
     kind: Option<String>,
-    text: Option<String>,
-    thinking: Option<String>,
+    text: Option<WireText>,
+    thinking: Option<WireText>,
     signature: Option<String>,
-    partial_json: Option<String>,
+    partial_json: Option<WireText>,
     stop_reason: Option<String>,
     stop_details: Option<Value>,
 }
@@ -202,6 +202,8 @@ pub struct Decoder {
     tokens: Tokens,
     started: bool,
     finished: bool,
+    /// Surrogate pairs split across text, thinking and argument deltas.
+    surrogates: SurrogateJoiner,
 }
 
 impl fmt::Debug for Decoder {
@@ -235,6 +237,7 @@ impl Decoder {
             tokens: Tokens::default(),
             started: false,
             finished: false,
+            surrogates: SurrogateJoiner::new(),
         }
     }
 
@@ -278,7 +281,10 @@ impl Decoder {
                 }
                 let state = match block.kind.as_deref() {
                     Some("text") => {
-                        let text = block.text.unwrap_or_default();
+                        let text = block
+                            .text
+                            .map(|t| self.surrogates.join(key, Channel::Text, t))
+                            .unwrap_or_default();
                         let open = !text.is_empty();
                         if open {
                             out.push(Delta::Text { key, text });
@@ -287,7 +293,11 @@ impl Decoder {
                     }
                     Some("thinking") => {
                         let mut open = false;
-                        if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
+                        if let Some(text) = block
+                            .thinking
+                            .map(|t| self.surrogates.join(key, Channel::Thinking, t))
+                            .filter(|t| !t.is_empty())
+                        {
                             out.push(Delta::Thinking { key, text });
                             open = true;
                         }
@@ -325,13 +335,21 @@ impl Decoder {
                 let Some(block) = self.blocks.get_mut(&key) else { return };
                 match (delta.kind.as_deref(), block) {
                     (Some("text_delta"), Block::Text { open }) => {
-                        if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
+                        if let Some(text) = delta
+                            .text
+                            .map(|t| self.surrogates.join(key, Channel::Text, t))
+                            .filter(|t| !t.is_empty())
+                        {
                             *open = true;
                             out.push(Delta::Text { key, text });
                         }
                     }
                     (Some("thinking_delta"), Block::Thinking { open }) => {
-                        if let Some(text) = delta.thinking.filter(|t| !t.is_empty()) {
+                        if let Some(text) = delta
+                            .thinking
+                            .map(|t| self.surrogates.join(key, Channel::Thinking, t))
+                            .filter(|t| !t.is_empty())
+                        {
                             *open = true;
                             out.push(Delta::Thinking { key, text });
                         }
@@ -343,7 +361,11 @@ impl Decoder {
                         }
                     }
                     (Some("input_json_delta"), Block::Tool) => {
-                        if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
+                        if let Some(fragment) = delta
+                            .partial_json
+                            .map(|f| self.surrogates.join(key, Channel::ToolArgs, f))
+                            .filter(|f| !f.is_empty())
+                        {
                             out.push(Delta::ToolCallArgs { key, fragment });
                         }
                     }
@@ -431,6 +453,20 @@ fn refusal_error(details: Option<&Value>) -> Error {
 
 impl WireDecoder for Decoder {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode_event(event, out);
+        self.surrogates.settle(out, from);
+    }
+
+    fn end(&mut self, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode_end(out);
+        self.surrogates.settle(out, from);
+    }
+}
+
+impl Decoder {
+    fn decode_event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
         if self.finished {
             return;
         }
@@ -467,7 +503,7 @@ impl WireDecoder for Decoder {
         self.handle(&kind, wire, out);
     }
 
-    fn end(&mut self, out: &mut Vec<Delta>) {
+    fn decode_end(&mut self, out: &mut Vec<Delta>) {
         if !self.finished {
             self.finished = true;
             out.push(Delta::Error(Error::new(
