@@ -38,4 +38,4 @@ pub use provider::{Provider, ProviderRegistry};
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use stream::AssistantStream;
 pub use types::*;
-pub use wire_text::{Channel, SurrogateJoiner, WireText};
+pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue};

@@ -20,6 +20,9 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use serde_json::Value;
+use serde_json::value::RawValue;
+
 use crate::event::{BlockKey, Delta};
 
 /// The replacement character, for a surrogate half that has no partner.
@@ -154,6 +157,43 @@ impl<'de> Deserialize<'de> for WireText {
     }
 }
 
+/// A JSON field that is usually a string (Chat Completions-style `content`, `arguments`):
+/// a string as [`WireText`], tolerating lone halves at its ends, anything else as a `Value`.
+///
+/// Deserializes from `serde_json` text only (it borrows the field's raw text); a provider's
+/// lenient path that has a `Value` already converts with [`From<Value>`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireValue {
+    /// A string.
+    Text(WireText),
+    /// Any other JSON value.
+    Other(Value),
+}
+
+impl From<Value> for WireValue {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::String(text) => WireValue::Text(WireText::from(text)),
+            other => WireValue::Other(other),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WireValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // serde_json cannot say "a string without insisting on paired surrogates, or any
+        // other value" in one call: take the raw text (borrowed), then decode it by its type.
+        let raw = <&'de RawValue>::deserialize(d)?;
+        let text = raw.get();
+        if text.starts_with('"') {
+            let mut de = serde_json::Deserializer::from_str(text);
+            WireText::deserialize(&mut de).map(WireValue::Text).map_err(de::Error::custom)
+        } else {
+            serde_json::from_str(text).map(WireValue::Other).map_err(de::Error::custom)
+        }
+    }
+}
+
 /// Which stream of a block a piece of text belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Channel {
@@ -223,6 +263,12 @@ impl SurrogateJoiner {
         out.push(first);
         out.push_str(&text);
         out
+    }
+
+    /// Drops every waiting high half and returns where each was (block key and channel), for
+    /// a provider that ends its blocks itself: each becomes U+FFFD there.
+    pub fn drain_unfinished(&mut self) -> Vec<(BlockKey, Channel)> {
+        self.pending.drain(..).map(|p| (p.key, p.channel)).collect()
     }
 
     /// Whether no high half is waiting.
@@ -315,6 +361,30 @@ mod tests {
         let text = parse(r#""a\ud83db\ude00c\ud83d\ud83d""#);
         assert_eq!(text.as_str(), "a\u{FFFD}b\u{FFFD}c\u{FFFD}");
         assert_eq!(text.trail, Some(0xD83D));
+    }
+
+    #[test]
+    fn wire_value_takes_strings_with_lone_halves_and_arrays() {
+        let value: WireValue = serde_json::from_str(r#""a\ud83d""#).unwrap();
+        let WireValue::Text(text) = value else { panic!("{value:?}") };
+        assert_eq!((text.as_str(), text.trail), ("a", Some(0xD83D)));
+        let value: WireValue = serde_json::from_str(r#"[{"type":"text","text":"x"}]"#).unwrap();
+        assert_eq!(value, WireValue::Other(serde_json::json!([{"type": "text", "text": "x"}])));
+        assert_eq!(
+            serde_json::from_str::<WireValue>(r#"{"a":1}"#).unwrap(),
+            WireValue::Other(serde_json::json!({"a": 1}))
+        );
+        assert_eq!(
+            serde_json::from_str::<WireValue>(" 12 ").unwrap(),
+            WireValue::Other(serde_json::json!(12))
+        );
+        assert!(serde_json::from_str::<WireValue>(r#""\x""#).is_err());
+        assert_eq!(WireValue::from(serde_json::json!("s")), WireValue::Text(WireText::from("s")));
+        assert_eq!(WireValue::from(serde_json::json!(1)), WireValue::Other(serde_json::json!(1)));
+        let mut joiner = SurrogateJoiner::new();
+        let _ = joiner.join(7, Channel::Text, text);
+        assert_eq!(joiner.drain_unfinished(), vec![(7, Channel::Text)]);
+        assert!(joiner.is_empty());
     }
 
     #[test]
