@@ -160,14 +160,24 @@ impl<'de> Deserialize<'de> for WireText {
 /// A JSON field that is usually a string (Chat Completions-style `content`, `arguments`):
 /// a string as [`WireText`], tolerating lone halves at its ends, anything else as a `Value`.
 ///
-/// Deserializes from `serde_json` text only (it borrows the field's raw text); a provider's
-/// lenient path that has a `Value` already converts with [`From<Value>`].
+/// Deserializes from `serde_json` text or a `Value`; a provider's lenient path that holds a
+/// `Value` already converts with [`From<Value>`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum WireValue {
     /// A string.
     Text(WireText),
     /// Any other JSON value.
     Other(Value),
+}
+
+impl WireValue {
+    /// The string, if it is one.
+    pub fn into_text(self) -> Option<WireText> {
+        match self {
+            WireValue::Text(text) => Some(text),
+            WireValue::Other(_) => None,
+        }
+    }
 }
 
 impl From<Value> for WireValue {
@@ -182,15 +192,20 @@ impl From<Value> for WireValue {
 impl<'de> Deserialize<'de> for WireValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // serde_json cannot say "a string without insisting on paired surrogates, or any
-        // other value" in one call: take the raw text (borrowed), then decode it by its type.
-        let raw = <&'de RawValue>::deserialize(d)?;
-        let text = raw.get();
-        if text.starts_with('"') {
-            let mut de = serde_json::Deserializer::from_str(text);
-            WireText::deserialize(&mut de).map(WireValue::Text).map_err(de::Error::custom)
-        } else {
-            serde_json::from_str(text).map(WireValue::Other).map_err(de::Error::custom)
+        // other value" in one call: take the raw text, then decode it by its type. (Owned,
+        // so it also works from a `Value`; a string without escapes is reused in place.)
+        let raw: Box<str> = Box::<RawValue>::deserialize(d)?.into();
+        if !raw.starts_with('"') {
+            return serde_json::from_str(&raw).map(WireValue::Other).map_err(de::Error::custom);
         }
+        if raw.len() >= 2 && !raw.contains('\\') {
+            let mut text = String::from(raw);
+            text.pop();
+            text.remove(0);
+            return Ok(WireValue::Text(WireText::from(text)));
+        }
+        let mut de = serde_json::Deserializer::from_str(&raw);
+        WireText::deserialize(&mut de).map(WireValue::Text).map_err(de::Error::custom)
     }
 }
 
@@ -379,8 +394,19 @@ mod tests {
             WireValue::Other(serde_json::json!(12))
         );
         assert!(serde_json::from_str::<WireValue>(r#""\x""#).is_err());
+        assert_eq!(
+            serde_json::from_str::<WireValue>(r#""plain \u00e9""#).unwrap(),
+            WireValue::Text(WireText::from("plain \u{e9}"))
+        );
+        // From a `Value` too (a lenient path that re-reads a chunk).
+        assert_eq!(
+            serde_json::from_value::<WireValue>(serde_json::json!("v")).unwrap(),
+            WireValue::Text(WireText::from("v"))
+        );
         assert_eq!(WireValue::from(serde_json::json!("s")), WireValue::Text(WireText::from("s")));
         assert_eq!(WireValue::from(serde_json::json!(1)), WireValue::Other(serde_json::json!(1)));
+        assert_eq!(WireValue::from(serde_json::json!(1)).into_text(), None);
+        assert_eq!(WireValue::from(serde_json::json!("t")).into_text(), Some(WireText::from("t")));
         let mut joiner = SurrogateJoiner::new();
         let _ = joiner.join(7, Channel::Text, text);
         assert_eq!(joiner.drain_unfinished(), vec![(7, Channel::Text)]);
