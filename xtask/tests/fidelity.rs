@@ -231,3 +231,29 @@ fn cuts_split_surrogate_pairs_like_a_utf16_server() {
     assert!(serde_json::from_str::<String>(&pieces[0]).is_err());
     assert!(serde_json::from_str::<String>(&pieces[1]).is_err());
 }
+
+#[test]
+fn a_half_never_completed_becomes_replacement_in_every_provider() {
+    // A high half followed by text without its low half, and a high half at the very end.
+    let text = [r#""a\ud83d""#.to_owned(), r#""b\ud83d""#.to_owned()];
+    let args = [r#""{\"k\":\"x\ud83d""#.to_owned(), r#""\"}""#.to_owned()];
+    for provider in Provider::ALL {
+        let whole = json!({"k": "x\u{FFFD}"});
+        let body = body(provider, &text, &args, &whole);
+        for chunking in [0, 1, 7] {
+            let events = stream_events(provider, body.as_bytes(), chunking, true);
+            let message = final_message(&events);
+            let texts: String = message
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    AssistantContent::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(texts, "a\u{FFFD}b\u{FFFD}", "{provider:?} chunking {chunking}");
+            let calls: Vec<_> = message.tool_calls().collect();
+            assert_eq!(calls[0].arguments, whole, "{provider:?} chunking {chunking}");
+        }
+    }
+}

@@ -167,8 +167,10 @@ impl Decoder {
                 {
                     let key = self.resolve(&event, Kind::Message);
                     let text = self.surrogates.join(key, Channel::Text, piece);
+                    // Streamed even if only a surrogate half came: the `.done` text must not
+                    // be added again.
+                    self.mark_streamed(key);
                     if !text.is_empty() {
-                        self.mark_streamed(key);
                         out.push(Delta::Text { key, text });
                     }
                 }
@@ -185,8 +187,8 @@ impl Decoder {
                         // part adds nothing.
                         self.summary_separator(key, num(event.summary_index.as_ref()), out);
                     }
+                    self.mark_streamed(key);
                     if !text.is_empty() {
-                        self.mark_streamed(key);
                         out.push(Delta::Thinking { key, text });
                     }
                 }
