@@ -386,3 +386,20 @@ fn field_details() {
     assert!(debug.contains("max_event_size: 77"), "{debug}");
     assert_eq!(format!("{:?}", SseDecoder::default()), format!("{:?}", SseDecoder::new()));
 }
+
+#[test]
+fn default_limit_is_16_mib_inclusive() {
+    const LIMIT: usize = 16 * 1024 * 1024;
+    let mut line = b"data: ".to_vec();
+    line.resize(LIMIT, b'x');
+    let mut d = SseDecoder::new();
+    let mut out = Vec::new();
+    // Exactly the limit as a partial line, then as a complete line.
+    assert_eq!(d.push(&line, &mut out), Ok(()));
+    assert_eq!(d.push(b"\n\n", &mut out), Ok(()));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data.len(), LIMIT - 6);
+    line.push(b'x');
+    let mut d = SseDecoder::new();
+    assert_eq!(d.push(&line, &mut out), Err(SseError::EventTooLarge { limit: LIMIT }));
+}
