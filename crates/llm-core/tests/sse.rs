@@ -403,3 +403,11 @@ fn default_limit_is_16_mib_inclusive() {
     let mut d = SseDecoder::new();
     assert_eq!(d.push(&line, &mut out), Err(SseError::EventTooLarge { limit: LIMIT }));
 }
+
+#[test]
+fn comment_and_retry_lines_make_it_an_event_stream() {
+    // A body that starts like JSON but has SSE lines is not a bare JSON document.
+    assert_eq!(decode(b"{\n: keep-alive\n").unwrap(), vec![]);
+    assert_eq!(decode(b"{\nretry: 5\n").unwrap(), vec![]);
+    assert_eq!(decode(b"{\nnot sse\n").unwrap(), vec![ev(None, "{\nnot sse", None)]);
+}
