@@ -16,6 +16,11 @@
 //! * `partial_json`: `value()` is always an object; `raw()` is the input; the value after
 //!   fragments equals the value after one push; `finish()` equals `parse_streaming_json(raw)`;
 //!   peak memory is linear in the input.
+//! * `partial_json_differential`: when the body is valid JSON for `serde_json` (an independent
+//!   implementation), `PartialJson` fed in fragments is complete and `finish()` equals
+//!   serde_json's value (`{}` for a non-object), for the body as written and for serde_json's
+//!   compact re-serialization. The one documented exception (the drive-path rule: a drive
+//!   letter, `:` and a control escape, `partial_json` module docs) is skipped.
 //! * `<provider>_stream`: bytes -> `SseDecoder` -> the provider's `WireDecoder` ->
 //!   `MessageAssembler`, as `llm_core::drive` and `AssistantStream` do it. Exactly one terminal
 //!   event, and it is the last; the terminal's reason matches its message; every
@@ -47,6 +52,7 @@ pub struct Heap {
 pub const TARGETS: &[&str] = &[
     "sse_decoder",
     "partial_json",
+    "partial_json_differential",
     "anthropic_stream",
     "openai_completions_stream",
     "openai_responses_stream",
@@ -59,6 +65,7 @@ pub fn run(name: &str, data: &[u8], heap: Option<&Heap>) -> bool {
     match name {
         "sse_decoder" => sse_decoder(data, heap),
         "partial_json" => partial_json(data, heap),
+        "partial_json_differential" => partial_json_differential(data),
         other => match Provider::from_target(other) {
             Some(provider) => provider_stream(provider, data, heap),
             None => return false,
@@ -317,6 +324,36 @@ pub fn partial_json(data: &[u8], heap: Option<&Heap>) {
         parse_streaming_json(text),
         "finish() differs from parse_streaming_json(raw)"
     );
+}
+
+/// The differential check against serde_json (see the module docs).
+pub fn partial_json_differential(data: &[u8]) {
+    let (seed, rest) = split_header(data);
+    let Ok(text) = std::str::from_utf8(rest) else { return };
+    let Ok(strict) = serde_json::from_str::<serde_json::Value>(text) else { return };
+    let expected =
+        if strict.is_object() { strict } else { serde_json::Value::Object(Default::default()) };
+    let compact = serde_json::to_string(&expected).unwrap_or_default();
+    for (what, text) in [("as written", text), ("re-serialized", compact.as_str())] {
+        if has_drive_control_escape(text) {
+            continue;
+        }
+        let mut parser = PartialJson::new();
+        for piece in str_chunks(text, seed) {
+            parser.push(piece);
+            assert!(parser.value().is_object(), "value() is not an object");
+        }
+        assert!(parser.is_complete(), "valid JSON ({what}) is not complete");
+        assert_eq!(parser.finish(), expected, "PartialJson differs from serde_json ({what})");
+    }
+}
+
+/// Whether `text` holds an ASCII letter, `:` and a control escape (`\b \f \n \r \t`): the only
+/// valid JSON the drive-path rule rewrites (`"C:\new"`, see the `partial_json` module docs).
+fn has_drive_control_escape(text: &str) -> bool {
+    text.as_bytes().windows(4).any(|w| {
+        matches!(w, [letter, b':', b'\\', b'b' | b'f' | b'n' | b'r' | b't'] if letter.is_ascii_alphabetic())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ use std::fmt;
 use llm_core::drive::WireDecoder;
 use llm_core::partial_json::PartialJson;
 use llm_core::sse::SseEvent;
-use llm_core::{Delta, Error, ErrorKind, ProviderContent, StopReason, Usage};
+use llm_core::{
+    Channel, Delta, Error, ErrorKind, ProviderContent, StopReason, SurrogateJoiner, Usage, WireText,
+};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use serde_json::Value;
@@ -119,8 +121,8 @@ struct WireCacheCreation {
 struct WireBlock {
     #[serde(rename = "type")]
     kind: Option<String>,
-    text: Option<String>,
-    thinking: Option<String>,
+    text: Option<WireText>,
+    thinking: Option<WireText>,
     signature: Option<String>,
     data: Option<String>,
     id: Option<String>,
@@ -135,10 +137,10 @@ struct WireBlock {
 struct WireDelta {
     #[serde(rename = "type")]
     kind: Option<String>,
-    text: Option<String>,
-    thinking: Option<String>,
+    text: Option<WireText>,
+    thinking: Option<WireText>,
     signature: Option<String>,
-    partial_json: Option<String>,
+    partial_json: Option<WireText>,
     citation: Option<Value>,
     content: Option<String>,
     encrypted_content: Option<String>,
@@ -235,6 +237,8 @@ pub struct Decoder {
     saw_stop: bool,
     tool_calls: usize,
     finished: bool,
+    /// Surrogate pairs split across text, thinking and argument deltas.
+    surrogates: SurrogateJoiner,
 }
 
 impl fmt::Debug for Decoder {
@@ -269,6 +273,7 @@ impl Decoder {
             saw_stop: false,
             tool_calls: 0,
             finished: false,
+            surrogates: SurrogateJoiner::new(),
         }
     }
 
@@ -397,7 +402,10 @@ impl Decoder {
         };
         let state = match block.kind.as_deref() {
             Some("text") => {
-                let text = block.text.unwrap_or_default();
+                let text = block
+                    .text
+                    .map(|t| self.surrogates.join(key, Channel::Text, t))
+                    .unwrap_or_default();
                 let open = !text.is_empty();
                 if open {
                     out.push(Delta::Text { key, text });
@@ -410,7 +418,11 @@ impl Decoder {
             }
             Some("thinking") => {
                 let mut open = false;
-                if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
+                if let Some(text) = block
+                    .thinking
+                    .map(|t| self.surrogates.join(key, Channel::Thinking, t))
+                    .filter(|t| !t.is_empty())
+                {
                     out.push(Delta::Thinking { key, text });
                     open = true;
                 }
@@ -443,9 +455,14 @@ impl Decoder {
 
     fn block_delta(&mut self, key: u64, delta: WireDelta, out: &mut Vec<Delta>) {
         let Some(block) = self.blocks.get_mut(&key) else { return };
+        let surrogates = &mut self.surrogates;
         match (delta.kind.as_deref(), block) {
             (Some("text_delta"), Block::Text { open, .. }) => {
-                if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
+                if let Some(text) = delta
+                    .text
+                    .map(|t| surrogates.join(key, Channel::Text, t))
+                    .filter(|t| !t.is_empty())
+                {
                     *open = true;
                     out.push(Delta::Text { key, text });
                 }
@@ -456,7 +473,11 @@ impl Decoder {
                 }
             }
             (Some("thinking_delta"), Block::Thinking { open }) => {
-                if let Some(text) = delta.thinking.filter(|t| !t.is_empty()) {
+                if let Some(text) = delta
+                    .thinking
+                    .map(|t| surrogates.join(key, Channel::Thinking, t))
+                    .filter(|t| !t.is_empty())
+                {
                     *open = true;
                     out.push(Delta::Thinking { key, text });
                 }
@@ -468,12 +489,20 @@ impl Decoder {
                 }
             }
             (Some("input_json_delta"), Block::Tool) => {
-                if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
+                if let Some(fragment) = delta
+                    .partial_json
+                    .map(|f| surrogates.join(key, Channel::ToolArgs, f))
+                    .filter(|f| !f.is_empty())
+                {
                     out.push(Delta::ToolCallArgs { key, fragment });
                 }
             }
             (Some("input_json_delta"), Block::Opaque { input, .. }) => {
-                if let Some(fragment) = delta.partial_json.filter(|f| !f.is_empty()) {
+                if let Some(fragment) = delta
+                    .partial_json
+                    .map(|f| surrogates.join(key, Channel::ToolArgs, f))
+                    .filter(|f| !f.is_empty())
+                {
                     input.get_or_insert_with(Box::default).push(&fragment);
                 }
             }
@@ -597,6 +626,20 @@ fn refusal_error(details: Option<&Value>) -> Error {
 
 impl WireDecoder for Decoder {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode_event(event, out);
+        self.surrogates.settle(out, from);
+    }
+
+    fn end(&mut self, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode_end(out);
+        self.surrogates.settle(out, from);
+    }
+}
+
+impl Decoder {
+    fn decode_event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
         if self.finished {
             return;
         }
@@ -646,7 +689,7 @@ impl WireDecoder for Decoder {
         }
     }
 
-    fn end(&mut self, out: &mut Vec<Delta>) {
+    fn decode_end(&mut self, out: &mut Vec<Delta>) {
         if !self.finished {
             self.finished = true;
             out.push(Delta::Error(Error::new(

@@ -24,6 +24,7 @@ pub mod transform;
 pub mod typed;
 pub mod types;
 pub mod validation;
+pub mod wire_text;
 
 pub use assembler::MessageAssembler;
 pub use cancel::CancellationToken;
@@ -37,3 +38,4 @@ pub use provider::{Provider, ProviderRegistry};
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use stream::AssistantStream;
 pub use types::*;
+pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue};

@@ -28,16 +28,45 @@
 //!
 //! As a result a completed member never disappears or changes while more valid input arrives.
 //!
-//! # Leniency (OpenClaw's `repairJson`)
+//! # Leniency (OpenClaw's `repairJson`, with decision 9)
 //!
-//! Inside string literals the parser applies the same rules as [`repair_json`] does, so the
+//! Valid JSON is decoded per RFC 8259, with one documented exception (the drive-path rule
+//! below). Invalid JSON inside string literals is repaired as [`repair_json`] does, so the
 //! streamed value agrees with the final parse: raw control characters are taken literally,
 //! an invalid escape such as `\d` is kept as a literal backslash followed by the character,
-//! `\u` not followed by four hex digits is such an invalid escape, and a valid control escape
-//! (`\b \f \n \r \t`) right after something that looks like a Windows drive path (`"C:\new"`)
-//! is kept as a literal backslash. Where Rust strings cannot follow JavaScript, a lone
-//! surrogate escape decodes to U+FFFD, and a number outside the `f64` range becomes `null`
-//! (what `JSON.stringify(JSON.parse(..))` gives in JavaScript).
+//! and `\u` not followed by four hex digits is such an invalid escape. Where Rust strings
+//! cannot follow JavaScript, a lone surrogate escape decodes to U+FFFD, and a number outside
+//! the `f64` range becomes `null` (what `JSON.stringify(JSON.parse(..))` gives in JavaScript).
+//!
+//! ## The drive-path rule
+//!
+//! Some models write Windows paths with single backslashes (`"C:\new\file"`), which JSON
+//! would decode as a newline and a form feed. OpenClaw keeps such backslashes literal, and so
+//! do we, under this exact rule:
+//!
+//! A valid control escape (`\b \f \n \r \t`) inside a string keeps its backslash as a literal
+//! character (its letter then being ordinary text) exactly when the string's *prefix* before it
+//! ends in a drive path written with single backslashes. The prefix is the string's text so
+//! far in which raw characters count as themselves, a single backslash that stays literal (an
+//! invalid escape, or a control escape this rule kept) counts as a separator `\`, and every
+//! other escape sequence (`\\`, `\"`, `\/`, `\uXXXX`, a control escape the rule did not keep)
+//! counts as one character that is not part of any path. The prefix ends in a drive path when
+//!
+//! * it ends with an ASCII letter, a `:` and zero or more segments, each segment a separator
+//!   followed by characters other than `\ / " : * ? < > |`, CR and LF;
+//! * the letter is at the start of the string or follows a character that is not an ASCII
+//!   letter or digit;
+//! * the letter is within the prefix's last 160 UTF-16 code units, and those 160 code units
+//!   hold none of `( ) = ; { } ' , < > |` (code, not a path).
+//!
+//! So the rule never fires on a path whose separators were written `\\` (`"C:\\Users\\ola\nNext"`
+//! decodes to a real newline: a `\\` ends the candidate), nor on a path written with `/`, nor on
+//! text without a drive letter and colon. The one valid-JSON input it changes is a drive letter
+//! and colon followed directly by such a control escape, or by single-backslash segments and
+//! then one (`"A:\nB"` reads as `A:\nB`, not as a line break): that is exactly the ambiguous
+//! text `"C:\new\file"` is made of. OpenClaw differs in two ways: it counts `\\` (and `/`) as a
+//! separator, which rewrites correctly escaped paths (the bug decision 9 fixes), and it accepts
+//! a drive letter right at the start of the 160-unit window whatever precedes it.
 //!
 //! OpenClaw's partial step first parses the *unrepaired* prefix, so a streamed `"C:\new`
 //! briefly shows a newline there and then flips to a backslash once the buffer is complete;
@@ -83,8 +112,10 @@ const DRIVE_IN_SEGMENT: u8 = 2;
 #[inline]
 const fn class(b: u8) -> u8 {
     match b {
-        b'\\' | b'/' => C_SEP,
-        b'"' | b'*' | b'?' | b'\r' | b'\n' => C_BREAK,
+        b'\\' => C_SEP,
+        // A forward slash is not escaped in JSON, so a path written with `/` is not evidence of
+        // a model that writes single backslashes: it ends the candidate.
+        b'/' | b'"' | b'*' | b'?' | b'\r' | b'\n' => C_BREAK,
         b':' => C_COLON,
         b'(' | b')' | b'=' | b';' | b'{' | b'}' | b'\'' | b',' => C_MARK,
         b'<' | b'>' | b'|' => C_MARK_BREAK,
@@ -100,9 +131,10 @@ const fn class(b: u8) -> u8 {
 /// !/[()=;{}',<>|]/.test(tail) && /(?:^|[^A-Za-z0-9])[A-Za-z]:(?:[\\/][^"\\/:*?<>|\r\n]*)*$/.test(tail)
 /// ```
 ///
-/// The prefix is the string's raw text with `\\` counted as one backslash. Because the
-/// regular expression can only match with its drive letter at the last `:` of the tail, the
-/// state is a few integers and the test is O(1).
+/// The prefix is the one of the [module docs](self#the-drive-path-rule): raw text, with valid
+/// escapes fed as one [`VALID_ESCAPE`] and kept backslashes as `\`. Because the expression can
+/// only match with its drive letter at the last `:` of the tail, the state is a few integers
+/// and the test is O(1).
 #[derive(Debug, Clone, Default)]
 struct WinPath {
     /// UTF-16 length of the prefix.
@@ -241,7 +273,7 @@ impl WinPath {
         self.marker_at <= tail_start
             && self.drive != DRIVE_NONE
             && self.letter_at >= tail_start
-            && (self.letter_ok || self.letter_at == tail_start)
+            && self.letter_ok
     }
 }
 
@@ -268,6 +300,11 @@ fn utf16_len(bytes: &[u8]) -> u64 {
     }
     units
 }
+
+/// What a valid escape sequence that stays decoded (`\\ \" \/ \uXXXX`, or a control escape
+/// the rule did not keep) counts as for the drive-path rule: one character that ends any
+/// candidate. A path written with `\\` separators is correctly escaped JSON and never repaired.
+const VALID_ESCAPE: &[u8] = b"\"";
 
 /// Flag: a code marker (`( ) = ; { } ' , < > |`).
 const F_MARKER: u8 = 1;
@@ -323,10 +360,10 @@ fn is_ws(b: u8) -> bool {
 /// * raw control characters (U+0000–U+001F) are escaped (`\b \f \n \r \t`, else `\u00XX`);
 /// * a backslash before a character that cannot start an escape is doubled (`\d` → `\\d`);
 /// * `\u` not followed by four hex digits is such an invalid escape;
-/// * a valid control escape (`\b \f \n \r \t`) whose string prefix looks like a Windows drive
-///   path (its last 160 characters end in `X:` plus path segments and hold no code marker
-///   such as `(`, `=`, `;`, `,`) gets its backslash doubled, so `"C:\new\file"` keeps its
-///   backslashes;
+/// * a valid control escape (`\b \f \n \r \t`) after a drive path written with single
+///   backslashes gets its backslash doubled, so `"C:\new\file"` keeps its backslashes (the
+///   exact rule is in the [module docs](self#the-drive-path-rule); unlike OpenClaw, a path
+///   written with `\\` or `/` separators is never repaired);
 /// * a lone backslash at the very end becomes `\\`.
 ///
 /// Returns the input unchanged (borrowed) when nothing needed repair.
@@ -373,7 +410,7 @@ pub fn repair_json(input: &str) -> Cow<'_, str> {
                 }
                 Some(b'u') => match bytes.get(i + 2..i + 6) {
                     Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
-                        path.feed(bytes.get(i..i + 6).unwrap_or_default());
+                        path.feed(VALID_ESCAPE);
                         i += 6;
                     }
                     _ => {
@@ -387,12 +424,8 @@ pub fn repair_json(input: &str) -> Cow<'_, str> {
                     path.feed(b"\\");
                     i += 1;
                 }
-                Some(&n) if is_control_escape(n) || matches!(n, b'"' | b'/') => {
-                    path.feed(&[b'\\', n]);
-                    i += 2;
-                }
-                Some(b'\\') => {
-                    path.feed(b"\\");
+                Some(&n) if is_control_escape(n) || matches!(n, b'"' | b'/' | b'\\') => {
+                    path.feed(VALID_ESCAPE);
                     i += 2;
                 }
                 Some(_) => {
@@ -1109,11 +1142,12 @@ impl PartialJson {
 
     /// Processes string content from `start`; returns the index after what was consumed.
     ///
-    /// The drive-path tracker is fed lazily: OpenClaw's "string value prefix" equals the raw
-    /// string text except that `\\` counts as one backslash, so raw bytes are handed to the
-    /// tracker in batches (`from..`), flushed only before a `\\` pair, before a control escape
-    /// (where the tracker is asked), and at the end of the fragment. Escape bytes left over from
-    /// an earlier fragment are fed explicitly.
+    /// The drive-path tracker is fed lazily: its prefix (see the [module docs](self)) equals
+    /// the raw string text except for escape sequences, so raw bytes are handed to the tracker
+    /// in batches (`from..`), flushed before every escape (a valid escape is fed as one
+    /// [`VALID_ESCAPE`], a kept or invalid one as its backslash followed by ordinary content)
+    /// and at the end of the fragment. Escape bytes left over from an earlier fragment are fed
+    /// explicitly.
     fn string_step(&mut self, fragment: &str, start: usize) -> usize {
         let bytes = fragment.as_bytes();
         let mut i = start;
@@ -1172,12 +1206,13 @@ impl PartialJson {
                     }
                     match b {
                         b'u' => match bytes.get(i + 1..i + 5) {
-                            // Fast path: all four digits are in this fragment (and stay in
-                            // the lazily fed bytes: `\uXXXX` is its own prefix text).
+                            // Fast path: all four digits are in this fragment.
                             Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
-                                if carried {
-                                    self.path.feed(b"\\");
+                                if !carried {
+                                    self.feed_raw(bytes, from, backslash, &mut colon);
                                 }
+                                self.path.feed(VALID_ESCAPE);
+                                from = i + 5;
                                 self.esc = Esc::None;
                                 let unit = hex
                                     .iter()
@@ -1197,23 +1232,22 @@ impl PartialJson {
                         b'b' | b'f' | b'n' | b'r' | b't' => {
                             let path = if carried {
                                 self.path.looks_like_path()
-                            } else if !colon && self.path.drive == DRIVE_NONE {
-                                // No candidate before and no `:` since: cannot be a path, and
-                                // the bytes can stay unfed.
-                                false
                             } else {
                                 self.feed_raw(bytes, from, backslash, &mut colon);
                                 from = backslash;
                                 self.path.looks_like_path()
                             };
-                            if carried {
-                                self.path.feed(b"\\");
-                            }
                             self.esc = Esc::None;
                             if path {
-                                // Literal backslash; the letter is then ordinary content.
+                                // Literal backslash (a separator); the letter is then ordinary
+                                // content.
+                                if carried {
+                                    self.path.feed(b"\\");
+                                }
                                 self.sbuf.push('\\');
                             } else {
+                                self.path.feed(VALID_ESCAPE);
+                                from = i + 1;
                                 self.sbuf.push(match b {
                                     b'b' => '\u{8}',
                                     b'f' => '\u{c}',
@@ -1224,23 +1258,12 @@ impl PartialJson {
                                 i += 1;
                             }
                         }
-                        b'\\' => {
-                            // `\\` is one backslash in the prefix: feed up to and including
-                            // the first one, skip the second.
-                            if carried {
-                                self.path.feed(b"\\");
-                            } else {
-                                self.feed_raw(bytes, from, i, &mut colon);
+                        b'\\' | b'"' | b'/' => {
+                            if !carried {
+                                self.feed_raw(bytes, from, backslash, &mut colon);
                             }
+                            self.path.feed(VALID_ESCAPE);
                             from = i + 1;
-                            self.sbuf.push('\\');
-                            self.esc = Esc::None;
-                            i += 1;
-                        }
-                        b'"' | b'/' => {
-                            if carried {
-                                self.path.feed(b"\\");
-                            }
                             self.sbuf.push(char::from(b));
                             self.esc = Esc::None;
                             i += 1;
@@ -1266,8 +1289,7 @@ impl PartialJson {
                             continue;
                         }
                         self.esc = Esc::None;
-                        self.path.feed(b"\\u");
-                        self.path.feed(&digits);
+                        self.path.feed(VALID_ESCAPE);
                         from = i;
                         let unit = digits
                             .iter()
@@ -1541,14 +1563,57 @@ mod tests {
         assert!(p.looks_like_path());
         p.feed(b"a");
         assert!(!p.looks_like_path());
-        // The drive letter at the very start of the window needs no separator before it.
+        // A drive letter after a letter or digit never counts, even at the window's start
+        // (OpenClaw's `^` in the tail would accept it there).
         let mut p = WinPath::default();
         p.feed(b"xC:\\");
         assert!(!p.looks_like_path());
         p.feed(&[b'a'; 157]);
-        assert!(p.looks_like_path());
-        p.feed(b"a");
         assert!(!p.looks_like_path());
+        let mut p = WinPath::default();
+        p.feed(b" C:\\");
+        assert!(p.looks_like_path());
+    }
+
+    #[test]
+    fn escaped_windows_path_keeps_its_newline() {
+        // Issue 23: a correctly escaped path followed by `\n` and `\t` (valid JSON).
+        let input = r#"{"content":"Path: C:\\Users\\ola\nNext line\tend"}"#;
+        let expected = json!({"content": "Path: C:\\Users\\ola\nNext line\tend"});
+        assert_eq!(serde_json::from_str::<Value>(input).unwrap(), expected);
+        assert!(matches!(repair_json(input), Cow::Borrowed(_)));
+        assert_eq!(parse_streaming_json(input), expected);
+        assert_eq!(feed_chars(input).value(), &expected);
+        // One `\\` anywhere in the path means it was escaped: no repair after it.
+        let mixed = r#"{"p":"C:\Users\\ola\nx"}"#;
+        assert_eq!(parse_streaming_json(mixed), json!({"p": "C:\\Users\\ola\nx"}));
+        assert_eq!(feed_chars(mixed).value(), &json!({"p": "C:\\Users\\ola\nx"}));
+        // Forward-slash paths and escaped slashes are never repaired either.
+        for input in [r#"{"p":"C:/Users/ola\nx"}"#, r#"{"p":"C:\/Users\/ola\nx"}"#] {
+            let strict: Value = serde_json::from_str(input).unwrap();
+            assert_eq!(parse_streaming_json(input), strict, "{input}");
+            assert_eq!(feed_chars(input).value(), &strict, "{input}");
+        }
+        // Escapes between the letter and colon are not a drive (`\u0043` is `C`).
+        let input = r#"{"p":"\u0043:\nx","q":"x\n:\ty"}"#;
+        let strict: Value = serde_json::from_str(input).unwrap();
+        assert_eq!(parse_streaming_json(input), strict);
+        assert_eq!(feed_chars(input).value(), &strict);
+    }
+
+    #[test]
+    fn unescaped_windows_paths_are_still_repaired() {
+        for (input, expected) in [
+            (r#"{"p":"C:\new\file"}"#, json!({"p": "C:\\new\\file"})),
+            (r#"{"p":"see D:\temp\bin\readme"}"#, json!({"p": "see D:\\temp\\bin\\readme"})),
+            (r#"{"p":"C:\Users\ola\new"}"#, json!({"p": "C:\\Users\\ola\\new"})),
+        ] {
+            assert_eq!(parse_streaming_json(input), expected, "{input}");
+            assert_eq!(feed_chars(input).value(), &expected, "{input}");
+            let mut whole = PartialJson::new();
+            whole.push(input);
+            assert_eq!(whole.finish(), expected, "{input}");
+        }
     }
 
     #[test]

@@ -301,3 +301,113 @@ proptest! {
         prop_assert_eq!(decode(&body), decode_parts(&[&body[..k], &body[k..]]));
     }
 }
+
+/// Decodes `body` in one push with event size limit `limit`.
+fn decode_limited(body: &[u8], limit: usize) -> Result<Vec<SseEvent>, SseError> {
+    let mut d = SseDecoder::with_max_event_size(limit);
+    let mut out = Vec::new();
+    d.push(body, &mut out)?;
+    d.finish(&mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn size_limit_boundaries_are_inclusive() {
+    let too_large = |limit| Err(SseError::EventTooLarge { limit });
+    // A complete line of exactly the limit is fine, one byte more is not.
+    let body = b"data: 12345\n\n";
+    assert_eq!(decode_limited(body, 11).unwrap(), vec![ev(None, "12345", None)]);
+    assert_eq!(decode_limited(body, 10), too_large(10));
+    // The data already held counts: `a\n` (2 bytes) plus the 7-byte line.
+    let body = b"data: a\ndata: b\n\n";
+    assert_eq!(decode_limited(body, 9).unwrap(), vec![ev(None, "a\nb", None)]);
+    assert_eq!(decode_limited(body, 8), too_large(8));
+    // A partial line waiting for its break: exactly the limit is fine.
+    let mut d = SseDecoder::with_max_event_size(7);
+    let mut out = Vec::new();
+    assert_eq!(d.push(b"data: 1", &mut out), Ok(()));
+    let mut d = SseDecoder::with_max_event_size(6);
+    assert_eq!(d.push(b"data: 1", &mut out), Err(SseError::EventTooLarge { limit: 6 }));
+    // A partial line with data held: 2 + 7 bytes.
+    let mut d = SseDecoder::with_max_event_size(9);
+    assert_eq!(d.push(b"data: a\ndata: b", &mut out), Ok(()));
+    let mut d = SseDecoder::with_max_event_size(8);
+    assert_eq!(d.push(b"data: a\ndata: b", &mut out), Err(SseError::EventTooLarge { limit: 8 }));
+    // A bare JSON body: its lines and blank lines count.
+    assert_eq!(decode_limited(b"{\n}\n", 4).unwrap(), vec![ev(None, "{\n}", None)]);
+    assert_eq!(decode_limited(b"{\n}\n", 3).unwrap(), vec![ev(None, "{\n}", None)]);
+    assert_eq!(decode_limited(b"{\n}\n", 2), too_large(2));
+    assert_eq!(decode_limited(b"{\n\n", 3).unwrap(), vec![ev(None, "{", None)]);
+    assert_eq!(decode_limited(b"{\n\n", 2), too_large(2));
+}
+
+#[test]
+fn error_offsets_count_the_byte_order_mark_and_buffered_lines() {
+    assert_eq!(decode(b"\xEF\xBB\xBFdata: \xFF\n"), Err(SseError::InvalidUtf8 { offset: 9 }));
+    assert_eq!(
+        decode(b"\xEF\xBB\xBFdata: a\n\n").unwrap(),
+        vec![ev(None, "a", None)],
+        "the mark is skipped"
+    );
+    // Only a leading mark is skipped.
+    assert_eq!(decode(b"data: a\n\n\xEF\xBB\xBFdata: b\n\n").unwrap(), vec![ev(None, "a", None)]);
+    // The invalid byte is in a line that started in an earlier chunk.
+    assert_eq!(
+        decode_parts(&[b"data: x\n\n", b"data: ab", b"c\xFF\n"]),
+        Err(SseError::InvalidUtf8 { offset: 18 })
+    );
+    assert_eq!(
+        decode_parts(&[b"data: x\n\ndata: ab", b"c", b"\xFF\n"]),
+        Err(SseError::InvalidUtf8 { offset: 18 })
+    );
+}
+
+#[test]
+fn field_details() {
+    // An `id` with NUL is ignored; an empty event name is no name.
+    assert_eq!(
+        decode(b"id: 1\n\nid: a\0b\nevent:\ndata: x\n\n").unwrap(),
+        vec![ev(None, "x", Some("1"))]
+    );
+    // `\r` at the end of a chunk, then a chunk that does not start with `\n`.
+    assert_eq!(
+        decode_parts(&[b"data: a\r", b"data: b\r", b"\r"]).unwrap(),
+        vec![ev(None, "a\nb", None)]
+    );
+    assert_eq!(decode_parts(&[b"data: a\r", b"", b"\n\n"]).unwrap(), vec![ev(None, "a", None)]);
+    // Errors stick.
+    let mut d = SseDecoder::with_max_event_size(4);
+    let mut out = Vec::new();
+    assert!(d.push(b"data: 12345", &mut out).is_err());
+    assert_eq!(d.push(b"\n\n", &mut out), Err(SseError::EventTooLarge { limit: 4 }));
+    assert_eq!(d.finish(&mut out), Err(SseError::EventTooLarge { limit: 4 }));
+    assert!(out.is_empty());
+    let debug = format!("{:?}", SseDecoder::with_max_event_size(77));
+    assert!(debug.contains("max_event_size: 77"), "{debug}");
+    assert_eq!(format!("{:?}", SseDecoder::default()), format!("{:?}", SseDecoder::new()));
+}
+
+#[test]
+fn default_limit_is_16_mib_inclusive() {
+    const LIMIT: usize = 16 * 1024 * 1024;
+    let mut line = b"data: ".to_vec();
+    line.resize(LIMIT, b'x');
+    let mut d = SseDecoder::new();
+    let mut out = Vec::new();
+    // Exactly the limit as a partial line, then as a complete line.
+    assert_eq!(d.push(&line, &mut out), Ok(()));
+    assert_eq!(d.push(b"\n\n", &mut out), Ok(()));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data.len(), LIMIT - 6);
+    line.push(b'x');
+    let mut d = SseDecoder::new();
+    assert_eq!(d.push(&line, &mut out), Err(SseError::EventTooLarge { limit: LIMIT }));
+}
+
+#[test]
+fn comment_and_retry_lines_make_it_an_event_stream() {
+    // A body that starts like JSON but has SSE lines is not a bare JSON document.
+    assert_eq!(decode(b"{\n: keep-alive\n").unwrap(), vec![]);
+    assert_eq!(decode(b"{\nretry: 5\n").unwrap(), vec![]);
+    assert_eq!(decode(b"{\nnot sse\n").unwrap(), vec![ev(None, "{\nnot sse", None)]);
+}

@@ -26,7 +26,10 @@ use serde_json::Value;
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
-use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
+use llm_core::{
+    BlockKey, Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText,
+    WireValue,
+};
 
 use crate::PROVIDER;
 use crate::error::{chunk_error, stream_error};
@@ -50,6 +53,17 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
         Some(Value::String(s)) => Some(s),
         Some(Value::Number(n)) => Some(n.to_string()),
         Some(Value::Bool(b)) => Some(b.to_string()),
+        _ => None,
+    })
+}
+
+/// A string (a lone surrogate half at either end kept for the next part), or a number/bool
+/// rendered as one; anything else is absent.
+fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WireText>, D::Error> {
+    Ok(match Option::<WireValue>::deserialize(d)? {
+        Some(WireValue::Text(text)) => Some(text),
+        Some(WireValue::Other(Value::Number(n))) => Some(WireText::from(n.to_string())),
+        Some(WireValue::Other(Value::Bool(b))) => Some(WireText::from(b.to_string())),
         _ => None,
     })
 }
@@ -91,8 +105,8 @@ struct Content {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Part {
-    #[serde(deserialize_with = "lenient_string")]
-    text: Option<String>,
+    #[serde(deserialize_with = "lenient_text")]
+    text: Option<WireText>,
     #[serde(deserialize_with = "lenient_bool")]
     thought: bool,
     #[serde(deserialize_with = "lenient_string")]
@@ -181,6 +195,8 @@ pub struct Decoder {
     response_id: Option<String>,
     metadata_sent: bool,
     finished: bool,
+    /// Surrogate pairs split across text and thought parts.
+    surrogates: SurrogateJoiner,
 }
 
 impl Decoder {
@@ -273,8 +289,8 @@ impl Decoder {
             self.function_call(call, signature, out);
             return;
         }
-        let Some(text) = part.text else { return };
-        if text.is_empty() && signature.is_none() {
+        let Some(piece) = part.text else { return };
+        if piece.is_empty() && signature.is_none() {
             return;
         }
         let thinking = part.thought;
@@ -288,8 +304,10 @@ impl Decoder {
         if signature.is_some() {
             block.signature = signature;
         }
+        let key = block.key;
+        let channel = if thinking { Channel::Thinking } else { Channel::Text };
+        let text = self.surrogates.join(key, channel, piece);
         if !text.is_empty() {
-            let key = block.key;
             out.push(if thinking {
                 Delta::Thinking { key, text }
             } else {
@@ -439,10 +457,20 @@ impl WireDecoder for Decoder {
         if self.finished {
             return;
         }
+        let from = out.len();
         self.data(&event.data, out);
+        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode_end(out);
+        self.surrogates.settle(out, from);
+    }
+}
+
+impl Decoder {
+    fn decode_end(&mut self, out: &mut Vec<Delta>) {
         if self.finished {
             return;
         }

@@ -18,7 +18,9 @@ use std::collections::HashMap;
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
 use llm_core::transform::{IdRules, normalize_tool_call_id};
-use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
+use llm_core::{
+    BlockKey, Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireValue,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -54,6 +56,8 @@ pub(crate) struct Decoder {
     saw_metadata: bool,
     finish: Option<StopReason>,
     finished: bool,
+    /// Surrogate pairs split across chunks: `content` at key 0, arguments at the call's key.
+    surrogates: SurrogateJoiner,
 }
 
 impl Decoder {
@@ -78,6 +82,18 @@ impl Decoder {
             return;
         }
         if trimmed == "[DONE]" {
+            // A surrogate half never completed is U+FFFD where it was.
+            for (key, channel) in self.surrogates.drain_unfinished() {
+                let replacement = '\u{FFFD}'.to_string();
+                match channel {
+                    Channel::ToolArgs => {
+                        out.push(Delta::ToolCallArgs { key, fragment: replacement });
+                    }
+                    Channel::Text | Channel::Thinking => {
+                        self.text(TextKind::Text, replacement, out);
+                    }
+                }
+            }
             self.finished = true;
             match self.finish {
                 Some(_) => out.push(Delta::Done),
@@ -168,8 +184,11 @@ impl Decoder {
 
     fn delta(&mut self, delta: WireDelta<'_>, out: &mut Vec<Delta>) {
         match delta.content {
-            Some(Value::String(s)) => self.text(TextKind::Text, s, out),
-            Some(Value::Array(items)) => {
+            Some(WireValue::Text(s)) => {
+                let s = self.surrogates.join(0, Channel::Text, s);
+                self.text(TextKind::Text, s, out);
+            }
+            Some(WireValue::Other(Value::Array(items))) => {
                 for item in items {
                     self.content_item(item, out);
                 }
@@ -302,11 +321,14 @@ impl Decoder {
         self.slots.insert(slot, index);
         let Some(key) = self.calls.get(index).map(|c| c.key) else { return };
         match arguments {
-            Some(Value::String(fragment)) if !fragment.is_empty() => {
-                out.push(Delta::ToolCallArgs { key, fragment });
+            Some(WireValue::Text(fragment)) => {
+                let fragment = self.surrogates.join(key, Channel::ToolArgs, fragment);
+                if !fragment.is_empty() {
+                    out.push(Delta::ToolCallArgs { key, fragment });
+                }
             }
             // Already-parsed arguments are the whole arguments object.
-            Some(args @ (Value::Object(_) | Value::Array(_))) => {
+            Some(WireValue::Other(args @ (Value::Object(_) | Value::Array(_)))) => {
                 out.push(Delta::ToolCallArgsDone { key, arguments: args.to_string() });
             }
             _ => {}
@@ -351,7 +373,7 @@ struct WireChoice<'a> {
 #[serde(default)]
 struct WireDelta<'a> {
     /// A string, null, or an array of typed chunks.
-    content: Option<Value>,
+    content: Option<WireValue>,
     #[serde(borrow, alias = "toolCalls")]
     tool_calls: Option<Vec<Option<WireToolCall<'a>>>>,
 }
@@ -372,7 +394,7 @@ struct WireFunction<'a> {
     #[serde(borrow)]
     name: Option<Cow<'a, str>>,
     /// A string fragment, or the whole arguments already as an object.
-    arguments: Option<Value>,
+    arguments: Option<WireValue>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -418,7 +440,11 @@ impl<'a> WireChunk<'a> {
                     .map(|c| WireChoice {
                         index: field(c, "index", "index").and_then(as_u64),
                         delta: c.get("delta").filter(|d| d.is_object()).map(|d| WireDelta {
-                            content: d.get("content").filter(|c| !c.is_null()).cloned(),
+                            content: d
+                                .get("content")
+                                .filter(|c| !c.is_null())
+                                .cloned()
+                                .map(WireValue::from),
                             tool_calls: field(d, "tool_calls", "toolCalls")
                                 .and_then(Value::as_array)
                                 .map(|calls| {
@@ -437,7 +463,8 @@ impl<'a> WireChunk<'a> {
                                                         arguments: f
                                                             .get("arguments")
                                                             .filter(|a| !a.is_null())
-                                                            .cloned(),
+                                                            .cloned()
+                                                            .map(WireValue::from),
                                                     }),
                                             })
                                         })

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
-use llm_core::{BlockKey, Delta, Error, ErrorKind, StopReason, Usage};
+use llm_core::{
+    BlockKey, Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireValue,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -229,6 +231,9 @@ pub struct Decoder {
     model_sent: bool,
     response_id: String,
     finish_reason: Option<String>,
+    /// Surrogate pairs split across chunks, per wire field: `content` and reasoning at key 0,
+    /// arguments at the call's wire index.
+    surrogates: SurrogateJoiner,
 }
 
 impl Default for Decoder {
@@ -263,6 +268,7 @@ impl Decoder {
             model_sent: false,
             response_id: String::new(),
             finish_reason: None,
+            surrogates: SurrogateJoiner::new(),
         }
     }
 
@@ -487,7 +493,25 @@ impl Decoder {
             _ => None,
         };
         let (name, arguments) = entry.function.map(WireFunction::split).unwrap_or_default();
+        let arguments = self.join_arguments(index, arguments);
         self.apply_call(index, id, name, arguments, out);
+    }
+
+    /// Argument text joined with a surrogate half the previous fragment of the same wire
+    /// index ended with.
+    fn join_arguments(
+        &mut self,
+        index: Option<u64>,
+        arguments: Option<WireValue>,
+    ) -> Option<Value> {
+        match arguments? {
+            WireValue::Text(text) => Some(Value::String(self.surrogates.join(
+                index.unwrap_or(u64::MAX),
+                Channel::ToolArgs,
+                text,
+            ))),
+            WireValue::Other(other) => Some(other),
+        }
     }
 
     fn apply_call(
@@ -678,18 +702,22 @@ impl Decoder {
                     .other_reasoning
                     .iter_mut()
                     .find(|(n, _)| n == other)
-                    .map(|(_, v)| v.take()),
+                    .map(|(_, v)| std::mem::replace(v, WireValue::Other(Value::Null))),
             };
-            if let Some(Value::String(text)) = value
+            if let Some(WireValue::Text(text)) = value
                 && !text.is_empty()
             {
+                let text = self.surrogates.join(0, Channel::Thinking, text);
                 self.thinking(text, Some(field), out);
                 break;
             }
         }
         match delta.content {
-            Some(Value::String(text)) => self.content(text, out),
-            Some(Value::Array(parts)) => self.content_parts(parts, out),
+            Some(WireValue::Text(text)) => {
+                let text = self.surrogates.join(0, Channel::Text, text);
+                self.content(text, out);
+            }
+            Some(WireValue::Other(Value::Array(parts))) => self.content_parts(parts, out),
             _ => {}
         }
         if let Some(Value::String(refusal)) = delta.refusal {
@@ -700,6 +728,7 @@ impl Decoder {
         }
         if let Some(function) = delta.function_call {
             let (name, arguments) = function.split();
+            let arguments = self.join_arguments(Some(LEGACY_FUNCTION_INDEX), arguments);
             self.apply_call(Some(LEGACY_FUNCTION_INDEX), None, name, arguments, out);
         }
         if let Some(details) = &delta.reasoning_details {
@@ -737,6 +766,20 @@ impl Decoder {
     /// `[DONE]` or the end of the body after a finish reason: the terminal deltas.
     fn finalize(&mut self, out: &mut Vec<Delta>) {
         self.finished = true;
+        // A surrogate half never completed is U+FFFD where it was.
+        for (key, channel) in self.surrogates.drain_unfinished() {
+            let replacement = '\u{FFFD}'.to_string();
+            match channel {
+                Channel::Text => self.content(replacement, out),
+                Channel::Thinking => self.thinking(replacement, None, out),
+                Channel::ToolArgs => {
+                    let pos = self.by_index.get(&key).copied().or(self.calls.len().checked_sub(1));
+                    if let Some(pos) = pos {
+                        self.push_args(pos, replacement, out);
+                    }
+                }
+            }
+        }
         self.flush_tags(out);
         let Some(reason) = self.finish_reason.clone() else {
             let error = self.error(ErrorKind::Truncated, NO_FINISH_REASON);
@@ -943,17 +986,17 @@ struct WireChoice {
 
 #[derive(Debug, Default, Deserialize)]
 struct WireDelta {
-    content: Option<Value>,
+    content: Option<WireValue>,
     refusal: Option<Value>,
-    reasoning_content: Option<Value>,
-    reasoning: Option<Value>,
-    reasoning_text: Option<Value>,
+    reasoning_content: Option<WireValue>,
+    reasoning: Option<WireValue>,
+    reasoning_text: Option<WireValue>,
     tool_calls: Option<Vec<WireToolCall>>,
     function_call: Option<WireFunction>,
     reasoning_details: Option<Value>,
     /// Reasoning fields a compat names besides the three above.
     #[serde(skip)]
-    other_reasoning: Vec<(String, Value)>,
+    other_reasoning: Vec<(String, WireValue)>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -966,12 +1009,12 @@ struct WireToolCall {
 #[derive(Debug, Default, Deserialize)]
 struct WireFunction {
     name: Option<Value>,
-    arguments: Option<Value>,
+    arguments: Option<WireValue>,
 }
 
 impl WireFunction {
     /// The non-empty name and the arguments.
-    fn split(self) -> (Option<String>, Option<Value>) {
+    fn split(self) -> (Option<String>, Option<WireValue>) {
         let name = match self.name {
             Some(Value::String(n)) if !n.is_empty() => Some(n),
             _ => None,
@@ -981,7 +1024,10 @@ impl WireFunction {
 
     fn lenient(value: Value) -> Option<Self> {
         let Value::Object(mut m) = value else { return None };
-        Some(WireFunction { name: m.remove("name"), arguments: m.remove("arguments") })
+        Some(WireFunction {
+            name: m.remove("name"),
+            arguments: m.remove("arguments").map(WireValue::from),
+        })
     }
 }
 
@@ -1046,14 +1092,14 @@ impl WireDelta {
         let other_reasoning = reasoning_fields
             .iter()
             .filter(|f| !DEFAULT_REASONING_FIELDS.contains(&f.as_str()))
-            .filter_map(|f| m.remove(f.as_str()).map(|v| (f.clone(), v)))
+            .filter_map(|f| m.remove(f.as_str()).map(|v| (f.clone(), WireValue::from(v))))
             .collect();
         Some(WireDelta {
-            content: m.remove("content"),
+            content: m.remove("content").map(WireValue::from),
             refusal: m.remove("refusal"),
-            reasoning_content: m.remove("reasoning_content"),
-            reasoning: m.remove("reasoning"),
-            reasoning_text: m.remove("reasoning_text"),
+            reasoning_content: m.remove("reasoning_content").map(WireValue::from),
+            reasoning: m.remove("reasoning").map(WireValue::from),
+            reasoning_text: m.remove("reasoning_text").map(WireValue::from),
             tool_calls,
             function_call: m.remove("function_call").and_then(WireFunction::lenient),
             reasoning_details: m.remove("reasoning_details"),

@@ -25,7 +25,10 @@ use std::sync::Arc;
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
 use llm_core::strict::{NullFilter, StrictPlan};
-use llm_core::{BlockKey, Delta, Error, ErrorKind, ProviderContent, StopReason, Usage};
+use llm_core::{
+    BlockKey, Channel, Delta, Error, ErrorKind, ProviderContent, StopReason, SurrogateJoiner,
+    Usage, WireValue,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -44,7 +47,9 @@ const WRAPPER_KEYS: BlockKey = 1 << 50;
 struct WireEvent {
     #[serde(rename = "type")]
     kind: Option<String>,
-    delta: Option<Value>,
+    /// Text, reasoning or an argument fragment (a lone surrogate half at either end is kept
+    /// for the next delta).
+    delta: Option<WireValue>,
     item_id: Option<Value>,
     output_index: Option<Value>,
     summary_index: Option<Value>,
@@ -119,6 +124,8 @@ pub(crate) struct Decoder {
     tool_names: Arc<BTreeSet<String>>,
     /// Per tool name: the restore plan of a strict tool.
     strict_plans: Arc<BTreeMap<String, Arc<StrictPlan>>>,
+    /// Surrogate pairs split across text, reasoning and argument deltas.
+    surrogates: SurrogateJoiner,
 }
 
 impl Decoder {
@@ -139,11 +146,12 @@ impl Decoder {
             finished: false,
             tool_names,
             strict_plans,
+            surrogates: SurrogateJoiner::new(),
         }
     }
 
     fn handle(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Delta>) {
-        let event: WireEvent = match serde_json::from_str(data) {
+        let mut event: WireEvent = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(e) => {
                 self.fail(
@@ -154,6 +162,7 @@ impl Decoder {
                 return;
             }
         };
+        let mut delta = event.delta.take();
         // The data's `type` names the event; the SSE `event:` line is the fallback.
         let kind = event.kind.as_deref().or(name).unwrap_or_default();
         match kind {
@@ -170,15 +179,25 @@ impl Decoder {
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                if let Some(text) = str_of(event.delta.as_ref()).filter(|t| !t.is_empty()) {
+                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                    && !piece.is_empty()
+                {
                     let key = self.resolve(&event, Kind::Message);
+                    let text = self.surrogates.join(key, Channel::Text, piece);
+                    // Streamed even if only a surrogate half came: the `.done` text must not
+                    // be added again.
                     self.mark_streamed(key);
-                    out.push(Delta::Text { key, text: text.to_owned() });
+                    if !text.is_empty() {
+                        out.push(Delta::Text { key, text });
+                    }
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                if let Some(text) = str_of(event.delta.as_ref()).filter(|t| !t.is_empty()) {
+                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                    && !piece.is_empty()
+                {
                     let key = self.resolve(&event, Kind::Reasoning);
+                    let text = self.surrogates.join(key, Channel::Thinking, piece);
                     if kind == "response.reasoning_summary_text.delta" {
                         // Summary parts are separated by a blank line (as the final text
                         // OpenClaw builds from the `.done` item), added lazily so an empty
@@ -186,13 +205,20 @@ impl Decoder {
                         self.summary_separator(key, num(event.summary_index.as_ref()), out);
                     }
                     self.mark_streamed(key);
-                    out.push(Delta::Thinking { key, text: text.to_owned() });
+                    if !text.is_empty() {
+                        out.push(Delta::Thinking { key, text });
+                    }
                 }
             }
             "response.function_call_arguments.delta" => {
-                if let Some(fragment) = str_of(event.delta.as_ref()).filter(|t| !t.is_empty()) {
+                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                    && !piece.is_empty()
+                {
                     let key = self.resolve(&event, Kind::FunctionCall);
-                    self.call_fragment(key, fragment, out);
+                    let fragment = self.surrogates.join(key, Channel::ToolArgs, piece);
+                    if !fragment.is_empty() {
+                        self.call_fragment(key, &fragment, out);
+                    }
                 }
             }
             "response.function_call_arguments.done" => {
@@ -668,7 +694,9 @@ impl WireDecoder for Decoder {
         if self.finished || event.data.trim().is_empty() {
             return;
         }
+        let from = out.len();
         self.handle(event.event.as_deref(), &event.data, out);
+        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, _out: &mut Vec<Delta>) {
