@@ -255,3 +255,45 @@ async fn two_workers_serve_500_concurrent_sessions_of_three_turns() -> TestResul
     drop(workers);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restate_cancel_aborts_the_run_at_the_next_step_and_keeps_a_valid_transcript() -> TestResult
+{
+    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    provider.delay_ms.store(1000, Ordering::SeqCst);
+    let _worker = start_worker(addr, &provider.base_url, &workspace.0, 200)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let sent: Value = http
+        .post(format!("{}/AgentSession/cancel-me/message/send", server.ingress))
+        .json(&json!("markers a,b,c"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let id = sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned();
+
+    // Cancel while the model request after tool `a` is in flight.
+    next_arrival(&mut arrivals, |a| a.last_role == "tool").await?;
+    let cancel = http.patch(format!("{}/invocations/{id}/cancel", server.admin)).send().await?;
+    assert!(cancel.status().is_success(), "cancel: {}", cancel.text().await?);
+
+    let attach = http.get(format!("{}/restate/invocation/{id}/attach", server.ingress)).send();
+    let finished = tokio::time::timeout(Duration::from_secs(60), attach).await??;
+    let status = finished.status();
+    let body = finished.text().await?;
+    assert!(!status.is_success(), "a cancelled invocation fails: HTTP {status}: {body}");
+
+    let messages = transcript(server.call(&http, "cancel-me", "transcript", &Value::Null).await?)?;
+    assert!(check_tool_results(&messages).is_empty(), "{:?}", check_tool_results(&messages));
+    assert_eq!(marker_lines(&workspace.0, "a").len(), 1);
+    assert!(
+        marker_lines(&workspace.0, "b").is_empty() && marker_lines(&workspace.0, "c").is_empty()
+    );
+    let last = serde_json::to_value(messages.last())?;
+    assert_eq!(last["stopReason"], "aborted", "{last}");
+    Ok(())
+}
