@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use agent_core::{
     AfterToolCall, Agent, AgentConfig, AgentContext, AgentHooks, AgentTool, BeforeToolCall,
-    CallInfo, EndReason, ExecutionMode, MessageQueue, ToolError, ToolOutput,
+    CallInfo, ExecutionMode, MessageQueue, ToolError, ToolOutput,
 };
 use futures_util::future::{BoxFuture, Either};
 use llm_core::{AssistantContent, CancellationToken, Message, ToolResultMessage};
@@ -275,7 +275,7 @@ impl AgentSession {
         let added = outcome.messages.len();
         let text = last_assistant_text(&outcome.messages);
         ctx.set(TRANSCRIPT_KEY, Json(outcome.context.messages));
-        if cancelled || outcome.reason == EndReason::Aborted && cancel.is_cancelled() {
+        if cancelled {
             return Err(TerminalError::new_with_code(409, "session run cancelled").into());
         }
         Ok(Json(TurnReply { reason: format!("{:?}", outcome.reason), text, added }))

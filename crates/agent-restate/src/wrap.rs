@@ -63,9 +63,17 @@ impl Provider for JournaledProvider {
         let provider = model.provider.clone();
         let recorded = async move {
             let result = step(&journal, name, move || async move {
-                Ok::<_, String>(
-                    inner.stream(&step_model, &step_context, &step_options).result().await,
-                )
+                // A panicking provider is a failed attempt (a durable journal retries it).
+                let request = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    inner.stream(&step_model, &step_context, &step_options).result()
+                }));
+                match request {
+                    Ok(fut) => AssertUnwindSafe(fut)
+                        .catch_unwind()
+                        .await
+                        .map_err(|panic| provider_panic(panic.as_ref())),
+                    Err(panic) => Err(provider_panic(panic.as_ref())),
+                }
             })
             .await;
             message_deltas(result, &provider)
@@ -169,13 +177,20 @@ impl RecordedToolResult {
     }
 }
 
+fn provider_panic(payload: &(dyn std::any::Any + Send)) -> String {
+    format!("Provider panicked: {}", payload_text(payload))
+}
+
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = if let Some(s) = payload.downcast_ref::<&str>() {
+    format!("Tool panicked: {}", payload_text(payload))
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
     } else {
         "unknown panic payload".to_owned()
-    };
-    format!("Tool panicked: {text}")
+    }
 }

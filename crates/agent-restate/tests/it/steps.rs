@@ -257,3 +257,37 @@ async fn pass_through_runs_each_effect_and_reports_failures() {
         agent_restate::step(&journal, "s".into(), || async { Err("boom".to_owned()) }).await;
     assert_eq!(failed, Err(StepError::Failed { step: "s".into(), message: "boom".into() }));
 }
+
+/// A provider that panics when asked for a stream.
+struct PanickingProvider;
+
+impl llm_core::Provider for PanickingProvider {
+    fn api(&self) -> &str {
+        "scripted"
+    }
+    fn stream(
+        &self,
+        _: &Model,
+        _: &llm_core::Context,
+        _: &llm_core::StreamOptions,
+    ) -> llm_core::AssistantStream {
+        panic!("provider exploded")
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_provider_is_a_failed_step_not_a_crash() {
+    let journal: Arc<dyn Journal> = Arc::new(PassThrough);
+    let config = AgentConfig::new(
+        model(),
+        Arc::new(JournaledProvider::new(Arc::new(PanickingProvider), journal)),
+    );
+    let outcome =
+        Agent::new(config).run(AgentContext::default(), vec![Message::user("go")]).finish().await;
+    assert_eq!(outcome.reason, EndReason::Error);
+    let error = outcome.messages.iter().find_map(|m| match m {
+        Message::Assistant(a) => a.error_message.clone(),
+        _ => None,
+    });
+    assert!(error.is_some_and(|e| e.contains("Provider panicked: provider exploded")));
+}
