@@ -1,20 +1,44 @@
 //! Cost of the step interface in process: the same run (one batch of 200 instant
 //! tool calls, then text) with the plain provider and tools, and with both
-//! wrapped in the pass-through journal (each model request and tool call a step).
+//! wrapped in the pass-through journal (records nothing, so the wrappers call
+//! straight through), and wrapped in an in-memory journal that records every
+//! step as JSON (the cost a durable journal adds before any IO).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, reason = "benchmark")]
 
 use std::sync::Arc;
 
 use agent_core::*;
-use agent_restate::{Journal, JournaledProvider, PassThrough, journaled_tool};
+use std::sync::Mutex;
+
+use agent_restate::{Effect, Journal, JournaledProvider, PassThrough, StepError, journaled_tool};
 use criterion::{Criterion, criterion_group, criterion_main};
+use futures_util::future::BoxFuture;
 use llm_core::scripted::{ScriptedProvider, ScriptedTurn};
 use llm_core::{
     AssistantContent, AssistantMessage, Message, Model, StopReason, TextContent, Tool, ToolCall,
 };
+use serde_json::Value;
 use serde_json::json;
 
 const CALLS: usize = 200;
+
+/// Records every step's JSON result in memory.
+#[derive(Default)]
+struct Recording(Arc<Mutex<Vec<Value>>>);
+
+impl Journal for Recording {
+    fn step(&self, name: String, effect: Effect) -> BoxFuture<'static, Result<Value, StepError>> {
+        let this = self.0.clone();
+        Box::pin(async move {
+            let value =
+                effect().await.map_err(|message| StepError::Failed { step: name, message })?;
+            if let Ok(mut entries) = this.lock() {
+                entries.push(value.clone());
+            }
+            Ok(value)
+        })
+    }
+}
 
 fn model() -> Model {
     Model {
@@ -84,6 +108,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("plain_200_instant_calls", |b| b.iter(|| rt.block_on(run_once(None))));
     group.bench_function("pass_through_200_instant_calls", |b| {
         b.iter(|| rt.block_on(run_once(Some(Arc::new(PassThrough)))))
+    });
+    group.bench_function("recording_200_instant_calls", |b| {
+        b.iter(|| rt.block_on(run_once(Some(Arc::new(Recording::default())))))
     });
     group.finish();
 }

@@ -52,6 +52,12 @@ pub enum StepError {
 pub trait Journal: Send + Sync {
     /// Runs `effect` as the step `name`, or returns its recorded result.
     fn step(&self, name: String, effect: Effect) -> BoxFuture<'static, Result<Value, StepError>>;
+
+    /// Whether results are recorded; the wrappers call a journal that records
+    /// nothing directly, without turning results into JSON and back.
+    fn is_recording(&self) -> bool {
+        true
+    }
 }
 
 /// The in-process journal: runs every effect directly and records nothing (a
@@ -64,6 +70,10 @@ impl Journal for PassThrough {
         Box::pin(async move {
             effect().await.map_err(|message| StepError::Failed { step: name, message })
         })
+    }
+
+    fn is_recording(&self) -> bool {
+        false
     }
 }
 

@@ -249,10 +249,12 @@ async fn pass_through_runs_each_effect_and_reports_failures() {
     let journal: Arc<dyn Journal> = Arc::new(PassThrough);
     let runs = Arc::new(AtomicUsize::new(0));
     let provider = ScriptedProvider::new("scripted", [call_turn("c1"), text_turn("done")]);
+    let keys = Arc::new(Mutex::new(Vec::new()));
     let outcome =
-        run_once(journal.clone(), provider, counting_tool(runs.clone(), Arc::default())).await;
+        run_once(journal.clone(), provider, counting_tool(runs.clone(), keys.clone())).await;
     assert_eq!(outcome.reason, EndReason::Completed);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(keys.lock().map(|k| k.clone()).unwrap_or_default(), ["s-1/c1"]);
     let failed: Result<u32, StepError> =
         agent_restate::step(&journal, "s".into(), || async { Err("boom".to_owned()) }).await;
     assert_eq!(failed, Err(StepError::Failed { step: "s".into(), message: "boom".into() }));
@@ -277,7 +279,7 @@ impl llm_core::Provider for PanickingProvider {
 
 #[tokio::test]
 async fn a_panicking_provider_is_a_failed_step_not_a_crash() {
-    let journal: Arc<dyn Journal> = Arc::new(PassThrough);
+    let journal: Arc<dyn Journal> = Arc::new(Shared(Arc::default()));
     let config = AgentConfig::new(
         model(),
         Arc::new(JournaledProvider::new(Arc::new(PanickingProvider), journal)),
