@@ -256,7 +256,13 @@ impl AgentSession {
         let (tx, rx) = mpsc::unbounded_channel();
         let journal = RestateJournal { tx };
         let shared: Arc<dyn Journal> = Arc::new(journal.clone());
-        let SessionParts { mut config, system_prompt, tools } = self.setup.parts(&session_id);
+        // The application's setup is a callback: a panic fails this attempt (Restate
+        // retries it) instead of unwinding through the SDK.
+        let parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.setup.parts(&session_id)
+        }))
+        .map_err(|_| HandlerError::from("the session setup panicked"))?;
+        let SessionParts { mut config, system_prompt, tools } = parts;
         config.provider = Arc::new(JournaledProvider::new(config.provider.clone(), shared.clone()));
         config.tool_execution = ExecutionMode::Sequential;
         let steering = config.steering.clone();
