@@ -1,0 +1,372 @@
+//! A real Restate server on loopback, worker processes, a loopback
+//! OpenAI-compatible provider and a TCP load balancer for the tests.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+pub(crate) type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The workspace root (two levels above this crate).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The installed server binary, `None` (with a message) when npm is absent; a
+/// failure when npm is present but `.ci/setup-restate` was not run.
+pub(crate) fn restate_binary() -> Option<PathBuf> {
+    let npm =
+        Command::new("npm").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !npm.is_ok_and(|s| s.success()) {
+        eprintln!(
+            "SKIPPED: npm is not installed, so the Restate server cannot be installed; these tests need it"
+        );
+        return None;
+    }
+    let scope = workspace_root().join(".restate/node_modules/@restatedev");
+    let found = std::fs::read_dir(&scope).ok().and_then(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("bin/restate-server"))
+            .find(|p| p.is_file())
+    });
+    match found {
+        Some(path) => Some(path),
+        None => panic!(
+            "the Restate server is not installed in {}: run .ci/setup-restate (npm is present)",
+            scope.display()
+        ),
+    }
+}
+
+pub(crate) fn free_port() -> TestResult<u16> {
+    Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A unique scratch directory, removed on drop.
+pub(crate) struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(tag: &str) -> TestResult<Self> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "agent-restate-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed on drop.
+pub(crate) struct Proc(pub Child);
+
+impl Proc {
+    /// SIGKILL, then reap.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub(crate) struct RestateServer {
+    pub(crate) ingress: String,
+    pub(crate) admin: String,
+    _proc: Proc,
+    _dir: Scratch,
+}
+
+impl RestateServer {
+    pub(crate) async fn start(binary: &Path) -> TestResult<Self> {
+        let dir = Scratch::new("server")?;
+        let (ingress, admin, fabric) = (free_port()?, free_port()?, free_port()?);
+        let log = std::fs::File::create(dir.0.join("server.log"))?;
+        let child = Command::new(binary)
+            .arg("--no-logo")
+            .env("RESTATE_BASE_DIR", dir.0.join("data"))
+            .env("RESTATE_NODE_NAME", "test-node")
+            .env("RESTATE_LISTEN_MODE", "tcp")
+            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{fabric}"))
+            .env("RESTATE_ADVERTISED_ADDRESS", format!("http://127.0.0.1:{fabric}"))
+            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
+            .env("RESTATE_INGRESS__BIND_ADDRESS", format!("127.0.0.1:{ingress}"))
+            .env("RESTATE_DISABLE_TELEMETRY", "true")
+            .env("RESTATE_DEFAULT_NUM_PARTITIONS", "4")
+            .env("RESTATE_ROCKSDB_TOTAL_MEMORY_SIZE", "256 MiB")
+            // Retry a dead worker quickly (the default backs off to a minute).
+            .env("RESTATE_DEFAULT_RETRY_POLICY__INITIAL_INTERVAL", "100ms")
+            .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_INTERVAL", "500ms")
+            .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS", "1000")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        let server = RestateServer {
+            ingress: format!("http://127.0.0.1:{ingress}"),
+            admin: format!("http://127.0.0.1:{admin}"),
+            _proc: Proc(child),
+            _dir: dir,
+        };
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let admin_ok = http
+                .get(format!("{}/health", server.admin))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            let ingress_ok = http
+                .get(format!("{}/restate/health", server.ingress))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if admin_ok && ingress_ok {
+                return Ok(server);
+            }
+            if Instant::now() > deadline {
+                return Err("the Restate server did not become healthy within 60 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Registers the worker deployment at `uri`.
+    pub(crate) async fn register(&self, uri: &str) -> TestResult {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let response = http
+                .post(format!("{}/deployments", self.admin))
+                .json(&json!({ "uri": uri, "force": true }))
+                .send()
+                .await?;
+            if response.status().is_success() {
+                return Ok(());
+            }
+            let body = response.text().await.unwrap_or_default();
+            if Instant::now() > deadline {
+                return Err(format!("registering {uri} failed: {body}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Calls `AgentSession/<key>/<handler>` through the ingress and returns the JSON reply.
+    pub(crate) async fn call(
+        &self,
+        http: &reqwest::Client,
+        key: &str,
+        handler: &str,
+        body: &Value,
+    ) -> TestResult<Value> {
+        let request = http.post(format!("{}/AgentSession/{key}/{handler}", self.ingress));
+        // A handler without input takes an empty body.
+        let request = if body.is_null() { request } else { request.json(body) };
+        let response = request.send().await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            return Err(format!("{handler} on {key}: HTTP {status}: {text}").into());
+        }
+        if text.is_empty() { Ok(Value::Null) } else { Ok(serde_json::from_str(&text)?) }
+    }
+}
+
+/// A worker process serving on `addr`.
+pub(crate) fn start_worker(
+    addr: SocketAddr,
+    provider: &str,
+    workspace: &Path,
+    tool_delay_ms: u64,
+) -> TestResult<Proc> {
+    let child = Command::new(env!("CARGO_BIN_EXE_claw-restate-worker"))
+        .env("CLAW_WORKER_ADDR", addr.to_string())
+        .env("CLAW_PROVIDER_BASE_URL", provider)
+        .env("CLAW_MODEL", "loopback-model")
+        .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_TOOL_DELAY_MS", tool_delay_ms.to_string())
+        // The loopback provider ignores it; the adapter requires one.
+        .env("OPENAI_API_KEY", "loopback-test-key")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(Proc(child))
+}
+
+/// Waits until something accepts connections on `addr`.
+pub(crate) async fn wait_listening(addr: SocketAddr) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(addr).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("nothing listens on {addr} after 30 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// A request the loopback provider received.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    /// The role of the last message.
+    pub(crate) last_role: String,
+    /// Messages in the request (system prompt included).
+    pub(crate) messages: usize,
+}
+
+/// An OpenAI Chat Completions compatible provider on loopback with a fixed policy:
+/// * last message `user` with text `markers a,b,...`: call `append_line` for the
+///   first marker without a tool result yet, one call per response;
+/// * last message `tool` and markers left: the next call; none left: text `done`;
+/// * any other user text: text `echo: <text>`.
+///
+/// Every response waits `delay_ms` first; `arrivals` reports each request.
+pub(crate) struct LoopbackProvider {
+    pub(crate) base_url: String,
+    pub(crate) requests: Arc<AtomicU64>,
+    pub(crate) delay_ms: Arc<AtomicU64>,
+}
+
+#[derive(Clone)]
+struct ProviderState {
+    requests: Arc<AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
+    arrivals: mpsc::UnboundedSender<Arrival>,
+}
+
+impl LoopbackProvider {
+    pub(crate) async fn start() -> TestResult<(Self, mpsc::UnboundedReceiver<Arrival>)> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let state = ProviderState {
+            requests: Arc::new(AtomicU64::new(0)),
+            delay_ms: Arc::new(AtomicU64::new(0)),
+            arrivals: tx,
+        };
+        let provider = LoopbackProvider {
+            base_url: format!("http://{addr}/v1"),
+            requests: state.requests.clone(),
+            delay_ms: state.delay_ms.clone(),
+        };
+        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(state);
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok((provider, rx))
+    }
+}
+
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+async fn complete(State(state): State<ProviderState>, body: String) -> impl IntoResponse {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last_role = messages.last().and_then(|m| m["role"].as_str()).unwrap_or("").to_owned();
+    let _ = state.arrivals.send(Arrival { last_role, messages: messages.len() });
+    let delay = state.delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    let last_user = messages.iter().rposition(|m| m["role"] == "user");
+    let user_text = last_user.and_then(|i| messages.get(i)).map(text_of).unwrap_or_default();
+    let answered = last_user
+        .map_or(0, |i| messages.iter().skip(i + 1).filter(|m| m["role"] == "tool").count());
+    let chunks = match user_text.strip_prefix("markers ") {
+        Some(list) => {
+            let markers: Vec<&str> =
+                list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+            match markers.get(answered) {
+                Some(marker) => tool_call_chunks(&format!("call_{}", messages.len()), marker),
+                None => text_chunks("done"),
+            }
+        }
+        None => text_chunks(&format!("echo: {user_text}")),
+    };
+    let mut sse = String::new();
+    for chunk in chunks {
+        sse.push_str(&format!("data: {chunk}\n\n"));
+    }
+    sse.push_str("data: [DONE]\n\n");
+    ([("content-type", "text/event-stream")], sse)
+}
+
+fn text_chunks(text: &str) -> Vec<Value> {
+    vec![
+        json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]}),
+        json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ]
+}
+
+fn tool_call_chunks(id: &str, marker: &str) -> Vec<Value> {
+    let arguments = json!({ "file": format!("marker-{marker}"), "line": marker }).to_string();
+    vec![
+        json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": "append_line", "arguments": arguments}}]}, "finish_reason": null}]}),
+        json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]
+}
+
+/// A round-robin TCP load balancer in front of `backends`: one deployment URI for
+/// N workers, as in production. Counts connections per backend.
+pub(crate) struct Balancer {
+    pub(crate) addr: SocketAddr,
+    pub(crate) connections: Arc<Vec<AtomicUsize>>,
+}
+
+impl Balancer {
+    pub(crate) async fn start(backends: Vec<SocketAddr>) -> TestResult<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let connections: Arc<Vec<AtomicUsize>> =
+            Arc::new(backends.iter().map(|_| AtomicUsize::new(0)).collect());
+        let counts = connections.clone();
+        tokio::spawn(async move {
+            let mut next = 0usize;
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let i = next % backends.len();
+                next += 1;
+                let Some(&backend) = backends.get(i) else { continue };
+                if let Some(c) = counts.get(i) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Ok(Balancer { addr, connections })
+    }
+}

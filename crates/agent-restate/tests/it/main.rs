@@ -1,0 +1,8 @@
+//! agent-restate integration tests: the step interface in process, and durable
+//! sessions against a real Restate server on loopback.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+
+mod durable;
+mod harness;
+mod steps;
