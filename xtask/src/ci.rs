@@ -1,5 +1,7 @@
 //! `cargo xtask ci`: the whole gate, in order, stopping at the first failure.
 //!
+//! 0. the test setup: every `.ci/setup-*` script (installs the pinned npm packages the
+//!    integration tests run: the MCP reference servers, the Restate server), idempotent
 //! 1. `cargo fmt --all --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
 //! 3. `cargo test --workspace`
@@ -14,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::{Error, Result, conformance, faults, tidy};
 
 enum Step {
+    Setup,
     Cargo(&'static [&'static str]),
     Conformance,
     Faults,
@@ -21,6 +24,7 @@ enum Step {
 }
 
 const STEPS: &[(&str, Step)] = &[
+    ("test setup (.ci/setup-*)", Step::Setup),
     ("cargo fmt --all --check", Step::Cargo(&["fmt", "--all", "--check"])),
     (
         "cargo clippy --workspace --all-targets -- -D warnings",
@@ -44,6 +48,7 @@ pub fn run(root: &Path) -> Result<()> {
         println!("==> [{}/{}] {name}", index + 1, STEPS.len());
         let step_started = Instant::now();
         let outcome = match step {
+            Step::Setup => setup(root),
             Step::Cargo(args) => {
                 let status = Command::new(&cargo)
                     .args(*args)
@@ -95,5 +100,29 @@ pub fn run(root: &Path) -> Result<()> {
         }
     }
     println!("ci: all {} steps passed in {}", STEPS.len(), seconds(started.elapsed()));
+    Ok(())
+}
+
+/// Runs every `.ci/setup-*` script in name order; each is idempotent and says what it did.
+fn setup(root: &Path) -> std::result::Result<(), String> {
+    let dir = root.join(".ci");
+    let mut scripts: Vec<_> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("setup-"))
+        })
+        .collect();
+    scripts.sort();
+    for script in scripts {
+        let status = Command::new("bash")
+            .arg(&script)
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !status.success() {
+            return Err(format!("{} exited with {status}", script.display()));
+        }
+    }
     Ok(())
 }
