@@ -155,9 +155,9 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
                 );
             }
             println!(
-                "next: fill in crates/llm-{name} (docs/adding-a-provider.md) and examples/{name}, add the crate to \
-                 [workspace.dependencies] in Cargo.toml, to xtask/Cargo.toml and the PROVIDERS table in xtask/src/conformance.rs, then replace each \
-                 fixtures/{name}/*/skip.txt with a fixture"
+                "next: fill in crates/llm-{name} (docs/adding-a-provider.md) and examples/{name}; add fixtures under \
+                 fixtures/{name}/ and declare each capability in llm_{}::INFO as its scenarios pass",
+                name.replace('-', "_")
             );
             Ok(ExitCode::SUCCESS)
         }

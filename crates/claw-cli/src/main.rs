@@ -7,6 +7,8 @@
 
 mod calc;
 mod models;
+mod offline;
+mod providers;
 mod render;
 mod tools;
 
@@ -52,7 +54,7 @@ struct Args {
     prompt: Vec<String>,
 
     /// Which API to use.
-    #[arg(short, long, value_enum, default_value_t = ProviderKind::Anthropic)]
+    #[arg(short, long, value_enum, default_value_t = ProviderKind::default())]
     provider: ProviderKind,
 
     /// Model id (default: the provider's default; see the list in the error for an unknown one).
@@ -155,9 +157,11 @@ async fn run(args: Args) -> u8 {
     };
 
     let key = std::env::var(args.provider.key_var()).ok().filter(|k| !k.trim().is_empty());
-    let replay_dir = match (&args.replay, &key) {
-        (Some(dir), _) => Some(dir.clone()),
-        (None, None) if args.base_url.is_none() => Some(models::default_session(args.provider)),
+    let replay_source = match (&args.replay, &key) {
+        (Some(dir), _) => Some(offline::Source::Dir(dir.clone())),
+        (None, None) if args.base_url.is_none() => {
+            Some(offline::Source::Embedded(args.provider.name()))
+        }
         _ => None,
     };
 
@@ -168,8 +172,8 @@ async fn run(args: Args) -> u8 {
     let mut prompts: Vec<Message> = Vec::new();
     let model;
     let provider_kind;
-    if let Some(dir) = replay_dir {
-        let session = match xtask::replay::Session::load(&dir) {
+    if let Some(source) = replay_source {
+        let session = match offline::load(&source) {
             Ok(s) => s,
             Err(e) => {
                 return fail(
@@ -211,7 +215,7 @@ async fn run(args: Args) -> u8 {
                 render::dim(
                     &format!(
                         "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
-                        dir.display(),
+                        source.describe(),
                         provider_kind.name(),
                         server.base_url()
                     ),
@@ -335,26 +339,5 @@ async fn run(args: Args) -> u8 {
         }
         EndReason::Aborted => exit::INTERRUPTED,
         _ => exit::OK,
-    }
-}
-
-impl ProviderKind {
-    fn key_var(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::Openai | ProviderKind::OpenaiResponses => "OPENAI_API_KEY",
-            ProviderKind::Google => "GEMINI_API_KEY",
-            ProviderKind::Mistral => "MISTRAL_API_KEY",
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Openai => "openai",
-            ProviderKind::OpenaiResponses => "openai-responses",
-            ProviderKind::Google => "google",
-            ProviderKind::Mistral => "mistral",
-        }
     }
 }

@@ -1,251 +1,133 @@
-//! Providers and the small model catalog `claw` knows.
+//! The providers `claw` offers and their models, read from each crate's `INFO`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use llm_core::{InputModality, Model, ModelCost, Provider, api};
+use llm_core::{InputModality, Model, Provider, ProviderInfo};
+
+use crate::providers::{ALIASES, PROVIDERS, Registered};
 
 /// The system prompt of live runs.
 pub(crate) const SYSTEM_PROMPT: &str =
     "You are claw, a helpful assistant in a terminal. Use the tools when they help; be concise.";
 
-/// The APIs `claw` can talk to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ProviderKind {
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Chat Completions (and compatible servers with --base-url).
-    Openai,
-    /// OpenAI Responses.
-    OpenaiResponses,
-    /// Google Gemini.
-    Google,
-    /// Mistral.
-    Mistral,
+/// A provider `claw` can talk to: an entry of [`PROVIDERS`], whose names, key
+/// variables and models come from each crate's exported `INFO`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProviderKind(&'static Registered);
+
+impl PartialEq for ProviderKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ProviderKind {}
+
+/// One kind per registered provider, for clap.
+#[allow(clippy::indexing_slicing, reason = "i < PROVIDERS.len(); a const block cannot iterate")]
+const KINDS: [ProviderKind; PROVIDERS.len()] = {
+    let mut kinds = [ProviderKind(&PROVIDERS[0]); PROVIDERS.len()];
+    let mut i = 0;
+    while i < PROVIDERS.len() {
+        kinds[i] = ProviderKind(&PROVIDERS[i]);
+        i += 1;
+    }
+    kinds
+};
+
+/// The first registered provider (a compile error if there is none).
+#[allow(clippy::indexing_slicing, reason = "checked at compile time")]
+const FIRST: ProviderKind = KINDS[0];
+
+impl Default for ProviderKind {
+    /// The first registered provider.
+    fn default() -> Self {
+        FIRST
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl clap::ValueEnum for ProviderKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KINDS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let name = self.name();
+        let aliases = ALIASES.iter().filter(|(_, target)| *target == name).map(|(alias, _)| *alias);
+        Some(clap::builder::PossibleValue::new(name).aliases(aliases))
+    }
 }
 
 impl ProviderKind {
-    pub(crate) fn from_api(api_id: &str) -> Option<ProviderKind> {
-        Some(match api_id {
-            api::ANTHROPIC_MESSAGES => ProviderKind::Anthropic,
-            api::OPENAI_COMPLETIONS => ProviderKind::Openai,
-            api::OPENAI_RESPONSES => ProviderKind::OpenaiResponses,
-            api::GOOGLE_GENERATIVE_AI => ProviderKind::Google,
-            api::MISTRAL_CONVERSATIONS => ProviderKind::Mistral,
-            _ => return None,
-        })
+    fn registered(self) -> &'static Registered {
+        self.0
     }
 
-    fn folder(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Openai => "openai-completions",
-            ProviderKind::OpenaiResponses => "openai-responses",
-            ProviderKind::Google => "google",
-            ProviderKind::Mistral => "mistral",
-        }
+    fn info(self) -> &'static ProviderInfo {
+        self.registered().info
+    }
+
+    /// The provider serving `api_id`.
+    pub(crate) fn from_api(api_id: &str) -> Option<ProviderKind> {
+        KINDS.iter().copied().find(|k| k.info().api == api_id)
+    }
+
+    /// Its name (`--provider`, the fixture folder).
+    pub(crate) fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The environment variable that holds its key (the first the crate lists).
+    pub(crate) fn key_var(self) -> &'static str {
+        self.info().key_env.first().copied().unwrap_or("API_KEY")
     }
 }
 
 /// The provider implementation for `kind`.
 pub(crate) fn provider(kind: ProviderKind) -> Arc<dyn Provider> {
-    match kind {
-        ProviderKind::Anthropic => Arc::new(llm_anthropic::AnthropicProvider::new()),
-        ProviderKind::Openai => Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()),
-        ProviderKind::OpenaiResponses => {
-            Arc::new(llm_openai_responses::OpenAiResponsesProvider::new())
-        }
-        ProviderKind::Google => Arc::new(llm_google::GoogleProvider::new()),
-        ProviderKind::Mistral => Arc::new(llm_mistral::MistralProvider::new()),
-    }
+    (kind.registered().make)()
 }
 
-/// The recorded session replayed when there is no key.
-pub(crate) fn default_session(kind: ProviderKind) -> PathBuf {
-    let root = option_env!("CARGO_MANIFEST_DIR")
-        .map(|d| PathBuf::from(d).join("../../fixtures"))
-        .and_then(|p| p.canonicalize().ok())
-        .unwrap_or_else(|| PathBuf::from("fixtures"));
-    root.join(kind.folder()).join("agent-session")
-}
-
-struct Entry {
-    kind: ProviderKind,
-    id: &'static str,
-    reasoning: bool,
-    context_window: u64,
-    max_tokens: u64,
-    cost: [f64; 4],
-}
-
-const CATALOG: &[Entry] = &[
-    Entry {
-        kind: ProviderKind::Anthropic,
-        id: "claude-sonnet-4-5",
-        reasoning: true,
-        context_window: 200_000,
-        max_tokens: 64_000,
-        cost: [3.0, 15.0, 0.3, 3.75],
-    },
-    Entry {
-        kind: ProviderKind::Anthropic,
-        id: "claude-opus-4-1",
-        reasoning: true,
-        context_window: 200_000,
-        max_tokens: 32_000,
-        cost: [15.0, 75.0, 1.5, 18.75],
-    },
-    Entry {
-        kind: ProviderKind::Anthropic,
-        id: "claude-haiku-4-5",
-        reasoning: true,
-        context_window: 200_000,
-        max_tokens: 64_000,
-        cost: [1.0, 5.0, 0.1, 1.25],
-    },
-    Entry {
-        kind: ProviderKind::Openai,
-        id: "gpt-5-mini",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [0.25, 2.0, 0.025, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Openai,
-        id: "gpt-5",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [1.25, 10.0, 0.125, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Openai,
-        id: "gpt-4.1",
-        reasoning: false,
-        context_window: 1_047_576,
-        max_tokens: 32_768,
-        cost: [2.0, 8.0, 0.5, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::OpenaiResponses,
-        id: "gpt-5-mini",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [0.25, 2.0, 0.025, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::OpenaiResponses,
-        id: "gpt-5",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [1.25, 10.0, 0.125, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Google,
-        id: "gemini-2.5-flash",
-        reasoning: true,
-        context_window: 1_048_576,
-        max_tokens: 65_536,
-        cost: [0.3, 2.5, 0.075, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Google,
-        id: "gemini-2.5-pro",
-        reasoning: true,
-        context_window: 1_048_576,
-        max_tokens: 65_536,
-        cost: [1.25, 10.0, 0.31, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Mistral,
-        id: "mistral-large-latest",
-        reasoning: false,
-        context_window: 128_000,
-        max_tokens: 32_768,
-        cost: [2.0, 6.0, 0.0, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Mistral,
-        id: "mistral-medium-latest",
-        reasoning: false,
-        context_window: 128_000,
-        max_tokens: 32_768,
-        cost: [0.4, 2.0, 0.0, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Mistral,
-        id: "magistral-medium-latest",
-        reasoning: true,
-        context_window: 128_000,
-        max_tokens: 32_768,
-        cost: [2.0, 5.0, 0.0, 0.0],
-    },
-];
-
-fn defaults(kind: ProviderKind) -> (&'static str, &'static str, &'static str, &'static str) {
-    // (api, provider name, base url, default model)
-    match kind {
-        ProviderKind::Anthropic => {
-            (api::ANTHROPIC_MESSAGES, "anthropic", "https://api.anthropic.com", "claude-sonnet-4-5")
-        }
-        ProviderKind::Openai => {
-            (api::OPENAI_COMPLETIONS, "openai", "https://api.openai.com/v1", "gpt-5-mini")
-        }
-        ProviderKind::OpenaiResponses => {
-            (api::OPENAI_RESPONSES, "openai", "https://api.openai.com/v1", "gpt-5-mini")
-        }
-        ProviderKind::Google => (
-            api::GOOGLE_GENERATIVE_AI,
-            "google",
-            "https://generativelanguage.googleapis.com/v1beta",
-            "gemini-2.5-flash",
-        ),
-        ProviderKind::Mistral => (
-            api::MISTRAL_CONVERSATIONS,
-            "mistral",
-            "https://api.mistral.ai",
-            "mistral-large-latest",
-        ),
-    }
-}
-
-/// The model for `kind`/`id`. An unknown id is an error unless a base URL is
-/// given (compatible servers name their models freely).
+/// The model for `kind`/`id` from the crate's model list. An unknown id is an
+/// error unless a base URL is given (compatible servers name their models freely).
 pub(crate) fn resolve(
     kind: ProviderKind,
     id: Option<&str>,
     base_url: Option<&str>,
 ) -> Result<Model, String> {
-    let (api_id, provider, default_url, default_model) = defaults(kind);
-    let id = id.unwrap_or(default_model);
-    let entry = CATALOG.iter().find(|e| e.kind == kind && e.id == id);
-    if entry.is_none() && base_url.is_none() {
-        let known: Vec<&str> = CATALOG.iter().filter(|e| e.kind == kind).map(|e| e.id).collect();
-        return Err(format!(
-            "unknown model `{id}` for provider {}; known models: {} (or pass --base-url for a compatible server)",
-            kind.folder(),
-            known.join(", ")
-        ));
-    }
-    let mut model = Model {
-        id: id.to_owned(),
-        api: api_id.to_owned(),
-        provider: provider.to_owned(),
-        base_url: base_url.unwrap_or(default_url).to_owned(),
-        input: vec![InputModality::Text, InputModality::Image],
-        context_window: 128_000,
-        max_tokens: 8192,
-        ..Model::default()
+    let info = kind.info();
+    let known = || info.models.iter().map(|m| m.id).collect::<Vec<_>>().join(", ");
+    let Some(id) = id.or_else(|| info.models.first().map(|m| m.id)) else {
+        return Err(format!("provider {} lists no model; pass --model", info.name));
     };
-    if let Some(e) = entry {
-        model.reasoning = e.reasoning;
-        model.context_window = e.context_window;
-        model.max_tokens = e.max_tokens.min(16_384);
-        let [input, output, cache_read, cache_write] = e.cost;
-        model.cost = ModelCost { input, output, cache_read, cache_write };
-    }
+    let mut model = match info.model(id) {
+        Some(mut model) => {
+            model.max_tokens = model.max_tokens.min(16_384);
+            model
+        }
+        None if base_url.is_some() => Model {
+            id: id.to_owned(),
+            api: info.api.to_owned(),
+            provider: info.provider.to_owned(),
+            input: vec![InputModality::Text, InputModality::Image],
+            context_window: 128_000,
+            max_tokens: 8192,
+            ..Model::default()
+        },
+        None => {
+            return Err(format!(
+                "unknown model `{id}` for provider {}; known models: {} (or pass --base-url for a compatible server)",
+                info.name,
+                known()
+            ));
+        }
+    };
+    model.base_url = base_url.unwrap_or(info.default_base_url).to_owned();
     Ok(model)
 }

@@ -305,7 +305,7 @@ impl fmt::Debug for WireRequest {
 }
 
 fn is_secret_header(name: &str) -> bool {
-    name.eq_ignore_ascii_case("x-api-key") || name.eq_ignore_ascii_case("authorization")
+    llm_http::is_secret_header(name)
 }
 
 /// Whether a key is an Anthropic OAuth token (Claude subscription): Bearer auth + Claude Code identity.

@@ -102,15 +102,7 @@ impl std::fmt::Debug for WireRequest {
     }
 }
 
-/// Headers whose values are credentials.
-pub(crate) fn is_secret_header(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n == "authorization"
-        || n == "x-api-key"
-        || n == "api-key"
-        || n.contains("token")
-        || n.contains("secret")
-}
+use llm_http::is_secret_header;
 
 /// Builds the whole request: URL, headers (defaults, auth, model, caller), body.
 pub(crate) fn build_request(

@@ -47,7 +47,6 @@
 //! | `parallelToolCalls` | bool | `parallel_tool_calls` |
 //! | `strictTools` | bool | overrides [`OpenAiResponsesCompat::strict_tools`] |
 
-mod client;
 mod convert;
 mod error;
 mod stream;
@@ -55,10 +54,9 @@ mod stream;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use llm_core::{
-    AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions, Timeouts,
-};
+use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
+use llm_core::{Capabilities, Capability, ModelCost, ModelInfo, ProviderInfo};
+use llm_http::{HttpRequest, HttpTransport};
 use serde::Deserialize;
 
 /// The API id this crate serves.
@@ -95,43 +93,68 @@ pub struct OpenAiResponsesCompat {
     pub thinking_level_map: BTreeMap<String, Option<String>>,
 }
 
-/// The OpenAI Responses provider.
-#[derive(Debug, Clone)]
+/// The OpenAI Responses provider. Cheap to clone; clones share the HTTP clients.
+#[derive(Debug, Clone, Default)]
 pub struct OpenAiResponsesProvider {
-    http: reqwest::Client,
-    own_client: bool,
+    http: HttpTransport,
 }
 
 impl OpenAiResponsesProvider {
-    /// A provider with its own HTTP client (connect timeout from each request's options).
+    /// A provider with its own HTTP clients (rustls; one per connect timeout).
     pub fn new() -> Self {
-        OpenAiResponsesProvider {
-            http: client::build_client(Timeouts::default().connect),
-            own_client: true,
-        }
+        Self::default()
     }
 
     /// A provider that sends through `http` (its own timeouts and proxies apply).
     pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAiResponsesProvider { http, own_client: false }
-    }
-
-    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
-        if self.own_client && options.timeouts.connect != Timeouts::default().connect {
-            client::build_client(options.timeouts.connect)
-        } else {
-            self.http.clone()
-        }
+        OpenAiResponsesProvider { http: HttpTransport::with_client(http) }
     }
 }
 
-impl Default for OpenAiResponsesProvider {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// What this crate declares about itself: `claw`, the conformance grid and the docs
+/// read it (capabilities decide which shared scenarios apply).
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "openai-responses",
+    api: API,
+    provider: PROVIDER,
+    default_base_url: "https://api.openai.com/v1",
+    key_env: &["OPENAI_API_KEY"],
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::StreamingToolArguments,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+        Capability::ImagesInToolResults,
+        Capability::PromptCaching,
+        Capability::StrictSchemas,
+    ]),
+    models: &[
+        ModelInfo {
+            id: "gpt-5-mini",
+            reasoning: true,
+            images: true,
+            context_window: 400000,
+            max_tokens: 128000,
+            cost: ModelCost { input: 0.25, output: 2.0, cache_read: 0.025, cache_write: 0.0 },
+        },
+        ModelInfo {
+            id: "gpt-5",
+            reasoning: true,
+            images: true,
+            context_window: 400000,
+            max_tokens: 128000,
+            cost: ModelCost { input: 1.25, output: 10.0, cache_read: 0.125, cache_write: 0.0 },
+        },
+    ],
+};
 
 impl Provider for OpenAiResponsesProvider {
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn api(&self) -> &str {
         API
     }
@@ -141,28 +164,19 @@ impl Provider for OpenAiResponsesProvider {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(body) => Bytes::from(body),
-            Err(e) => {
-                let error = Error::new(
-                    ErrorKind::InvalidRequest,
-                    PROVIDER,
-                    format!("Cannot encode the request: {e}"),
-                );
-                return AssistantStream::from_error(model, error.with_retryable(false));
-            }
+        let http = match HttpRequest::json(PROVIDER, request.url, request.headers, &request.body) {
+            Ok(http) => http,
+            Err(error) => return AssistantStream::from_error(model, error),
         };
         let tool_names: Arc<BTreeSet<String>> =
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
         let strict_plans = Arc::new(request.strict_plans);
-        let http = self.client_for(options);
-        let url = request.url;
-        let headers = request.headers;
-        llm_core::drive::drive_sse(
+        self.http.stream_sse(
             model,
             options,
             PROVIDER,
-            move |_attempt| client::send(http.clone(), url.clone(), headers.clone(), body.clone()),
+            http,
+            |r| error::http_error(r.status, r.retry_after, r.body),
             move || stream::Decoder::new(tool_names.clone(), strict_plans.clone()),
         )
     }
