@@ -538,8 +538,10 @@ async fn live_smoke() {
         println!("skipped: INFO lists no model yet");
         return;
     };
-    let mut options = llm_core::StreamOptions::default();
-    options.api_key = Some(llm_core::ApiKey::new(key));
+    let options = llm_core::StreamOptions {
+        api_key: Some(llm_core::ApiKey::new(key)),
+        ..llm_core::StreamOptions::default()
+    };
     let context = llm_core::Context {
         messages: vec![llm_core::Message::user("Say hi.")],
         ..llm_core::Context::default()

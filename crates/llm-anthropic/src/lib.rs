@@ -57,7 +57,7 @@ mod error;
 mod stream;
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelCost, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::{HttpRequest, HttpTransport};
 
 pub use convert::AnthropicCompat;
@@ -108,30 +108,15 @@ pub const INFO: ProviderInfo = ProviderInfo {
         Capability::PromptCaching,
     ]),
     models: &[
-        ModelInfo {
-            id: "claude-sonnet-4-5",
-            reasoning: true,
-            images: true,
-            context_window: 200000,
-            max_tokens: 64000,
-            cost: ModelCost { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 },
-        },
-        ModelInfo {
-            id: "claude-opus-4-1",
-            reasoning: true,
-            images: true,
-            context_window: 200000,
-            max_tokens: 32000,
-            cost: ModelCost { input: 15.0, output: 75.0, cache_read: 1.5, cache_write: 18.75 },
-        },
-        ModelInfo {
-            id: "claude-haiku-4-5",
-            reasoning: true,
-            images: true,
-            context_window: 200000,
-            max_tokens: 64000,
-            cost: ModelCost { input: 1.0, output: 5.0, cache_read: 0.1, cache_write: 1.25 },
-        },
+        ModelInfo::new("claude-sonnet-4-5", 200_000, 64_000, [3.0, 15.0, 0.3, 3.75])
+            .reasoning()
+            .images(),
+        ModelInfo::new("claude-opus-4-1", 200_000, 32_000, [15.0, 75.0, 1.5, 18.75])
+            .reasoning()
+            .images(),
+        ModelInfo::new("claude-haiku-4-5", 200_000, 64_000, [1.0, 5.0, 0.1, 1.25])
+            .reasoning()
+            .images(),
     ],
 };
 

@@ -141,6 +141,37 @@ pub struct ModelInfo {
     pub cost: ModelCost,
 }
 
+impl ModelInfo {
+    /// A text-only, non-reasoning model; prices are `[input, output, cache read, cache
+    /// write]` per million tokens.
+    pub const fn new(
+        id: &'static str,
+        context_window: u64,
+        max_tokens: u64,
+        cost: [f64; 4],
+    ) -> Self {
+        let [input, output, cache_read, cache_write] = cost;
+        ModelInfo {
+            id,
+            reasoning: false,
+            images: false,
+            context_window,
+            max_tokens,
+            cost: ModelCost { input, output, cache_read, cache_write },
+        }
+    }
+
+    /// The same model, reasoning.
+    pub const fn reasoning(self) -> Self {
+        ModelInfo { reasoning: true, ..self }
+    }
+
+    /// The same model, accepting images.
+    pub const fn images(self) -> Self {
+        ModelInfo { images: true, ..self }
+    }
+}
+
 /// What a provider crate exports about itself (each crate has a `pub const INFO`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProviderInfo {

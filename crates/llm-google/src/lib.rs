@@ -34,7 +34,7 @@
 #![warn(missing_docs)]
 
 use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelCost, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::{HttpRequest, HttpTransport};
 
 mod compat;
@@ -173,22 +173,12 @@ pub const INFO: ProviderInfo = ProviderInfo {
         Capability::PromptCaching,
     ]),
     models: &[
-        ModelInfo {
-            id: "gemini-2.5-flash",
-            reasoning: true,
-            images: true,
-            context_window: 1048576,
-            max_tokens: 65536,
-            cost: ModelCost { input: 0.3, output: 2.5, cache_read: 0.075, cache_write: 0.0 },
-        },
-        ModelInfo {
-            id: "gemini-2.5-pro",
-            reasoning: true,
-            images: true,
-            context_window: 1048576,
-            max_tokens: 65536,
-            cost: ModelCost { input: 1.25, output: 10.0, cache_read: 0.31, cache_write: 0.0 },
-        },
+        ModelInfo::new("gemini-2.5-flash", 1_048_576, 65_536, [0.3, 2.5, 0.075, 0.0])
+            .reasoning()
+            .images(),
+        ModelInfo::new("gemini-2.5-pro", 1_048_576, 65_536, [1.25, 10.0, 0.31, 0.0])
+            .reasoning()
+            .images(),
     ],
 };
 

@@ -89,20 +89,13 @@ pub(crate) struct WireRequest {
 
 impl std::fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let headers: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret_header(k) { "[REDACTED]" } else { v.as_str() }))
-            .collect();
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &headers)
+            .field("headers", &llm_http::RedactedHeaders(&self.headers))
             .field("body", &self.body)
             .finish()
     }
 }
-
-use llm_http::is_secret_header;
 
 /// Builds the whole request: URL, headers (defaults, auth, model, caller), body.
 pub(crate) fn build_request(

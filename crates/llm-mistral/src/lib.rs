@@ -32,7 +32,7 @@
 #![warn(missing_docs)]
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelCost, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::{HttpRequest, HttpTransport};
 
 mod convert;
@@ -82,30 +82,10 @@ pub const INFO: ProviderInfo = ProviderInfo {
         Capability::ImagesInUserMessages,
     ]),
     models: &[
-        ModelInfo {
-            id: "mistral-large-latest",
-            reasoning: false,
-            images: true,
-            context_window: 128000,
-            max_tokens: 32768,
-            cost: ModelCost { input: 2.0, output: 6.0, cache_read: 0.0, cache_write: 0.0 },
-        },
-        ModelInfo {
-            id: "mistral-medium-latest",
-            reasoning: false,
-            images: true,
-            context_window: 128000,
-            max_tokens: 32768,
-            cost: ModelCost { input: 0.4, output: 2.0, cache_read: 0.0, cache_write: 0.0 },
-        },
-        ModelInfo {
-            id: "magistral-medium-latest",
-            reasoning: true,
-            images: false,
-            context_window: 128000,
-            max_tokens: 32768,
-            cost: ModelCost { input: 2.0, output: 5.0, cache_read: 0.0, cache_write: 0.0 },
-        },
+        ModelInfo::new("mistral-large-latest", 128_000, 32_768, [2.0, 6.0, 0.0, 0.0]).images(),
+        ModelInfo::new("mistral-medium-latest", 128_000, 32_768, [0.4, 2.0, 0.0, 0.0]).images(),
+        ModelInfo::new("magistral-medium-latest", 128_000, 32_768, [2.0, 5.0, 0.0, 0.0])
+            .reasoning(),
     ],
 };
 

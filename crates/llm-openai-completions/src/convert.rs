@@ -749,6 +749,20 @@ mod tests {
         Tool { name: name.into(), description: format!("{name} tool"), parameters }
     }
 
+    #[test]
+    fn debug_of_a_request_never_shows_the_key() {
+        let m = model();
+        let options = StreamOptions {
+            api_key: Some(ApiKey::new("sk-live-do-not-print")),
+            ..StreamOptions::default()
+        };
+        let request = build_request(&m, &Context::default(), &options, &compat(&m)).unwrap();
+        assert!(request.headers.iter().any(|(_, v)| v.contains("sk-live-do-not-print")));
+        let debug = format!("{request:?}");
+        assert!(!debug.contains("sk-live-do-not-print"), "{debug}");
+        assert!(debug.contains("[REDACTED]"), "{debug}");
+    }
+
     fn assistant(
         model: &str,
         provider: &str,

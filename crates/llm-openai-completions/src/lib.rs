@@ -53,7 +53,7 @@ mod stream;
 use std::sync::Arc;
 
 use llm_core::{AssistantStream, Context, Model, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelCost, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::{HttpRequest, HttpTransport};
 
 pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
@@ -111,30 +111,11 @@ pub const INFO: ProviderInfo = ProviderInfo {
         Capability::StrictSchemas,
     ]),
     models: &[
-        ModelInfo {
-            id: "gpt-5-mini",
-            reasoning: true,
-            images: true,
-            context_window: 400000,
-            max_tokens: 128000,
-            cost: ModelCost { input: 0.25, output: 2.0, cache_read: 0.025, cache_write: 0.0 },
-        },
-        ModelInfo {
-            id: "gpt-5",
-            reasoning: true,
-            images: true,
-            context_window: 400000,
-            max_tokens: 128000,
-            cost: ModelCost { input: 1.25, output: 10.0, cache_read: 0.125, cache_write: 0.0 },
-        },
-        ModelInfo {
-            id: "gpt-4.1",
-            reasoning: false,
-            images: true,
-            context_window: 1047576,
-            max_tokens: 32768,
-            cost: ModelCost { input: 2.0, output: 8.0, cache_read: 0.5, cache_write: 0.0 },
-        },
+        ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
+            .reasoning()
+            .images(),
+        ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
+        ModelInfo::new("gpt-4.1", 1_047_576, 32_768, [2.0, 8.0, 0.5, 0.0]).images(),
     ],
 };
 

@@ -55,7 +55,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelCost, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::{HttpRequest, HttpTransport};
 use serde::Deserialize;
 
@@ -131,22 +131,10 @@ pub const INFO: ProviderInfo = ProviderInfo {
         Capability::StrictSchemas,
     ]),
     models: &[
-        ModelInfo {
-            id: "gpt-5-mini",
-            reasoning: true,
-            images: true,
-            context_window: 400000,
-            max_tokens: 128000,
-            cost: ModelCost { input: 0.25, output: 2.0, cache_read: 0.025, cache_write: 0.0 },
-        },
-        ModelInfo {
-            id: "gpt-5",
-            reasoning: true,
-            images: true,
-            context_window: 400000,
-            max_tokens: 128000,
-            cost: ModelCost { input: 1.25, output: 10.0, cache_read: 0.125, cache_write: 0.0 },
-        },
+        ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
+            .reasoning()
+            .images(),
+        ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
     ],
 };
 
