@@ -204,7 +204,7 @@ use llm_core::{
     AssistantStream, Capabilities, Context, Model, ModelInfo, Provider, ProviderInfo,
     StreamOptions,
 };
-use llm_http::{HttpRequest, HttpTransport};
+use llm_http::HttpRequest;
 
 pub use stream::Decoder;
 
@@ -227,22 +227,9 @@ pub const INFO: ProviderInfo = ProviderInfo {
     models: &[] as &[ModelInfo],
 };
 
-/// The {{name}} provider. Cheap to clone; clones share the HTTP clients.
-#[derive(Debug, Clone, Default)]
-pub struct {{Camel}}Provider {
-    http: HttpTransport,
-}
-
-impl {{Camel}}Provider {
-    /// A provider with its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends every request with `http`.
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        {{Camel}}Provider { http: HttpTransport::with_client(http) }
-    }
+llm_http::http_provider! {
+    /// The {{name}} provider.
+    pub struct {{Camel}}Provider;
 }
 
 impl Provider for {{Camel}}Provider {
@@ -259,10 +246,7 @@ impl Provider for {{Camel}}Provider {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let http = match HttpRequest::json(PROVIDER, request.url, request.headers, &request.body) {
-            Ok(http) => http,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         self.http.stream_sse(
             model,
             options,

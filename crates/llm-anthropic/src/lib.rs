@@ -58,7 +58,7 @@ mod stream;
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::{HttpRequest, HttpTransport};
+use llm_http::HttpRequest;
 
 pub use convert::AnthropicCompat;
 pub use stream::Decoder;
@@ -69,24 +69,9 @@ pub const API: &str = llm_core::api::ANTHROPIC_MESSAGES;
 /// The provider name used in errors.
 pub const PROVIDER: &str = "anthropic";
 
-/// The Anthropic Messages API provider.
-///
-/// Cheap to clone; clones share the HTTP clients.
-#[derive(Debug, Clone, Default)]
-pub struct AnthropicProvider {
-    http: HttpTransport,
-}
-
-impl AnthropicProvider {
-    /// A provider with its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends requests with `http` (its own connect timeout applies).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        AnthropicProvider { http: HttpTransport::with_client(http) }
-    }
+llm_http::http_provider! {
+    /// The Anthropic Messages API provider.
+    pub struct AnthropicProvider;
 }
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -134,10 +119,7 @@ impl Provider for AnthropicProvider {
             Ok(r) => r,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let http = match HttpRequest::json(PROVIDER, request.url, request.headers, &request.body) {
-            Ok(http) => http,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         let tool_names = request.tool_names;
         self.http.stream_sse(
             model,

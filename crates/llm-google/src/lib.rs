@@ -202,10 +202,7 @@ impl Provider for GoogleProvider {
             Ok(r) => r,
             Err(e) => return AssistantStream::from_error(model, e),
         };
-        let http = match HttpRequest::json(PROVIDER, request.url, request.headers, &request.body) {
-            Ok(http) => http,
-            Err(e) => return AssistantStream::from_error(model, e),
-        };
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         self.http.stream_sse(
             model,
             options,

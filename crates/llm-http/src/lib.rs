@@ -30,6 +30,9 @@ use llm_core::framing::Framing;
 use llm_core::{AssistantStream, Error, ErrorKind, Model, StreamOptions};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+/// The HTTP client crate, for [`http_provider!`] and callers building their own client.
+pub use reqwest;
+
 /// At most this much of an error response's body is read (the rest is dropped).
 pub const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
 
@@ -203,15 +206,16 @@ impl HttpTransport {
 
     /// Streams `request` through the driver with SSE framing.
     ///
-    /// `map_error` turns an error status into the provider's error; `new_decoder`
-    /// makes a fresh decoder per attempt. A client that cannot be built ends the
-    /// stream with that error.
+    /// `request` is taken as built (`HttpRequest::json` fails on a body that cannot
+    /// be serialized): an `Err` ends the stream with that error. `map_error` turns an
+    /// error status into the provider's error; `new_decoder` makes a fresh decoder
+    /// per attempt. A client that cannot be built ends the stream with that error.
     pub fn stream_sse<M, D, N>(
         &self,
         model: &Model,
         options: &StreamOptions,
         provider: &str,
-        request: HttpRequest,
+        request: Result<HttpRequest, Error>,
         map_error: M,
         new_decoder: N,
     ) -> AssistantStream
@@ -232,14 +236,14 @@ impl HttpTransport {
     }
 
     /// Streams `request` through the driver in any framing (`new_framing` gets
-    /// `options.max_event_bytes`).
+    /// `options.max_event_bytes`); otherwise as [`HttpTransport::stream_sse`].
     #[allow(clippy::too_many_arguments, reason = "the three provider parts plus the request")]
     pub fn stream<M, F, NF, D, N>(
         &self,
         model: &Model,
         options: &StreamOptions,
         provider: &str,
-        request: HttpRequest,
+        request: Result<HttpRequest, Error>,
         map_error: M,
         new_framing: NF,
         new_decoder: N,
@@ -251,8 +255,11 @@ impl HttpTransport {
         D: FrameDecoder<F::Frame>,
         N: FnMut() -> D + Send + 'static,
     {
-        let client = match self.client(TransportConfig::from_options(options), provider) {
-            Ok(client) => client,
+        let client = request.and_then(|request| {
+            Ok((request, self.client(TransportConfig::from_options(options), provider)?))
+        });
+        let (request, client) = match client {
+            Ok(both) => both,
             Err(error) => return AssistantStream::from_error(model, error),
         };
         let request = Arc::new(request);
@@ -274,6 +281,42 @@ impl HttpTransport {
             new_decoder,
         )
     }
+}
+
+/// Declares a provider struct that owns an [`HttpTransport`], with `Default`,
+/// `new()` (its own cached clients) and `with_http_client(reqwest::Client)`, so
+/// each provider crate writes only its `Provider` impl.
+///
+/// ```ignore
+/// llm_http::http_provider! {
+///     /// The Acme provider.
+///     pub struct AcmeProvider;
+/// }
+/// ```
+#[macro_export]
+macro_rules! http_provider {
+    ($(#[$meta:meta])* pub struct $name:ident;) => {
+        $(#[$meta])*
+        ///
+        /// Cheap to clone; clones share the HTTP clients.
+        #[derive(Debug, Clone, Default)]
+        pub struct $name {
+            http: $crate::HttpTransport,
+        }
+
+        impl $name {
+            /// A provider with its own HTTP clients (rustls; one per connect timeout).
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// A provider that sends every request with `http` (proxies, custom TLS,
+            /// pools; that client's own connect timeout applies).
+            pub fn with_http_client(http: $crate::reqwest::Client) -> Self {
+                $name { http: $crate::HttpTransport::with_client(http) }
+            }
+        }
+    };
 }
 
 /// Sends one attempt. A 2xx returns the body stream (read errors become transport

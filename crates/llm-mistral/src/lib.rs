@@ -33,7 +33,7 @@
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::{HttpRequest, HttpTransport};
+use llm_http::HttpRequest;
 
 mod convert;
 mod error;
@@ -47,22 +47,9 @@ pub const API: &str = llm_core::api::MISTRAL_CONVERSATIONS;
 /// The provider name used in errors.
 pub const PROVIDER: &str = "mistral";
 
-/// The Mistral provider. Cheap to clone; clones share the HTTP clients.
-#[derive(Debug, Clone, Default)]
-pub struct MistralProvider {
-    http: HttpTransport,
-}
-
-impl MistralProvider {
-    /// A provider that builds its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends every request with `http`.
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        MistralProvider { http: HttpTransport::with_client(http) }
-    }
+llm_http::http_provider! {
+    /// The Mistral provider.
+    pub struct MistralProvider;
 }
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -103,10 +90,7 @@ impl Provider for MistralProvider {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let http = match HttpRequest::json(PROVIDER, request.url, request.headers, &request.body) {
-            Ok(http) => http,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         self.http.stream_sse(
             model,
             options,

@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 use llm_core::{AssistantStream, Context, Model, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::{HttpRequest, HttpTransport};
+use llm_http::HttpRequest;
 
 pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
 pub use stream::Decoder;
@@ -70,25 +70,9 @@ pub(crate) fn provider_name(model: &Model) -> String {
     if model.provider.is_empty() { PROVIDER.to_owned() } else { model.provider.clone() }
 }
 
-/// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
-///
-/// Cheap to clone; clones share the HTTP clients.
-#[derive(Debug, Clone, Default)]
-pub struct OpenAiCompletionsProvider {
-    http: HttpTransport,
-}
-
-impl OpenAiCompletionsProvider {
-    /// A provider with its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends through `http` (proxies, custom TLS, connection pools; its own
-    /// connect timeout applies).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAiCompletionsProvider { http: HttpTransport::with_client(http) }
-    }
+llm_http::http_provider! {
+    /// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
+    pub struct OpenAiCompletionsProvider;
 }
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -138,15 +122,12 @@ impl llm_core::Provider for OpenAiCompletionsProvider {
             Ok(r) => r,
             Err(e) => return AssistantStream::from_error(model, e),
         };
-        let http = match HttpRequest::json(&provider, request.url, request.headers, &request.body) {
-            Ok(http) => http,
-            Err(e) => return AssistantStream::from_error(model, e),
-        };
+        let http = HttpRequest::json(&provider, request.url, request.headers, &request.body);
         tracing::debug!(
             provider = %provider,
             model = %model.id,
             tools = request.body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
-            bytes = http.body.len(),
+            bytes = http.as_ref().map_or(0, |h| h.body.len()),
             "openai-completions request"
         );
         let config = Arc::new(stream::DecoderConfig {

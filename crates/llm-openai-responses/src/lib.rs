@@ -56,7 +56,7 @@ use std::sync::Arc;
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::{HttpRequest, HttpTransport};
+use llm_http::HttpRequest;
 use serde::Deserialize;
 
 /// The API id this crate serves.
@@ -93,22 +93,9 @@ pub struct OpenAiResponsesCompat {
     pub thinking_level_map: BTreeMap<String, Option<String>>,
 }
 
-/// The OpenAI Responses provider. Cheap to clone; clones share the HTTP clients.
-#[derive(Debug, Clone, Default)]
-pub struct OpenAiResponsesProvider {
-    http: HttpTransport,
-}
-
-impl OpenAiResponsesProvider {
-    /// A provider with its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends through `http` (its own timeouts and proxies apply).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAiResponsesProvider { http: HttpTransport::with_client(http) }
-    }
+llm_http::http_provider! {
+    /// The OpenAI Responses provider.
+    pub struct OpenAiResponsesProvider;
 }
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -152,10 +139,7 @@ impl Provider for OpenAiResponsesProvider {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let http = match HttpRequest::json(PROVIDER, request.url, request.headers, &request.body) {
-            Ok(http) => http,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         let tool_names: Arc<BTreeSet<String>> =
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
         let strict_plans = Arc::new(request.strict_plans);
