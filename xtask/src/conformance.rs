@@ -2,7 +2,7 @@
 //! provider crate over real HTTP and prints the scenario grid.
 //!
 //! For each `fixtures/<provider>/<scenario>/` (format: `fixtures/README.md`) the
-//! runner starts an axum server on 127.0.0.1:0 that records every request and
+//! runner starts the llm-testkit server on 127.0.0.1:0 that records every request and
 //! answers with the fixture's bytes, points the provider at it through
 //! `Model::base_url`, collects the events, and checks:
 //! - every received request against `request.json` (method, path, query, the
@@ -11,8 +11,9 @@
 //!   `expected.txt`, written when missing and rewritten with `UPDATE_EXPECT=1`;
 //! - that the body whole, one byte per write and one event per write all print
 //!   the same transcript;
-//! - that every scenario of `fixtures/SCENARIOS.md` is a fixture or a declared
-//!   skip in every provider folder.
+//! - that every scenario of `fixtures/SCENARIOS.md` whose `needs` the provider
+//!   declares (`INFO.capabilities`) is a fixture; the others are skipped, with
+//!   the missing capability as the reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -23,7 +24,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use llm_core::printer::print_transcript;
-use llm_core::{ApiKey, AssistantEvent, Provider, RecordingSleeper, RetryPolicy, StreamOptions};
+use llm_core::{
+    ApiKey, AssistantEvent, Capability, Provider, ProviderInfo, RecordingSleeper, RetryPolicy,
+    StreamOptions,
+};
 use serde_json::Value;
 
 use crate::diff::line_diff;
@@ -36,23 +40,29 @@ use crate::{Error, Result, subdirs};
 /// One provider crate as the runner knows it.
 #[derive(Debug, Clone, Copy)]
 pub struct ProviderEntry {
-    /// Its fixture folder: the crate name without `llm-`.
+    /// Its fixture folder: the crate name without `llm-` (`info.name`).
     pub name: &'static str,
+    /// What the crate declares about itself (capabilities decide the skips).
+    pub info: &'static ProviderInfo,
     /// A fresh provider (the runner makes one per request sequence).
     pub make: fn() -> Arc<dyn Provider>,
 }
 
-/// The provider table: one line per provider crate. Add a provider here (and to
-/// `xtask/Cargo.toml`) once `cargo check -p llm-<name>` passes.
-#[rustfmt::skip]
-pub const PROVIDERS: &[ProviderEntry] = &[
-    ProviderEntry { name: "anthropic", make: || Arc::new(llm_anthropic::AnthropicProvider::new()) },
-    ProviderEntry { name: "openai-completions", make: || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()) },
-    ProviderEntry { name: "openai-responses", make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()) },
-    // One provider serves both google-generative-ai and google-vertex (by `model.api`).
-    ProviderEntry { name: "google", make: || Arc::new(llm_google::GoogleProvider::new()) },
-    ProviderEntry { name: "mistral", make: || Arc::new(llm_mistral::MistralProvider::new()) },
-];
+impl ProviderEntry {
+    /// The entry of a crate's `INFO` and constructor.
+    pub const fn new(info: &'static ProviderInfo, make: fn() -> Arc<dyn Provider>) -> Self {
+        ProviderEntry { name: info.name, info, make }
+    }
+
+    /// The first capability of `needs` this provider does not declare.
+    pub fn lacks(&self, needs: &[Capability]) -> Option<Capability> {
+        needs.iter().copied().find(|c| !self.info.capabilities.contains(*c))
+    }
+}
+
+/// The provider table, from the registration list `xtask/src/providers.rs`
+/// (which `cargo xtask new-provider` extends).
+pub const PROVIDERS: &[ProviderEntry] = crate::providers::PROVIDERS;
 
 /// How a failure for a scenario folder that does not exist starts.
 const MISSING: &str = "missing:";
@@ -280,6 +290,7 @@ pub fn run(options: &Options) -> Result<Report> {
         return Err(Error::Msg(format!("{}: no fixtures folder", root.display())));
     }
     let shared = crate::shared_scenarios(root)?;
+    let needs = crate::scenario_needs(root)?;
     let folders = subdirs(root)?;
 
     let mut providers: BTreeSet<String> = folders.iter().map(|(n, _)| n.clone()).collect();
@@ -330,9 +341,17 @@ pub fn run(options: &Options) -> Result<Report> {
                     Err(e) => Planned::Done(Outcome::Fail(format!("bad fixture: {e}"))),
                 }
             } else if shared.contains(scenario) {
-                Planned::Done(Outcome::Fail(format!(
-                    "{MISSING} add fixtures/{provider}/{scenario}/ (a fixture, or skip.txt with the reason)"
-                )))
+                let lacking = entry.and_then(|e| {
+                    e.lacks(needs.get(scenario).map(Vec::as_slice).unwrap_or_default())
+                });
+                match lacking {
+                    Some(capability) => Planned::Done(Outcome::Skip(format!(
+                        "needs `{capability}`, which llm-{provider} does not declare"
+                    ))),
+                    None => Planned::Done(Outcome::Fail(format!(
+                        "{MISSING} add fixtures/{provider}/{scenario}/ (its capabilities say it applies)"
+                    ))),
+                }
             } else {
                 Planned::Done(Outcome::Absent)
             };
@@ -470,13 +489,7 @@ fn display_path(path: &Path) -> String {
 /// server's (the path is kept: `https://api.openai.com/v1` becomes
 /// `http://127.0.0.1:<port>/v1`).
 pub(crate) fn loopback_base_url(original: &str, addr: SocketAddr) -> String {
-    let after_scheme = original.split_once("://").map_or(original, |(_, rest)| rest);
-    let path = if original.contains("://") {
-        after_scheme.find('/').and_then(|i| after_scheme.get(i..)).unwrap_or("")
-    } else {
-        ""
-    };
-    format!("http://{addr}{}", path.trim_end_matches('/'))
+    llm_testkit::loopback_base_url(original, addr)
 }
 
 pub(crate) fn stream_options(

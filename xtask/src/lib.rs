@@ -25,6 +25,7 @@ pub mod faults;
 mod fixture;
 pub mod fuzz;
 pub mod new_provider;
+pub mod providers;
 mod rawserver;
 pub mod replay;
 pub mod secrets;
@@ -56,9 +57,15 @@ impl Error {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         Error::Io { path: path.to_owned(), source }
     }
+}
 
-    pub(crate) fn json(path: &Path, source: serde_json::Error) -> Self {
-        Error::Json { path: path.to_owned(), source }
+impl From<llm_testkit::Error> for Error {
+    fn from(e: llm_testkit::Error) -> Self {
+        match e {
+            llm_testkit::Error::Io { path, source } => Error::Io { path, source },
+            llm_testkit::Error::Json { path, source } => Error::Json { path, source },
+            llm_testkit::Error::Msg(m) => Error::Msg(m),
+        }
     }
 }
 
@@ -138,6 +145,54 @@ pub fn parse_scenarios(markdown: &str) -> Vec<String> {
         out.push(name.to_owned());
     }
     out
+}
+
+/// The `needs` column of the scenario table: per scenario, the capabilities a
+/// provider must declare for the scenario to apply. An unknown name is an error.
+pub fn parse_scenario_needs(
+    markdown: &str,
+) -> Result<std::collections::BTreeMap<String, Vec<llm_core::Capability>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut needs_column = None;
+    for line in markdown.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix('|') else { continue };
+        let cells: Vec<&str> = rest.split('|').map(str::trim).collect();
+        let Some(first) = cells.first() else { continue };
+        if *first == "scenario" {
+            needs_column = cells.iter().position(|c| *c == "needs");
+            continue;
+        }
+        let name = first.trim_matches('`').trim();
+        if name.is_empty() || name.chars().all(|c| matches!(c, '-' | ':' | ' ')) {
+            continue;
+        }
+        let Some(column) = needs_column else { continue };
+        let mut needs = Vec::new();
+        for part in cells.get(column).copied().unwrap_or_default().split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let capability = llm_core::Capability::from_name(part).ok_or_else(|| {
+                Error::Msg(format!("SCENARIOS.md: `{name}` needs unknown capability `{part}`"))
+            })?;
+            needs.push(capability);
+        }
+        out.insert(name.to_owned(), needs);
+    }
+    Ok(out)
+}
+
+/// The capabilities each shared scenario needs (`<fixtures_root>/SCENARIOS.md`).
+pub fn scenario_needs(
+    fixtures_root: &Path,
+) -> Result<std::collections::BTreeMap<String, Vec<llm_core::Capability>>> {
+    let path = fixtures_root.join("SCENARIOS.md");
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    parse_scenario_needs(&read_to_string(&path)?)
 }
 
 /// The shared scenario list of `<fixtures_root>/SCENARIOS.md` (empty if the file is absent).

@@ -140,8 +140,16 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
                 }
             };
             let written = xtask::new_provider::scaffold(&root, name)?;
+            let registered: Vec<&str> =
+                xtask::new_provider::registrations(name).iter().map(|(f, _)| *f).collect();
             for path in &written {
-                println!("created {}", path.strip_prefix(&root).unwrap_or(path).display());
+                let relative = path.strip_prefix(&root).unwrap_or(path);
+                let verb = if registered.iter().any(|f| relative == std::path::Path::new(f)) {
+                    "registered in"
+                } else {
+                    "created"
+                };
+                println!("{verb} {}", relative.display());
             }
             // The templates are formatted for a short name; a long one may need rewrapping.
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -155,9 +163,9 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
                 );
             }
             println!(
-                "next: fill in crates/llm-{name} (docs/adding-a-provider.md) and examples/{name}, add the crate to \
-                 [workspace.dependencies] in Cargo.toml, to xtask/Cargo.toml and the PROVIDERS table in xtask/src/conformance.rs, then replace each \
-                 fixtures/{name}/*/skip.txt with a fixture"
+                "next: fill in crates/llm-{name} (docs/adding-a-provider.md) and examples/{name}; add fixtures under \
+                 fixtures/{name}/ and declare each capability in llm_{}::INFO as its scenarios pass",
+                name.replace('-', "_")
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -6,19 +6,13 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// The reason written into every scaffolded `skip.txt`.
-pub const SKIP_REASON: &str = "not yet implemented";
+/// The marker line above which `scaffold` registers a new crate in a file.
+pub const MARKER: &str = "new-provider: insert above";
 
-/// The files of a provider crate, relative to `crates/llm-NAME/`.
-pub const CRATE_FILES: &[&str] = &[
-    "Cargo.toml",
-    "src/lib.rs",
-    "src/convert.rs",
-    "src/stream.rs",
-    "src/client.rs",
-    "src/error.rs",
-    "tests/it.rs",
-];
+/// The files of a provider crate, relative to `crates/llm-NAME/` (the layout every
+/// provider crate has; the HTTP exchange is `llm-http`'s).
+pub const CRATE_FILES: &[&str] =
+    &["Cargo.toml", "src/lib.rs", "src/convert.rs", "src/stream.rs", "src/error.rs", "tests/it.rs"];
 
 /// The files of its example, relative to `examples/NAME/`.
 pub const EXAMPLE_FILES: &[&str] = &["Cargo.toml", "src/main.rs"];
@@ -57,7 +51,7 @@ fn camel(name: &str) -> String {
 pub fn crate_files(name: &str) -> Vec<(&'static str, String)> {
     CRATE_FILES
         .iter()
-        .zip([CARGO_TOML, LIB_RS, CONVERT_RS, STREAM_RS, CLIENT_RS, ERROR_RS, IT_RS])
+        .zip([CARGO_TOML, LIB_RS, CONVERT_RS, STREAM_RS, ERROR_RS, IT_RS])
         .map(|(path, template)| (*path, fill(template, name)))
         .collect()
 }
@@ -80,9 +74,51 @@ fn fill(template: &str, name: &str) -> String {
         .replace("{{UPPER}}", &snake.to_ascii_uppercase())
 }
 
-/// Writes `crates/llm-NAME/`, `examples/NAME/` and `fixtures/NAME/<scenario>/skip.txt`
-/// under `root` (a workspace root with `fixtures/SCENARIOS.md`). Refuses to
-/// overwrite anything.
+/// The registration lines for provider `name`: `(file under the workspace root, line)`,
+/// each inserted above the file's [`MARKER`] line. These are the only edits outside
+/// the new crate: everything else is read from the crate's `INFO`.
+pub fn registrations(name: &str) -> Vec<(&'static str, String)> {
+    let snake = name.replace('-', "_");
+    let camel = camel(name);
+    vec![
+        ("Cargo.toml", format!("llm-{name} = {{ path = \"crates/llm-{name}\" }}")),
+        ("xtask/Cargo.toml", format!("llm-{name}.workspace = true")),
+        (
+            "xtask/src/providers.rs",
+            format!(
+                "    ProviderEntry::new(&llm_{snake}::INFO, || Arc::new(llm_{snake}::{camel}Provider::new())),"
+            ),
+        ),
+        ("crates/claw-cli/Cargo.toml", format!("llm-{name}.workspace = true")),
+        (
+            "crates/claw-cli/src/providers.rs",
+            format!(
+                "    Registered {{ info: &llm_{snake}::INFO, make: || Arc::new(llm_{snake}::{camel}Provider::new()) }},"
+            ),
+        ),
+    ]
+}
+
+/// Inserts `line` above the [`MARKER`] line of `text` (keeping its indentation and
+/// comment style), or fails when the marker is missing.
+pub fn insert_above_marker(text: &str, line: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + line.len() + 1);
+    let mut done = false;
+    for l in text.split_inclusive('\n') {
+        if !done && l.contains(MARKER) {
+            out.push_str(line);
+            out.push('\n');
+            done = true;
+        }
+        out.push_str(l);
+    }
+    done.then_some(out)
+}
+
+/// Writes `crates/llm-NAME/`, `examples/NAME/` and an empty `fixtures/NAME/` under
+/// `root` (a workspace root with `fixtures/SCENARIOS.md`), and registers the crate
+/// ([`registrations`]). Refuses to overwrite anything; checks every marker before
+/// writing a file.
 pub fn scaffold(root: &Path, name: &str) -> Result<Vec<PathBuf>> {
     validate_name(name)?;
     let crate_dir = root.join("crates").join(format!("llm-{name}"));
@@ -93,20 +129,27 @@ pub fn scaffold(root: &Path, name: &str) -> Result<Vec<PathBuf>> {
             return Err(Error::Msg(format!("{} already exists", dir.display())));
         }
     }
-    let scenarios = crate::shared_scenarios(&root.join("fixtures"))?;
-    if scenarios.is_empty() {
-        return Err(Error::Msg(format!(
-            "{}: no scenarios found",
-            root.join("fixtures/SCENARIOS.md").display()
-        )));
+    let mut edits = Vec::new();
+    for (file, line) in registrations(name) {
+        let path = root.join(file);
+        let text = crate::read_to_string(&path)?;
+        let edited = insert_above_marker(&text, &line).ok_or_else(|| {
+            Error::Msg(format!("{}: no `{MARKER}` line to register the crate at", path.display()))
+        })?;
+        edits.push((path, edited));
     }
     let mut files: Vec<(PathBuf, String)> =
         crate_files(name).into_iter().map(|(path, text)| (crate_dir.join(path), text)).collect();
     files
         .extend(example_files(name).into_iter().map(|(path, text)| (example_dir.join(path), text)));
-    for scenario in &scenarios {
-        files.push((fixture_dir.join(scenario).join("skip.txt"), format!("{SKIP_REASON}\n")));
-    }
+    files.push((
+        fixture_dir.join("README.md"),
+        format!(
+            "# {name} fixtures\n\nOne folder per scenario of `../SCENARIOS.md` whose `needs` `llm_{}::INFO` declares (format: `../README.md`).\n",
+            name.replace('-', "_")
+        ),
+    ));
+    files.extend(edits);
     let mut written = Vec::new();
     for (path, text) in files {
         if let Some(parent) = path.parent() {
@@ -129,16 +172,13 @@ publish.workspace = true
 
 [dependencies]
 llm-core = { workspace = true, features = ["tokio"] }
+llm-http.workspace = true
 reqwest.workspace = true
-serde.workspace = true
 serde_json.workspace = true
-futures-util.workspace = true
-bytes.workspace = true
-tracing.workspace = true
-tokio = { workspace = true }
 
 [dev-dependencies]
-tokio = { workspace = true, features = ["rt-multi-thread", "macros", "net", "io-util", "time"] }
+futures-util.workspace = true
+tokio = { workspace = true, features = ["rt-multi-thread", "macros"] }
 
 [lints]
 workspace = true
@@ -146,26 +186,27 @@ workspace = true
 
 const LIB_RS: &str = r#"//! The {{name}} provider for clawcall (scaffolded by `cargo xtask new-provider`).
 //!
-//! Capabilities:
+//! What it supports is declared as data in [`INFO`] (`capabilities`): the conformance
+//! grid runs the shared scenarios those capabilities make apply and skips the others,
+//! `claw --provider {{name}}` and the docs read the rest of [`INFO`].
+//! Declare a capability once its fixtures exist (docs/adding-a-provider.md).
 //!
-//! - [ ] streamed text
-//! - [ ] tool calls with streamed arguments
-//! - [ ] thinking / reasoning
-//! - [ ] usage with cache read / write tokens
-//! - [ ] error bodies mapped to `llm_core::ErrorKind`
-//! - [x] retries, timeouts, cancellation and tracing through [`llm_core::drive`]
-//!
-//! Fill in each module as docs/adding-a-provider.md describes, then replace each
-//! `fixtures/{{name}}/*/skip.txt` with a fixture.
+//! The HTTP exchange, retries, timeouts, cancellation and tracing are `llm-http`'s;
+//! this crate converts requests (`convert.rs`), decodes its stream (`stream.rs`)
+//! and maps its error bodies (`error.rs`).
+#![warn(missing_docs)]
 
-use bytes::Bytes;
-use llm_core::drive::drive_sse;
-use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
-
-mod client;
 mod convert;
 mod error;
 mod stream;
+
+use llm_core::{
+    AssistantStream, Capabilities, Context, Model, ModelInfo, Provider, ProviderInfo,
+    StreamOptions,
+};
+use llm_http::HttpRequest;
+
+pub use stream::Decoder;
 
 /// The API id this crate serves.
 pub const API: &str = "{{name}}";
@@ -173,22 +214,22 @@ pub const API: &str = "{{name}}";
 /// The provider name used in errors.
 pub const PROVIDER: &str = "{{name}}";
 
-/// The {{name}} provider. Cheap to clone; clones share the HTTP client.
-#[derive(Debug, Clone, Default)]
-pub struct {{Camel}}Provider {
-    http: reqwest::Client,
-}
+/// What this crate declares about itself.
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "{{name}}",
+    api: API,
+    provider: PROVIDER,
+    default_base_url: "https://api.{{name}}.invalid",
+    key_env: &["{{UPPER}}_API_KEY"],
+    // Add `Capability::Streaming`, `Capability::Tools`, ... as the fixtures land.
+    capabilities: Capabilities::NONE,
+    // Known models with limits and prices; the first is `claw`'s default.
+    models: &[] as &[ModelInfo],
+};
 
-impl {{Camel}}Provider {
-    /// A provider with its own HTTP client (rustls).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends every request with `http`.
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        {{Camel}}Provider { http }
-    }
+llm_http::http_provider! {
+    /// The {{name}} provider.
+    pub struct {{Camel}}Provider;
 }
 
 impl Provider for {{Camel}}Provider {
@@ -196,39 +237,23 @@ impl Provider for {{Camel}}Provider {
         API
     }
 
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
         let request = match convert::build_request(model, context, options) {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(bytes) => Bytes::from(bytes),
-            Err(e) => {
-                let error = Error::new(
-                    ErrorKind::InvalidRequest,
-                    PROVIDER,
-                    format!("Could not encode the request: {e}"),
-                );
-                return AssistantStream::from_error(model, error);
-            }
-        };
-        let url = format!("{}{}", model.base_url.trim_end_matches('/'), request.url_path);
-        let convert::WireRequest { query, headers, .. } = request;
-        let http = self.http.clone();
-        drive_sse(
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
+        self.http.stream_sse(
             model,
             options,
             PROVIDER,
-            move |_attempt| {
-                client::send(
-                    http.clone(),
-                    url.clone(),
-                    query.clone(),
-                    headers.clone(),
-                    body.clone(),
-                )
-            },
-            stream::Decoder::new,
+            http,
+            |r| error::http_error(r.status, r.retry_after, r.body),
+            Decoder::new,
         )
     }
 }
@@ -237,22 +262,32 @@ impl Provider for {{Camel}}Provider {
 const CONVERT_RS: &str = r#"//! Pure conversion: neutral model, context and options to the wire request.
 
 use llm_core::transform::transform_messages;
-use llm_core::{Context, Error, ErrorKind, Message, Model, StreamOptions, UserContent};
+use llm_core::{
+    AssistantContent, Context, Error, ErrorKind, Message, Model, StreamOptions, UserContent,
+};
 use serde_json::{Map, Value, json};
 
-use crate::PROVIDER;
+use crate::{INFO, PROVIDER};
 
-/// Everything `client.rs` needs to send one request.
-#[derive(Debug, Clone)]
+/// Everything `lib.rs` needs to send one request (its `Debug` redacts the key).
+#[derive(Clone)]
 pub(crate) struct WireRequest {
-    /// Appended to `Model::base_url`.
-    pub(crate) url_path: String,
-    /// Query parameters (never an API key).
-    pub(crate) query: Vec<(String, String)>,
+    /// The full URL (never with a key in it).
+    pub(crate) url: String,
     /// Provider defaults, then auth, then the model's, then the caller's headers.
     pub(crate) headers: Vec<(String, String)>,
     /// The JSON body, built with `serde_json::Map` so its bytes are deterministic.
     pub(crate) body: Value,
+}
+
+impl std::fmt::Debug for WireRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireRequest")
+            .field("url", &self.url)
+            .field("headers", &llm_http::RedactedHeaders(&self.headers))
+            .field("body", &self.body)
+            .finish()
+    }
 }
 
 /// Builds the request. Fails on a missing key or an input the API cannot express.
@@ -262,7 +297,8 @@ pub(crate) fn build_request(
     options: &StreamOptions,
 ) -> Result<WireRequest, Error> {
     let Some(key) = &options.api_key else {
-        return Err(Error::new(ErrorKind::Auth, PROVIDER, "No API key for provider: {{name}}"));
+        return Err(Error::new(ErrorKind::Auth, PROVIDER, "No API key for provider: {{name}}")
+            .with_retryable(false));
     };
     let mut headers = vec![
         ("content-type".to_owned(), "application/json".to_owned()),
@@ -274,38 +310,68 @@ pub(crate) fn build_request(
     let mut body = Map::new();
     body.insert("model".to_owned(), json!(model.id));
     body.insert("messages".to_owned(), Value::Array(convert_messages(model, context)));
+    if !context.tools.is_empty() {
+        let tools: Vec<Value> = context
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
+        body.insert("tools".to_owned(), Value::Array(tools));
+    }
     body.insert("max_tokens".to_owned(), json!(options.max_tokens.unwrap_or(model.max_tokens)));
     if let Some(t) = options.temperature {
         body.insert("temperature".to_owned(), json!(t));
     }
     body.insert("stream".to_owned(), Value::Bool(true));
+    let base = if model.base_url.is_empty() { INFO.default_base_url } else { &model.base_url };
     Ok(WireRequest {
-        url_path: "/v1/chat".to_owned(),
-        query: Vec::new(),
+        url: format!("{}/v1/chat", base.trim_end_matches('/')),
         headers,
         body: Value::Object(body),
     })
 }
 
-/// The transcript in the provider's shape. Scaffold: user text only; add
-/// assistant turns, tool calls, tool results and images.
+/// The transcript in the provider's shape: user text, assistant text and tool
+/// calls, tool results. Add images and thinking as the API allows.
 fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(system) = &context.system_prompt {
         out.push(json!({"role": "system", "content": system}));
     }
     for message in transform_messages(&context.messages, model, None) {
-        if let Message::User(user) = message {
-            let text: Vec<String> = user
-                .content
-                .blocks()
-                .into_iter()
-                .filter_map(|block| match block {
-                    UserContent::Text(t) => Some(t.text),
-                    _ => None,
-                })
-                .collect();
-            out.push(json!({"role": "user", "content": text.join("\n")}));
+        match message {
+            Message::User(user) => {
+                let text: Vec<String> = user
+                    .content
+                    .blocks()
+                    .into_iter()
+                    .filter_map(|block| match block {
+                        UserContent::Text(t) => Some(t.text),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(json!({"role": "user", "content": text.join("\n")}));
+            }
+            Message::Assistant(assistant) => {
+                let mut text = String::new();
+                let mut calls = Vec::new();
+                for block in &assistant.content {
+                    match block {
+                        AssistantContent::Text(t) => text.push_str(&t.text),
+                        AssistantContent::ToolCall(c) => calls.push(json!({
+                            "id": c.id, "name": c.name, "arguments": c.arguments,
+                        })),
+                        _ => {}
+                    }
+                }
+                out.push(json!({"role": "assistant", "content": text, "tool_calls": calls}));
+            }
+            Message::ToolResult(result) => out.push(json!({
+                "role": "tool",
+                "tool_call_id": result.tool_call_id,
+                "content": result.text(),
+                "is_error": result.is_error,
+            })),
         }
     }
     out
@@ -313,84 +379,93 @@ fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
 "#;
 
 const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::Delta`s out.
+//!
+//! Scaffold wire format (replace with the provider's): one JSON object per event,
+//! `{"type": "text", "text"}`, `{"type": "tool_call", "index", "id", "name"}`,
+//! `{"type": "tool_call_delta", "index", "arguments"}`, `{"type": "usage", "input",
+//! "output"}`, `{"type": "stop", "reason"}`, `{"type": "error", "message"}`, then
+//! `[DONE]`. Unknown types are ignored; malformed JSON is a `decode` error.
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
-use llm_core::{Delta, StopReason};
+use llm_core::{Delta, StopReason, Usage};
 use serde_json::Value;
 
-/// The wire state machine. Scaffold: `{"text": ".."}` events and a `[DONE]`
-/// terminator; replace with the provider's events.
+use crate::error::stream_error;
+
+/// The wire state machine (one per attempt).
 #[derive(Debug, Default)]
-pub(crate) struct Decoder {}
+pub struct Decoder {
+    /// Whether a stop reason arrived (a `[DONE]` without one is a truncation).
+    stopped: bool,
+}
+
+/// Block key of the text block; tool call `i` is block `i + 1`.
+const TEXT: u64 = 0;
 
 impl Decoder {
-    /// A fresh decoder (one per attempt).
-    pub(crate) fn new() -> Self {
+    /// A fresh decoder.
+    pub fn new() -> Self {
         Self::default()
     }
 }
 
 impl WireDecoder for Decoder {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
-        if event.data.trim() == "[DONE]" {
-            out.push(Delta::Stop(StopReason::Stop));
-            out.push(Delta::Done);
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            if self.stopped {
+                out.push(Delta::Done);
+            }
             return;
         }
-        let Ok(value) = serde_json::from_str::<Value>(&event.data) else { return };
-        if let Some(text) = value.get("text").and_then(Value::as_str) {
-            out.push(Delta::Text { key: 0, text: text.to_owned() });
+        let value: Value = match serde_json::from_str(data) {
+            Ok(value) => value,
+            Err(e) => {
+                out.push(Delta::Error(
+                    llm_core::Error::new(
+                        llm_core::ErrorKind::Decode,
+                        crate::PROVIDER,
+                        format!("Malformed event: {e}"),
+                    )
+                    .with_retryable(false),
+                ));
+                return;
+            }
+        };
+        let str_of = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let key = || value.get("index").and_then(Value::as_u64).unwrap_or(0).saturating_add(1);
+        match value.get("type").and_then(Value::as_str) {
+            Some("text") => out.push(Delta::Text { key: TEXT, text: str_of("text") }),
+            Some("tool_call") => out.push(Delta::ToolCallStart {
+                key: key(),
+                id: str_of("id"),
+                name: str_of("name"),
+                arguments: None,
+            }),
+            Some("tool_call_delta") => {
+                out.push(Delta::ToolCallArgs { key: key(), fragment: str_of("arguments") })
+            }
+            Some("usage") => {
+                let n = |k: &str| value.get(k).and_then(Value::as_u64).unwrap_or(0);
+                out.push(Delta::Usage(Usage { input: n("input"), output: n("output"), ..Usage::default() }));
+            }
+            Some("stop") => {
+                self.stopped = true;
+                out.push(Delta::Stop(match value.get("reason").and_then(Value::as_str) {
+                    Some("tool_use") => StopReason::ToolUse,
+                    Some("length") => StopReason::Length,
+                    _ => StopReason::Stop,
+                }));
+            }
+            Some("error") => out.push(Delta::Error(stream_error(&value))),
+            _ => {}
         }
     }
 
     fn end(&mut self, _out: &mut Vec<Delta>) {
-        // The body ended without `[DONE]`: emit nothing, llm-core reports `truncated`.
+        // The body ended without `[DONE]`: emit nothing, the driver reports `truncated`.
     }
-}
-"#;
-
-const CLIENT_RS: &str = r#"//! The only HTTP code: one attempt, status and body mapping.
-
-use bytes::Bytes;
-use futures_util::StreamExt;
-use llm_core::drive::HttpResponse;
-use llm_core::error::parse_retry_after;
-use llm_core::{Error, ErrorKind};
-
-use crate::PROVIDER;
-
-/// Sends one attempt. Non-2xx responses are read whole and mapped by `error.rs`.
-pub(crate) async fn send(
-    http: reqwest::Client,
-    url: String,
-    query: Vec<(String, String)>,
-    headers: Vec<(String, String)>,
-    body: Bytes,
-) -> Result<HttpResponse, Error> {
-    let mut request = http.post(&url).query(&query).body(body);
-    for (name, value) in &headers {
-        request = request.header(name, value);
-    }
-    let response = request.send().await.map_err(|e| transport(&e.without_url()))?;
-    let status = response.status().as_u16();
-    if !response.status().is_success() {
-        let header = |name: &str| {
-            response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
-        };
-        let retry_after = parse_retry_after(
-            header("retry-after-ms").as_deref(),
-            header("retry-after").as_deref(),
-        );
-        let text = response.text().await.unwrap_or_default();
-        return Err(crate::error::http_error(status, retry_after, text));
-    }
-    let body = response.bytes_stream().map(|chunk| chunk.map_err(|e| transport(&e.without_url())));
-    Ok(HttpResponse { status, body: body.boxed() })
-}
-
-fn transport(e: &reqwest::Error) -> Error {
-    Error::new(ErrorKind::Transport, PROVIDER, format!("Request failed: {e}"))
 }
 "#;
 
@@ -417,6 +492,13 @@ pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: Strin
         .with_retry_after(retry_after)
         .with_body(body)
 }
+
+/// An `{"type": "error", "message"}` event after HTTP 200: never retried once
+/// content may have been shown.
+pub(crate) fn stream_error(event: &Value) -> Error {
+    let message = event.get("message").and_then(Value::as_str).unwrap_or("stream error");
+    Error::new(ErrorKind::Provider, PROVIDER, message).with_body(event.to_string())
+}
 "#;
 
 const IT_RS: &str = r#"//! Integration tests for llm-{{name}}.
@@ -426,16 +508,30 @@ use llm_core::Provider;
 #[test]
 fn serves_its_api_id() {
     assert_eq!(llm_{{snake}}::{{Camel}}Provider::new().api(), llm_{{snake}}::API);
+    assert_eq!(llm_{{snake}}::INFO.api, llm_{{snake}}::API);
 }
 
-/// One live tool round trip; runs only when `{{UPPER}}_API_KEY` is set.
-#[test]
-fn live_smoke() {
-    let Ok(_key) = std::env::var("{{UPPER}}_API_KEY") else {
+/// One live round trip; runs only when `{{UPPER}}_API_KEY` is set.
+#[tokio::test]
+async fn live_smoke() {
+    let Some(key) = llm_{{snake}}::INFO.key_from_env() else {
         println!("skipped: {{UPPER}}_API_KEY not set");
         return;
     };
-    // Scaffold: call the real API with one tool and check the round trip.
+    let Some(model) = llm_{{snake}}::INFO.default_model() else {
+        println!("skipped: INFO lists no model yet");
+        return;
+    };
+    let options = llm_core::StreamOptions {
+        api_key: Some(llm_core::ApiKey::new(key)),
+        ..llm_core::StreamOptions::default()
+    };
+    let context = llm_core::Context {
+        messages: vec![llm_core::Message::user("Say hi.")],
+        ..llm_core::Context::default()
+    };
+    let message = llm_{{snake}}::{{Camel}}Provider::new().complete(&model, &context, &options).await;
+    assert!(message.error_message.is_none(), "{:?}", message.error_message);
 }
 "#;
 

@@ -8,7 +8,11 @@
 //!   on `llm-core`, `agent-core` and exactly one provider;
 //! - no key-shaped secret in `fixtures/`;
 //! - `rust-toolchain.toml`'s channel matches every crate's `rust-version`;
-//! - every provider crate has `fixtures/<name>/` with every shared scenario.
+//! - no crate has a normal dependency on `xtask`, and `claw-cli` pulls in neither
+//!   `xtask` nor `axum` (the shipped binary carries no dev tooling);
+//! - every provider crate is registered (`xtask/src/providers.rs`), has
+//!   `fixtures/<name>/` with every shared scenario its capabilities make apply,
+//!   and at least one shared scenario that is not skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -73,10 +77,17 @@ struct DepKind {
     kind: Option<String>,
 }
 
-/// Whether `name` is a provider crate (`llm-*` except `llm-core`).
+/// The `llm-*` crates that are not providers: the core, the shared HTTP exchange
+/// and the test kit.
+pub const SUPPORT_CRATES: &[&str] = &["llm-core", "llm-http", "llm-testkit"];
+
+/// Whether `name` is a provider crate (`llm-*` except [`SUPPORT_CRATES`]).
 pub fn is_provider_crate(name: &str) -> bool {
-    name.starts_with("llm-") && name != "llm-core"
+    name.starts_with("llm-") && !SUPPORT_CRATES.contains(&name)
 }
+
+/// Crates the shipped `claw` binary must not pull in (dev tooling).
+const NOT_IN_CLAW: &[&str] = &["xtask", "axum"];
 
 /// Runs every check on the workspace at `root`; `Ok(problems)` lists what is wrong
 /// (empty when tidy), `Err` only when the checks could not run.
@@ -161,7 +172,9 @@ fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<Strin
         let kind_of = |d: &Dependency| d.kind.clone().unwrap_or_else(|| "normal".to_owned());
         for dep in &package.dependencies {
             let dep_name = dep.name.as_str();
-            let forbidden = if is_provider_crate(name) {
+            let forbidden = if dep_name == "xtask" && dep.kind.is_none() {
+                true
+            } else if is_provider_crate(name) || name == "llm-http" {
                 is_provider_crate(dep_name)
                     || dep_name == "tool-planner"
                     || dep_name == "agent-core"
@@ -186,6 +199,15 @@ fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<Strin
             metadata.resolve.as_ref().map(|r| normal_closure(r, &package.id)).unwrap_or_default();
         let closure_names: BTreeSet<&str> =
             closure.iter().filter_map(|id| names.get(id).copied()).collect();
+        if name == "claw-cli" {
+            for tool in NOT_IN_CLAW {
+                if closure_names.contains(tool) {
+                    problems.push(format!(
+                        "claw-cli must not pull in {tool} (the shipped binary carries no dev tooling)"
+                    ));
+                }
+            }
+        }
         if name == "llm-core" {
             for http in HTTP_CRATES {
                 if closure_names.contains(http)
@@ -285,7 +307,6 @@ fn check_fixture_folders(
     problems: &mut Vec<String>,
 ) -> Result<()> {
     let fixtures = root.join("fixtures");
-    let shared = crate::shared_scenarios(&fixtures)?;
     let providers: BTreeSet<String> = members(metadata)
         .iter()
         .filter(|p| is_provider_crate(&p.name))
@@ -299,14 +320,13 @@ fn check_fixture_folders(
             ));
             continue;
         }
-        for scenario in &shared {
-            let s = dir.join(scenario);
-            if !s.join("input.json").exists() && !s.join("skip.txt").exists() {
-                problems.push(format!(
-                    "fixtures/{provider}/{scenario}: missing (a fixture, or skip.txt with the reason)"
-                ));
-            }
-        }
+        let Some(entry) = crate::providers::PROVIDERS.iter().find(|e| e.name == provider) else {
+            problems.push(format!(
+                "llm-{provider} is not registered in xtask/src/providers.rs (cargo xtask new-provider adds it)"
+            ));
+            continue;
+        };
+        problems.extend(coverage_problems(&fixtures, entry)?);
     }
     if fixtures.is_dir() {
         for (name, _) in subdirs(&fixtures)? {
@@ -316,6 +336,40 @@ fn check_fixture_folders(
         }
     }
     Ok(())
+}
+
+/// What is wrong with `entry`'s fixture coverage under `fixtures`: a shared scenario
+/// its capabilities make apply without a fixture, or every shared scenario skipped.
+pub fn coverage_problems(
+    fixtures: &Path,
+    entry: &crate::conformance::ProviderEntry,
+) -> Result<Vec<String>> {
+    let shared = crate::shared_scenarios(fixtures)?;
+    let needs = crate::scenario_needs(fixtures)?;
+    let provider = entry.name;
+    let dir = fixtures.join(provider);
+    let mut problems = Vec::new();
+    let mut applying = 0;
+    for scenario in &shared {
+        let s = dir.join(scenario);
+        let present = s.join("input.json").exists();
+        let declared_skip = s.join("skip.txt").exists();
+        let lacking = entry.lacks(needs.get(scenario).map(Vec::as_slice).unwrap_or_default());
+        if present || (lacking.is_none() && !declared_skip) {
+            applying += 1;
+        }
+        if !present && lacking.is_none() && !declared_skip {
+            problems.push(format!(
+                "fixtures/{provider}/{scenario}: missing (llm-{provider} declares what it needs)"
+            ));
+        }
+    }
+    if applying == 0 && !shared.is_empty() {
+        problems.push(format!(
+            "llm-{provider}: every shared scenario is skipped (declare capabilities in INFO and add fixtures, see docs/adding-a-provider.md)"
+        ));
+    }
+    Ok(problems)
 }
 
 /// Values that are obviously not real keys.

@@ -71,7 +71,11 @@ fn cancellation_at_every_event_index() {
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "cancellation sweep failures:\n{text}");
-    for entry in conformance::PROVIDERS {
+    // The sweep cancels the parallel-tool fixtures: every provider that declares them.
+    let parallel = conformance::PROVIDERS
+        .iter()
+        .filter(|e| e.info.capabilities.contains(llm_core::Capability::ParallelToolCalls));
+    for entry in parallel {
         for what in ["stream", "agent"] {
             assert!(
                 report
@@ -117,10 +121,9 @@ impl llm_core::Provider for Leaky {
 #[test]
 fn secret_scan_finds_a_planted_leak() {
     let mut options = faults::Options::new(workspace_root().join("fixtures"));
-    options.providers = vec![conformance::ProviderEntry {
-        name: "anthropic",
-        make: || std::sync::Arc::new(Leaky(llm_anthropic::AnthropicProvider::new())),
-    }];
+    options.providers = vec![conformance::ProviderEntry::new(&llm_anthropic::INFO, || {
+        std::sync::Arc::new(Leaky(llm_anthropic::AnthropicProvider::new()))
+    })];
     let report = secrets::run(&options).unwrap();
     let text = report.render();
     assert!(
@@ -248,13 +251,31 @@ fn one_byte_changes_fail() {
     }
 }
 
+/// What a scaffolded `acme-ai` crate declares (the template's `INFO`: no capability yet).
+const ACME_INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
+    name: "acme-ai",
+    api: "openai-completions",
+    provider: "acme-ai",
+    default_base_url: "https://api.acme-ai.invalid",
+    key_env: &["ACME_AI_API_KEY"],
+    capabilities: llm_core::Capabilities::NONE,
+    models: &[],
+};
+
 #[test]
-fn new_provider_scaffolds_a_crate_and_declared_skips() {
+fn new_provider_scaffolds_registers_and_shows_its_skips() {
     let tmp = TempDir::new("scaffold");
+    let root = workspace_root();
     let fixtures = tmp.0.join("fixtures");
     std::fs::create_dir_all(&fixtures).unwrap();
-    std::fs::copy(workspace_root().join("fixtures/SCENARIOS.md"), fixtures.join("SCENARIOS.md"))
-        .unwrap();
+    std::fs::copy(root.join("fixtures/SCENARIOS.md"), fixtures.join("SCENARIOS.md")).unwrap();
+    let registration_files: Vec<&str> =
+        new_provider::registrations("acme-ai").iter().map(|(f, _)| *f).collect();
+    for file in &registration_files {
+        let to = tmp.0.join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), to).unwrap();
+    }
     let scenarios = xtask::shared_scenarios(&fixtures).unwrap();
     assert!(scenarios.len() >= 20, "{scenarios:?}");
 
@@ -267,28 +288,45 @@ fn new_provider_scaffolds_a_crate_and_declared_skips() {
     let mut want: Vec<String> =
         new_provider::CRATE_FILES.iter().map(|f| format!("crates/llm-acme-ai/{f}")).collect();
     want.extend(new_provider::EXAMPLE_FILES.iter().map(|f| format!("examples/acme-ai/{f}")));
-    want.extend(scenarios.iter().map(|s| format!("fixtures/acme-ai/{s}/skip.txt")));
+    want.push("fixtures/acme-ai/README.md".to_owned());
+    want.extend(registration_files.iter().map(|f| (*f).to_owned()));
     want.sort();
     assert_eq!(files, want);
+
+    // Registered above every marker, from the crate's INFO; the docs list the same files.
+    let docs = std::fs::read_to_string(root.join("docs/adding-a-provider.md")).unwrap();
+    for (file, line) in new_provider::registrations("acme-ai") {
+        let text = std::fs::read_to_string(tmp.0.join(file)).unwrap();
+        let at = text.find(&line).unwrap_or_else(|| panic!("{file} lacks {line}"));
+        assert!(at < text.find(new_provider::MARKER).unwrap(), "{file}: not above the marker");
+        assert!(docs.contains(&format!("`{file}`")), "the docs' registration table lacks {file}");
+    }
+    for file in new_provider::CRATE_FILES {
+        assert!(docs.contains(file), "the docs' crate layout lacks {file}");
+    }
+    assert!(!docs.contains("src/client.rs"), "the HTTP exchange is llm-http's");
 
     let lib = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/lib.rs")).unwrap();
     assert!(lib.starts_with("//!"));
     assert!(lib.contains("pub struct AcmeAiProvider"));
-    let manifest = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/Cargo.toml")).unwrap();
-    assert!(manifest.contains("name = \"llm-acme-ai\""));
+    assert!(lib.contains("capabilities: Capabilities::NONE"), "the docs promise NONE first");
+    assert!(lib.contains("self.http.stream_sse("), "the template uses the shared driver");
+    let stream = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/stream.rs")).unwrap();
+    assert!(stream.contains("ErrorKind::Decode"), "malformed JSON is an error, not a drop");
     let example = std::fs::read_to_string(tmp.0.join("examples/acme-ai/Cargo.toml")).unwrap();
     assert!(example.contains("llm-acme-ai = { path = \"../../crates/llm-acme-ai\" }"), "{example}");
-    let skip = std::fs::read_to_string(fixtures.join("acme-ai/text-only/skip.txt")).unwrap();
-    assert_eq!(skip.trim(), new_provider::SKIP_REASON);
 
-    // Every shared scenario is a declared skip: the coverage rule holds.
+    // No fixture yet: every shared scenario is a visible skip, and tidy fails.
+    let entry = conformance::ProviderEntry::new(&ACME_INFO, || {
+        std::sync::Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new())
+    });
     let options = Options {
         fixtures_root: fixtures.clone(),
         provider: Some("acme-ai".to_owned()),
         scenario: None,
         update: false,
         write_missing: false,
-        providers: Vec::new(),
+        providers: vec![entry],
     };
     let report = conformance::run(&options).unwrap();
     assert_eq!(
@@ -297,6 +335,28 @@ fn new_provider_scaffolds_a_crate_and_declared_skips() {
         "{}",
         report.render()
     );
+    assert!(report.render().contains("needs `streaming`"), "{}", report.render());
+    let problems = tidy::coverage_problems(&fixtures, &entry).unwrap();
+    assert!(
+        problems.iter().any(|p| p.contains("every shared scenario is skipped")),
+        "{problems:?}"
+    );
+
+    // With text-only and tool-call-single the skips stay visible and tidy is content.
+    for scenario in ["text-only", "tool-call-single"] {
+        copy_dir(
+            &root.join("fixtures/openai-completions").join(scenario),
+            &fixtures.join("acme-ai").join(scenario),
+        );
+    }
+    let report = conformance::run(&options).unwrap();
+    assert_eq!(
+        (report.passed(), report.failed(), report.skipped()),
+        (2, 0, scenarios.len() - 2),
+        "{}",
+        report.render()
+    );
+    assert_eq!(tidy::coverage_problems(&fixtures, &entry).unwrap(), Vec::<String>::new());
 
     // Never overwrites.
     assert!(new_provider::scaffold(&tmp.0, "acme-ai").is_err());

@@ -13,7 +13,7 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Config {
-    /// Default provider (`anthropic`, `openai`, `openai-responses`, `google`, `mistral`).
+    /// Default provider (a provider crate's `INFO.name` or an alias such as `openai`).
     pub(crate) provider: Option<String>,
     /// Default model id.
     pub(crate) model: Option<String>,

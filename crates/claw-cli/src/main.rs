@@ -11,6 +11,8 @@ mod calc;
 mod config;
 mod markdown;
 mod models;
+mod offline;
+mod providers;
 mod render;
 mod sanitize;
 mod sessions;
@@ -18,13 +20,13 @@ mod tools;
 mod workspace;
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::{Agent, AgentConfig, AgentContext, EndReason};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use futures_util::StreamExt;
 use llm_core::{ApiKey, Message, Model, StreamOptions};
 
@@ -43,10 +45,12 @@ mod exit {
 /// The most stdin input read as part of the prompt.
 const MAX_STDIN: u64 = 8 * 1024 * 1024;
 
+/// `--help`'s closing text; `{keys}` becomes each provider's key variables (from its `INFO`).
 const AFTER_HELP: &str = "\
-Keys are read from ANTHROPIC_API_KEY, OPENAI_API_KEY (openai, openai-responses), GEMINI_API_KEY or
-GOOGLE_API_KEY, and MISTRAL_API_KEY. A base URL on 127.0.0.1/localhost (Ollama, vLLM, LM Studio) or
---no-key needs none. `claw` with no arguments, or --replay, replays a recorded session offline.
+Keys are read from the environment, per provider (first set wins):
+{keys}
+A base URL on 127.0.0.1/localhost (Ollama, vLLM, LM Studio) or --no-key needs none.
+`claw` with no arguments, or --replay, replays a recorded session offline.
 
 Safety: read_file and list_dir see only the workspace (--workspace, default: the current
 directory); tools with side effects (append_note) ask first, or run with --yes / the config's
@@ -67,7 +71,7 @@ Logging: -v (info), -vv (debug) or RUST_LOG=<filter> print requests, retries and
 
 /// Run an LLM agent with tools in the terminal.
 #[derive(Debug, Parser)]
-#[command(name = "claw", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+#[command(name = "claw", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -90,7 +94,7 @@ struct Args {
     /// The question or task. `-` reads it from stdin; piped stdin is appended to a prompt.
     prompt: Vec<String>,
 
-    /// Which API to use (default: CLAW_PROVIDER, the config, or anthropic).
+    /// Which API to use (default: CLAW_PROVIDER, the config, or the first listed).
     #[arg(short, long, value_enum)]
     provider: Option<ProviderKind>,
 
@@ -182,7 +186,12 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let help = AFTER_HELP.replace("{keys}", &models::key_help());
+    let matches = Cli::command().after_help(help).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let no_color = cli.args.no_color || config::env("NO_COLOR").is_some();
     init_tracing(cli.args.verbose, !no_color && std::io::stderr().is_terminal());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -413,7 +422,7 @@ async fn run(args: Args) -> u8 {
     let session = SessionInfo {
         provider: kind.name(),
         model: model.clone(),
-        base_url: (!replay && model.base_url != models::default_base_url(kind))
+        base_url: (!replay && model.base_url != kind.default_base_url())
             .then(|| model.base_url.clone()),
     };
     let view = View { color, json: args.json, expand: args.expand };
@@ -680,6 +689,17 @@ async fn chat(
 
 type SetupError = (u8, String);
 
+/// The base URL the config gives `kind`, under any of its names.
+fn config_base_url(config: &config::Config, kind: ProviderKind) -> Option<String> {
+    config.base_urls.get(kind.name()).cloned().or_else(|| {
+        config
+            .base_urls
+            .iter()
+            .find(|(name, _)| ProviderKind::from_name(name) == Some(kind))
+            .map(|(_, url)| url.clone())
+    })
+}
+
 /// A live run: provider, model, base URL and key from flags, the resumed
 /// session, the environment and the config, in that order.
 fn live_setup(
@@ -700,7 +720,7 @@ fn live_setup(
         (None, None) => match (config::env("CLAW_PROVIDER"), &config.provider) {
             (Some(name), _) => from_config(&name, "CLAW_PROVIDER")?,
             (None, Some(name)) => from_config(name, "the config")?,
-            (None, None) => ProviderKind::Anthropic,
+            (None, None) => ProviderKind::first(),
         },
     };
     // The saved model only applies to the provider it was made with.
@@ -715,7 +735,7 @@ fn live_setup(
         .base_url
         .clone()
         .or_else(|| saved.and_then(|t| t.base_url.clone()))
-        .or_else(|| config.base_urls.get(kind.name()).cloned());
+        .or_else(|| config_base_url(config, kind));
     let key = kind.key_vars().iter().find_map(|v| config::env(v));
     let keyless = args.no_key || base_url.as_deref().is_some_and(is_loopback);
     let key = match key {
@@ -745,7 +765,8 @@ fn live_setup(
     Ok((Setup { model, kind, options, system_prompt, prompts: Vec::new(), _replay: None }, warning))
 }
 
-/// The offline replay: a recorded session served on 127.0.0.1.
+/// The offline replay: a recorded session (`--replay DIR`, or the one built in
+/// for the provider) served on 127.0.0.1.
 async fn replay_setup(
     args: &Args,
     config: &config::Config,
@@ -753,33 +774,37 @@ async fn replay_setup(
 ) -> Result<Setup, SetupError> {
     let kind = match args.provider {
         Some(k) => k,
-        None => match config::env("CLAW_PROVIDER").or_else(|| config.provider.clone()) {
-            Some(name) => ProviderKind::from_name(&name).unwrap_or(ProviderKind::Anthropic),
-            None => ProviderKind::Anthropic,
-        },
+        None => config::env("CLAW_PROVIDER")
+            .or_else(|| config.provider.clone())
+            .and_then(|name| ProviderKind::from_name(&name))
+            .unwrap_or_else(ProviderKind::first),
     };
-    let dir = match args.replay.clone().flatten() {
-        Some(dir) => dir,
-        None => models::default_session(kind).ok_or_else(|| {
-            (
-                exit::CONFIG_ERROR,
-                format!(
-                    "no recording for provider {}: replay the anthropic one (`claw --replay`), pass --replay DIR, or set {} and give a prompt",
-                    kind.name(),
-                    kind.key_vars().join(" or ")
-                ),
-            )
-        })?,
+    let source = match args.replay.clone().flatten() {
+        Some(dir) => offline::Source::Dir(dir),
+        None => offline::Source::Embedded(kind.crate_name()),
     };
-    let replay = start_replay(&dir).await.map_err(|e| (exit::CONFIG_ERROR, e))?;
+    let replay = start_replay(&source).await.map_err(|e| {
+        let message = match &source {
+            offline::Source::Dir(_) => e,
+            offline::Source::Embedded(_) => format!(
+                "no recording for provider {}: replay the {} one (`claw --replay`), pass --replay DIR, or set {} and give a prompt ({e})",
+                kind.name(),
+                ProviderKind::first().name(),
+                kind.key_vars().join(" or ")
+            ),
+        };
+        (exit::CONFIG_ERROR, message)
+    })?;
+    // Named as chosen (`openai` stays `openai`) when the recording is that provider's.
+    let kind = if replay.kind == kind { kind } else { replay.kind };
     if !args.json {
         eprintln!(
             "{}",
             render::dim(
                 &format!(
                     "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
-                    dir.display(),
-                    replay.kind.name(),
+                    source.describe(),
+                    kind.name(),
                     replay.model.base_url
                 ),
                 color
@@ -790,7 +815,7 @@ async fn replay_setup(
         StreamOptions { api_key: Some(ApiKey::new("replay-no-key")), ..StreamOptions::default() };
     Ok(Setup {
         model: replay.model,
-        kind: replay.kind,
+        kind,
         options,
         system_prompt: replay.system_prompt,
         prompts: replay.prompts,
@@ -807,11 +832,14 @@ struct Replay {
     guard: Box<dyn std::any::Any + Send>,
 }
 
-/// Loads the recorded session in `dir` and serves it on 127.0.0.1: the one
-/// call into the replay machinery.
-async fn start_replay(dir: &Path) -> Result<Replay, String> {
-    let session = xtask::replay::Session::load(dir).map_err(|e| {
-        format!("cannot load the recorded session {} ({e}); pass --replay DIR", dir.display())
+/// Loads the recorded session of `source` and serves it on 127.0.0.1: the one
+/// call into the replay machinery ([`offline`], on `llm-testkit`).
+async fn start_replay(source: &offline::Source) -> Result<Replay, String> {
+    let session = offline::load(source).map_err(|e| match source {
+        offline::Source::Dir(dir) => {
+            format!("cannot load the recorded session {} ({e}); pass --replay DIR", dir.display())
+        }
+        offline::Source::Embedded(_) => e,
     })?;
     let server =
         session.serve().await.map_err(|e| format!("cannot start the replay server: {e}"))?;

@@ -1,279 +1,182 @@
-//! Providers and the small model catalog `claw` knows.
+//! The providers `claw` offers and their models, read from each crate's `INFO`
+//! (registered in [`PROVIDERS`]), with claw's own behaviour on top: older
+//! spellings ([`ALIASES`]), dated model ids priced as their alias, unknown ids
+//! used with a warning.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use llm_core::{InputModality, Model, ModelCost, Provider, api};
+use llm_core::{InputModality, Model, ModelInfo, Provider, ProviderInfo};
+
+use crate::providers::{ALIASES, PROVIDERS, Registered};
 
 /// The system prompt of live runs.
 pub(crate) const SYSTEM_PROMPT: &str =
     "You are claw, a helpful assistant in a terminal. Use the tools when they help; be concise.";
 
-/// The APIs `claw` can talk to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ProviderKind {
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Chat Completions (and compatible servers with --base-url).
-    Openai,
-    /// OpenAI Responses.
-    OpenaiResponses,
-    /// Google Gemini.
-    Google,
-    /// Mistral.
-    Mistral,
+/// A provider `claw` can talk to: an entry of [`PROVIDERS`] (names, key
+/// variables and models come from the crate's exported `INFO`), under the
+/// name it was chosen by (its `INFO.name` or an alias of [`ALIASES`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProviderKind {
+    registered: &'static Registered,
+    name: &'static str,
+}
+
+/// Two spellings of one provider are the same provider.
+impl PartialEq for ProviderKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.info().name == other.info().name
+    }
+}
+
+impl Eq for ProviderKind {}
+
+/// Every registered provider under its `INFO.name`, then every alias.
+static KINDS: LazyLock<Vec<ProviderKind>> = LazyLock::new(|| {
+    let mut kinds: Vec<ProviderKind> =
+        PROVIDERS.iter().map(|r| ProviderKind { registered: r, name: r.info.name }).collect();
+    for (alias, target) in ALIASES {
+        if let Some(r) = PROVIDERS.iter().find(|r| r.info.name == *target) {
+            kinds.push(ProviderKind { registered: r, name: alias });
+        }
+    }
+    kinds
+});
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl clap::ValueEnum for ProviderKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KINDS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        // Aliases are accepted but `--help` lists the crate names.
+        let alias = self.name != self.info().name;
+        Some(clap::builder::PossibleValue::new(self.name).hide(alias))
+    }
 }
 
 impl ProviderKind {
-    pub(crate) fn from_api(api_id: &str) -> Option<ProviderKind> {
-        Some(match api_id {
-            api::ANTHROPIC_MESSAGES => ProviderKind::Anthropic,
-            api::OPENAI_COMPLETIONS => ProviderKind::Openai,
-            api::OPENAI_RESPONSES => ProviderKind::OpenaiResponses,
-            api::GOOGLE_GENERATIVE_AI => ProviderKind::Google,
-            api::MISTRAL_CONVERSATIONS => ProviderKind::Mistral,
-            _ => return None,
-        })
+    /// Every registered provider (under its `INFO.name`), in `--help` order.
+    pub(crate) fn all() -> impl Iterator<Item = ProviderKind> {
+        KINDS.iter().copied().filter(|k| k.name == k.info().name)
     }
 
-    fn folder(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Openai => "openai-completions",
-            ProviderKind::OpenaiResponses => "openai-responses",
-            ProviderKind::Google => "google",
-            ProviderKind::Mistral => "mistral",
-        }
+    /// The default: the first registered provider.
+    pub(crate) fn first() -> ProviderKind {
+        // PROVIDERS is never empty (claw registers at least one provider crate).
+        Self::all().next().unwrap_or_else(|| unreachable!("no provider is registered"))
+    }
+
+    fn info(self) -> &'static ProviderInfo {
+        self.registered.info
+    }
+
+    /// The provider named `name` (an `INFO.name` or an alias, as `--provider` spells it).
+    pub(crate) fn from_name(name: &str) -> Option<ProviderKind> {
+        KINDS.iter().copied().find(|k| k.name == name.trim())
+    }
+
+    /// The provider serving `api_id` (under its `INFO.name`).
+    pub(crate) fn from_api(api_id: &str) -> Option<ProviderKind> {
+        Self::all().find(|k| k.info().api == api_id)
+    }
+
+    /// The name it was chosen by: used on the command line, in messages and transcripts.
+    pub(crate) fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// The crate's own name (`INFO.name`): the `fixtures/<name>/` folder of its recording.
+    pub(crate) fn crate_name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// Every name this provider answers to (its `INFO.name` and aliases).
+    pub(crate) fn names(self) -> impl Iterator<Item = &'static str> {
+        KINDS.iter().filter(move |k| **k == self).map(|k| k.name)
+    }
+
+    /// The environment variables holding this provider's key, in the order they are read.
+    pub(crate) fn key_vars(self) -> &'static [&'static str] {
+        self.info().key_env
+    }
+
+    /// The provider's own API base URL.
+    pub(crate) fn default_base_url(self) -> &'static str {
+        self.info().default_base_url
     }
 }
 
 /// The provider implementation for `kind`.
 pub(crate) fn provider(kind: ProviderKind) -> Arc<dyn Provider> {
-    match kind {
-        ProviderKind::Anthropic => Arc::new(llm_anthropic::AnthropicProvider::new()),
-        ProviderKind::Openai => Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()),
-        ProviderKind::OpenaiResponses => {
-            Arc::new(llm_openai_responses::OpenAiResponsesProvider::new())
-        }
-        ProviderKind::Google => Arc::new(llm_google::GoogleProvider::new()),
-        ProviderKind::Mistral => Arc::new(llm_mistral::MistralProvider::new()),
-    }
+    (kind.registered.make)()
 }
 
-/// The recorded session of `kind` replayed by `claw` with no arguments, if there is one.
-pub(crate) fn default_session(kind: ProviderKind) -> Option<PathBuf> {
-    let root = option_env!("CARGO_MANIFEST_DIR")
-        .map(|d| PathBuf::from(d).join("../../fixtures"))
-        .and_then(|p| p.canonicalize().ok())
-        .unwrap_or_else(|| PathBuf::from("fixtures"));
-    let dir = root.join(kind.folder()).join("agent-session");
-    dir.join("input.json").is_file().then_some(dir)
-}
-
-struct Entry {
-    kind: ProviderKind,
-    id: &'static str,
-    reasoning: bool,
-    context_window: u64,
-    max_tokens: u64,
-    cost: [f64; 4],
-}
-
-const CATALOG: &[Entry] = &[
-    Entry {
-        kind: ProviderKind::Anthropic,
-        id: "claude-sonnet-4-5",
-        reasoning: true,
-        context_window: 200_000,
-        max_tokens: 64_000,
-        cost: [3.0, 15.0, 0.3, 3.75],
-    },
-    Entry {
-        kind: ProviderKind::Anthropic,
-        id: "claude-opus-4-1",
-        reasoning: true,
-        context_window: 200_000,
-        max_tokens: 32_000,
-        cost: [15.0, 75.0, 1.5, 18.75],
-    },
-    Entry {
-        kind: ProviderKind::Anthropic,
-        id: "claude-haiku-4-5",
-        reasoning: true,
-        context_window: 200_000,
-        max_tokens: 64_000,
-        cost: [1.0, 5.0, 0.1, 1.25],
-    },
-    Entry {
-        kind: ProviderKind::Openai,
-        id: "gpt-5-mini",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [0.25, 2.0, 0.025, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Openai,
-        id: "gpt-5",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [1.25, 10.0, 0.125, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Openai,
-        id: "gpt-4.1",
-        reasoning: false,
-        context_window: 1_047_576,
-        max_tokens: 32_768,
-        cost: [2.0, 8.0, 0.5, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::OpenaiResponses,
-        id: "gpt-5-mini",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [0.25, 2.0, 0.025, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::OpenaiResponses,
-        id: "gpt-5",
-        reasoning: true,
-        context_window: 400_000,
-        max_tokens: 128_000,
-        cost: [1.25, 10.0, 0.125, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Google,
-        id: "gemini-2.5-flash",
-        reasoning: true,
-        context_window: 1_048_576,
-        max_tokens: 65_536,
-        cost: [0.3, 2.5, 0.075, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Google,
-        id: "gemini-2.5-pro",
-        reasoning: true,
-        context_window: 1_048_576,
-        max_tokens: 65_536,
-        cost: [1.25, 10.0, 0.31, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Mistral,
-        id: "mistral-large-latest",
-        reasoning: false,
-        context_window: 128_000,
-        max_tokens: 32_768,
-        cost: [2.0, 6.0, 0.0, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Mistral,
-        id: "mistral-medium-latest",
-        reasoning: false,
-        context_window: 128_000,
-        max_tokens: 32_768,
-        cost: [0.4, 2.0, 0.0, 0.0],
-    },
-    Entry {
-        kind: ProviderKind::Mistral,
-        id: "magistral-medium-latest",
-        reasoning: true,
-        context_window: 128_000,
-        max_tokens: 32_768,
-        cost: [2.0, 5.0, 0.0, 0.0],
-    },
-];
-
-fn defaults(kind: ProviderKind) -> (&'static str, &'static str, &'static str, &'static str) {
-    // (api, provider name, base url, default model)
-    match kind {
-        ProviderKind::Anthropic => {
-            (api::ANTHROPIC_MESSAGES, "anthropic", "https://api.anthropic.com", "claude-sonnet-4-5")
-        }
-        ProviderKind::Openai => {
-            (api::OPENAI_COMPLETIONS, "openai", "https://api.openai.com/v1", "gpt-5-mini")
-        }
-        ProviderKind::OpenaiResponses => {
-            (api::OPENAI_RESPONSES, "openai", "https://api.openai.com/v1", "gpt-5-mini")
-        }
-        ProviderKind::Google => (
-            api::GOOGLE_GENERATIVE_AI,
-            "google",
-            "https://generativelanguage.googleapis.com/v1beta",
-            "gemini-2.5-flash",
-        ),
-        ProviderKind::Mistral => (
-            api::MISTRAL_CONVERSATIONS,
-            "mistral",
-            "https://api.mistral.ai",
-            "mistral-large-latest",
-        ),
-    }
-}
-
-/// The catalog entry for `id`: exact, or a dated snapshot of a known alias
-/// (`claude-sonnet-4-5-20250929`, `gpt-5-2025-08-07`).
-fn entry(kind: ProviderKind, id: &str) -> Option<&'static Entry> {
-    let of_kind = || CATALOG.iter().filter(move |e| e.kind == kind);
-    of_kind().find(|e| e.id == id).or_else(|| {
-        of_kind().find(|e| {
-            id.strip_prefix(e.id).and_then(|rest| rest.strip_prefix('-')).is_some_and(|date| {
-                let digits: String = date.chars().filter(|c| *c != '-').collect();
-                digits.len() == 8 && digits.chars().all(|c| c.is_ascii_digit())
-            })
-        })
+/// Whether `id` is `alias` followed by a date (`-20250929`, `-2025-08-07`).
+fn is_dated(id: &str, alias: &str) -> bool {
+    id.strip_prefix(alias).and_then(|rest| rest.strip_prefix('-')).is_some_and(|date| {
+        let digits: String = date.chars().filter(|c| *c != '-').collect();
+        digits.len() == 8 && digits.chars().all(|c| c.is_ascii_digit())
     })
 }
 
-/// The model for `kind`/`id`, and a warning when the id is not in the
-/// catalog (it is still used: providers add models faster than we do, and
-/// compatible servers name theirs freely; prices are then unknown).
+/// The crate's model entry for `id`: exact, or a dated snapshot of a known alias
+/// (`claude-sonnet-4-5-20250929`, `gpt-5-2025-08-07`).
+fn entry(info: &'static ProviderInfo, id: &str) -> Option<&'static ModelInfo> {
+    info.models
+        .iter()
+        .find(|m| m.id == id)
+        .or_else(|| info.models.iter().find(|m| is_dated(id, m.id)))
+}
+
+/// The model for `kind`/`id` (default: the crate's first model), and a warning
+/// when the id is not in the crate's model list (it is still used: providers add
+/// models faster than we do, and compatible servers name theirs freely; prices
+/// are then unknown).
 pub(crate) fn resolve(
     kind: ProviderKind,
     id: Option<&str>,
     base_url: Option<&str>,
 ) -> (Model, Option<String>) {
-    let (api_id, provider, default_url, default_model) = defaults(kind);
-    let id = id.unwrap_or(default_model);
-    let entry = entry(kind, id);
-    let warning = match entry {
+    let info = kind.info();
+    let id = id.or_else(|| info.models.first().map(|m| m.id)).unwrap_or_default();
+    let known = entry(info, id);
+    let warning = match known {
         None if base_url.is_none() => Some(format!(
             "model `{id}` is not in claw's catalog for {}; using it anyway (context window and prices unknown; `claw models` lists the known ones)",
             kind.name()
         )),
         _ => None,
     };
-    let mut model = Model {
-        id: id.to_owned(),
-        api: api_id.to_owned(),
-        provider: provider.to_owned(),
-        base_url: base_url.unwrap_or(default_url).to_owned(),
-        input: vec![InputModality::Text, InputModality::Image],
-        context_window: 128_000,
-        max_tokens: 8192,
-        ..Model::default()
+    let mut model = match known.and_then(|m| info.model(m.id)) {
+        Some(mut model) => {
+            model.max_tokens = model.max_tokens.min(16_384);
+            model
+        }
+        None => Model {
+            api: info.api.to_owned(),
+            provider: info.provider.to_owned(),
+            input: vec![InputModality::Text, InputModality::Image],
+            context_window: 128_000,
+            max_tokens: 8192,
+            ..Model::default()
+        },
     };
-    if let Some(e) = entry {
-        model.reasoning = e.reasoning;
-        model.context_window = e.context_window;
-        model.max_tokens = e.max_tokens.min(16_384);
-        let [input, output, cache_read, cache_write] = e.cost;
-        model.cost = ModelCost { input, output, cache_read, cache_write };
-    }
+    id.clone_into(&mut model.id);
+    model.base_url = base_url.unwrap_or(info.default_base_url).to_owned();
     (model, warning)
-}
-
-/// The provider's own API base URL.
-pub(crate) fn default_base_url(kind: ProviderKind) -> &'static str {
-    defaults(kind).2
 }
 
 /// Every known model as a table (`claw models`).
 pub(crate) fn table() -> String {
     let mut out = format!(
-        "{:<17} {:<25} {:>9} {:>10} {:>8} {:>8} {:>10} {:>11}\n",
+        "{:<19} {:<25} {:>9} {:>10} {:>8} {:>8} {:>10} {:>11}\n",
         "PROVIDER",
         "MODEL",
         "CONTEXT",
@@ -283,67 +186,40 @@ pub(crate) fn table() -> String {
         "CACHE R $/M",
         "CACHE W $/M"
     );
-    for kind in ProviderKind::ALL {
-        for e in CATALOG.iter().filter(|e| e.kind == kind) {
-            let [input, output, cache_read, cache_write] = e.cost;
-            let default = if defaults(kind).3 == e.id { " (default)" } else { "" };
+    for kind in ProviderKind::all() {
+        for (i, m) in kind.info().models.iter().enumerate() {
+            let default = if i == 0 { " (default)" } else { "" };
             out.push_str(&format!(
-                "{:<17} {:<25} {:>9} {:>10} {:>8.3} {:>8.3} {:>10.3} {:>11.3}\n",
+                "{:<19} {:<25} {:>9} {:>10} {:>8.3} {:>8.3} {:>10.3} {:>11.3}\n",
                 kind.name(),
-                format!("{}{default}", e.id),
-                e.context_window,
-                e.max_tokens,
-                input,
-                output,
-                cache_read,
-                cache_write
+                format!("{}{default}", m.id),
+                m.context_window,
+                m.max_tokens,
+                m.cost.input,
+                m.cost.output,
+                m.cost.cache_read,
+                m.cost.cache_write
             ));
         }
     }
     out
 }
 
-impl ProviderKind {
-    /// Every provider, in `--help` order.
-    pub(crate) const ALL: [ProviderKind; 5] = [
-        ProviderKind::Anthropic,
-        ProviderKind::Openai,
-        ProviderKind::OpenaiResponses,
-        ProviderKind::Google,
-        ProviderKind::Mistral,
-    ];
-
-    /// The environment variables holding this provider's key, in the order they are read.
-    pub(crate) fn key_vars(self) -> &'static [&'static str] {
-        match self {
-            ProviderKind::Anthropic => &["ANTHROPIC_API_KEY"],
-            ProviderKind::Openai | ProviderKind::OpenaiResponses => &["OPENAI_API_KEY"],
-            ProviderKind::Google => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-            ProviderKind::Mistral => &["MISTRAL_API_KEY"],
-        }
-    }
-
-    /// The name used on the command line and in transcripts.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Openai => "openai",
-            ProviderKind::OpenaiResponses => "openai-responses",
-            ProviderKind::Google => "google",
-            ProviderKind::Mistral => "mistral",
-        }
-    }
-
-    /// The provider named `name` (as `--provider` spells it).
-    pub(crate) fn from_name(name: &str) -> Option<ProviderKind> {
-        ProviderKind::ALL.into_iter().find(|k| k.name() == name.trim())
-    }
+/// Where each provider's key is read from, for `--help`: one line per provider,
+/// with every name `--provider` takes for it.
+pub(crate) fn key_help() -> String {
+    let lines: Vec<String> = ProviderKind::all()
+        .map(|kind| {
+            let names: Vec<&str> = kind.names().collect();
+            format!("  {:<28} {}", names.join(", "), kind.key_vars().join(" or "))
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// Every API key value in the environment (to keep them out of tool output).
 pub(crate) fn secrets_in_env() -> Vec<String> {
-    let mut out: Vec<String> = ProviderKind::ALL
-        .iter()
+    let mut out: Vec<String> = ProviderKind::all()
         .flat_map(|k| k.key_vars())
         .filter_map(|v| crate::config::env(v))
         .collect();
@@ -356,23 +232,42 @@ pub(crate) fn secrets_in_env() -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn kind(name: &str) -> ProviderKind {
+        ProviderKind::from_name(name).unwrap_or_else(|| panic!("{name} is registered"))
+    }
+
     #[test]
     fn dated_ids_take_their_alias_prices_and_unknown_ids_warn() {
-        let (m, warning) =
-            resolve(ProviderKind::Anthropic, Some("claude-sonnet-4-5-20250929"), None);
+        let (m, warning) = resolve(kind("anthropic"), Some("claude-sonnet-4-5-20250929"), None);
         assert_eq!((m.cost.input, m.context_window, warning), (3.0, 200_000, None));
-        let (m, warning) = resolve(ProviderKind::Openai, Some("gpt-5-mini-2025-08-07"), None);
+        assert_eq!(m.id, "claude-sonnet-4-5-20250929");
+        let (m, warning) = resolve(kind("openai"), Some("gpt-5-mini-2025-08-07"), None);
         assert_eq!((m.cost.output, warning), (2.0, None));
-        let (m, warning) = resolve(ProviderKind::Openai, Some("gpt-7-preview"), None);
+        let (m, warning) = resolve(kind("openai"), Some("gpt-7-preview"), None);
         assert_eq!((m.id.as_str(), m.cost.input), ("gpt-7-preview", 0.0));
         assert!(warning.is_some_and(|w| w.contains("gpt-7-preview") && w.contains("claw models")));
         // Not a date: not the alias.
-        assert!(resolve(ProviderKind::Openai, Some("gpt-5-mini-fast"), None).1.is_some());
+        assert!(resolve(kind("openai"), Some("gpt-5-mini-fast"), None).1.is_some());
         // Compatible servers name models freely: no warning.
-        assert!(
-            resolve(ProviderKind::Openai, Some("llama3"), Some("http://127.0.0.1:1/v1"))
-                .1
-                .is_none()
+        assert!(resolve(kind("openai"), Some("llama3"), Some("http://127.0.0.1:1/v1")).1.is_none());
+    }
+
+    #[test]
+    fn names_come_from_info_and_aliases_keep_their_spelling() {
+        let names: Vec<&str> = ProviderKind::all().map(ProviderKind::name).collect();
+        let infos: Vec<&str> = PROVIDERS.iter().map(|r| r.info.name).collect();
+        assert_eq!(names, infos);
+        assert_eq!(Some(ProviderKind::first().name()), infos.first().copied());
+        let openai = kind("openai");
+        assert_eq!(openai.name(), "openai");
+        assert_eq!(openai.crate_name(), "openai-completions");
+        assert_eq!(openai, kind("openai-completions"));
+        assert_eq!(kind("google").key_vars(), &["GEMINI_API_KEY", "GOOGLE_API_KEY"]);
+        assert!(ProviderKind::from_name("openia").is_none());
+        let (m, _) = resolve(kind("mistral"), None, None);
+        assert_eq!(
+            (m.id.as_str(), m.base_url.as_str()),
+            ("mistral-large-latest", "https://api.mistral.ai")
         );
     }
 }

@@ -293,21 +293,12 @@ pub(crate) struct WireRequest {
 
 impl fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let headers: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret_header(k) { "[REDACTED]" } else { v.as_str() }))
-            .collect();
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &headers)
+            .field("headers", &llm_http::RedactedHeaders(&self.headers))
             .field("body", &self.body)
             .finish_non_exhaustive()
     }
-}
-
-fn is_secret_header(name: &str) -> bool {
-    name.eq_ignore_ascii_case("x-api-key") || name.eq_ignore_ascii_case("authorization")
 }
 
 /// Whether a key is an Anthropic OAuth token (Claude subscription): Bearer auth + Claude Code identity.

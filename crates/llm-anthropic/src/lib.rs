@@ -60,15 +60,13 @@
 //! | `serverTools` | array of objects | server tools (`{"type":"web_search_20250305","name":"web_search"}`, ...) sent as given after the client tools |
 #![warn(missing_docs)]
 
-mod client;
 mod convert;
 mod error;
 mod stream;
 
-use std::sync::Arc;
-
-use bytes::Bytes;
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
+use llm_http::HttpRequest;
 
 pub use convert::AnthropicCompat;
 pub use stream::Decoder;
@@ -79,48 +77,47 @@ pub const API: &str = llm_core::api::ANTHROPIC_MESSAGES;
 /// The provider name used in errors.
 pub const PROVIDER: &str = "anthropic";
 
-/// The Anthropic Messages API provider.
-///
-/// Cheap to clone; clones share the HTTP connection pool.
-#[derive(Debug, Clone)]
-pub struct AnthropicProvider {
-    http: reqwest::Client,
-    /// Built here (not passed in): a request with another connect timeout gets a client with it.
-    own_client: bool,
+llm_http::http_provider! {
+    /// The Anthropic Messages API provider.
+    pub struct AnthropicProvider;
 }
 
-impl Default for AnthropicProvider {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl AnthropicProvider {
-    /// A provider with its own HTTP client (rustls, 30 s connect timeout).
-    pub fn new() -> Self {
-        AnthropicProvider {
-            http: client::build_client(llm_core::Timeouts::default().connect),
-            own_client: true,
-        }
-    }
-
-    /// A provider that sends requests with `http` (its own connect timeout applies).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        AnthropicProvider { http, own_client: false }
-    }
-
-    /// The client for one request: reqwest sets the connect timeout per client, so a
-    /// request whose `timeouts.connect` differs from the default gets its own client.
-    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
-        if self.own_client && options.timeouts.connect != llm_core::Timeouts::default().connect {
-            client::build_client(options.timeouts.connect)
-        } else {
-            self.http.clone()
-        }
-    }
-}
+/// What this crate declares about itself: `claw`, the conformance grid and the docs
+/// read it (capabilities decide which shared scenarios apply).
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "anthropic",
+    api: API,
+    provider: "anthropic",
+    default_base_url: "https://api.anthropic.com",
+    key_env: &["ANTHROPIC_API_KEY"],
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::StreamingToolArguments,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+        Capability::ImagesInToolResults,
+        Capability::PromptCaching,
+    ]),
+    models: &[
+        ModelInfo::new("claude-sonnet-4-5", 200_000, 64_000, [3.0, 15.0, 0.3, 3.75])
+            .reasoning()
+            .images(),
+        ModelInfo::new("claude-opus-4-1", 200_000, 32_000, [15.0, 75.0, 1.5, 18.75])
+            .reasoning()
+            .images(),
+        ModelInfo::new("claude-haiku-4-5", 200_000, 64_000, [1.0, 5.0, 0.1, 1.25])
+            .reasoning()
+            .images(),
+    ],
+};
 
 impl Provider for AnthropicProvider {
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn api(&self) -> &str {
         API
     }
@@ -130,36 +127,14 @@ impl Provider for AnthropicProvider {
             Ok(r) => r,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(b) => Bytes::from(b),
-            Err(e) => {
-                let error = llm_core::Error::new(
-                    llm_core::ErrorKind::InvalidRequest,
-                    PROVIDER,
-                    format!("Could not serialize the request: {e}"),
-                )
-                .with_retryable(false);
-                return AssistantStream::from_error(model, error);
-            }
-        };
-        let http = self.client_for(options);
-        let url: Arc<str> = request.url.into();
-        let headers = Arc::new(request.headers);
-        let timeouts = options.timeouts.clone();
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         let tool_names = request.tool_names;
-        llm_core::drive::drive_sse(
+        self.http.stream_sse(
             model,
             options,
             PROVIDER,
-            move |_attempt| {
-                client::send(
-                    http.clone(),
-                    url.to_string(),
-                    headers.as_ref().clone(),
-                    body.clone(),
-                    timeouts.clone(),
-                )
-            },
+            http,
+            |r| error::http_error(r.status, r.retry_after, r.body),
             move || Decoder::with_tool_names(tool_names.clone()),
         )
     }

@@ -2,7 +2,7 @@
 //! live smoke test that runs only when `ANTHROPIC_API_KEY` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -14,6 +14,8 @@ use llm_core::{
     MessageAssembler, Model, ModelCost, Provider, RecordingSleeper, RetryPolicy, StopReason,
     StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
 };
+use llm_testkit::fixture::{Canned, Responses};
+use llm_testkit::server::{Chunking, Server};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -53,56 +55,33 @@ fn json_reply(status: u16, body: &str) -> Reply {
     Reply { status, headers: vec![("content-type", "application/json".into())], body: body.into() }
 }
 
-/// Serves `replies` in order (one connection each) on 127.0.0.1 and records the requests.
-async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        for reply in replies {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let head_end = loop {
-                let n = socket.read(&mut chunk).await.unwrap();
-                if n == 0 {
-                    return;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break p + 4;
-                }
-            };
-            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < head_end + len {
-                let n = socket.read(&mut chunk).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let body =
-                serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or(Value::Null);
-            log.lock().unwrap().push(Seen { head, body });
-            let mut out = format!("HTTP/1.1 {} X\r\nconnection: close\r\n", reply.status);
-            for (k, v) in &reply.headers {
-                out.push_str(&format!("{k}: {v}\r\n"));
-            }
-            out.push_str("\r\n");
-            out.push_str(&reply.body);
-            socket.write_all(out.as_bytes()).await.unwrap();
-            socket.shutdown().await.ok();
-        }
-    });
-    (format!("http://{addr}"), seen)
+/// Serves `replies` in order from the llm-testkit loopback server, which records
+/// the requests (dropping the server stops it).
+async fn serve(replies: Vec<Reply>) -> (String, Server) {
+    let canned = replies
+        .into_iter()
+        .map(|r| Canned {
+            status: r.status,
+            headers: r.headers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            body: r.body.into(),
+        })
+        .collect();
+    let server = Server::start(Responses::Sequence(canned), Chunking::Events).await.unwrap();
+    (format!("http://{}", server.addr), server)
+}
+
+/// The requests `server` received: request line and header lines, and the JSON body.
+fn seen(server: &Server) -> Vec<Seen> {
+    server
+        .recorded()
+        .into_iter()
+        .map(|r| Seen {
+            head: std::iter::once(format!("{} {} HTTP/1.1\r\n", r.method, r.path))
+                .chain(r.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")))
+                .collect(),
+            body: serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+        })
+        .collect()
 }
 
 fn model(base_url: &str) -> Model {
@@ -180,7 +159,7 @@ fn final_message(events: &[AssistantEvent]) -> &AssistantMessage {
 
 #[tokio::test]
 async fn end_to_end_tool_call_over_loopback() {
-    let (url, seen) = serve(vec![sse_reply(&tool_stream())]).await;
+    let (url, server) = serve(vec![sse_reply(&tool_stream())]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let ctx = Context {
         system_prompt: Some("You are terse.".into()),
@@ -197,7 +176,7 @@ async fn end_to_end_tool_call_over_loopback() {
     assert_eq!((m.usage.input, m.usage.output), (18, 58));
     assert_eq!(m.api, API);
 
-    let seen = seen.lock().unwrap().clone();
+    let seen = seen(&server);
     assert_eq!(seen.len(), 1);
     let req = &seen[0];
     assert!(req.head.starts_with("POST /v1/messages "), "{}", req.head);
@@ -217,7 +196,7 @@ async fn retries_429_with_retry_after_then_succeeds() {
         r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"},"request_id":"req_011Example"}"#,
     );
     limited.headers.push(("retry-after", "2".into()));
-    let (url, seen) = serve(vec![limited, sse_reply(&tool_stream())]).await;
+    let (url, server) = serve(vec![limited, sse_reply(&tool_stream())]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let ctx = Context {
         messages: vec![Message::user("x")],
@@ -228,7 +207,7 @@ async fn retries_429_with_retry_after_then_succeeds() {
     assert_eq!(final_message(&events).stop_reason, StopReason::ToolUse);
     assert_eq!(events.iter().filter(|e| matches!(e, AssistantEvent::Start)).count(), 1);
     assert_eq!(sleeper.delays(), vec![Duration::from_secs(2)]);
-    let seen = seen.lock().unwrap();
+    let seen = seen(&server);
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].body, seen[1].body, "a retry sends the same body");
 }
@@ -236,7 +215,7 @@ async fn retries_429_with_retry_after_then_succeeds() {
 #[tokio::test]
 async fn auth_error_is_not_retried_and_keeps_the_body() {
     let body = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"},"request_id":"req_011Auth"}"#;
-    let (url, seen) = serve(vec![json_reply(401, body)]).await;
+    let (url, server) = serve(vec![json_reply(401, body)]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let ctx = Context { messages: vec![Message::user("x")], ..Context::default() };
     let events = collect(&AnthropicProvider::new(), &model(&url), &ctx, &options(&sleeper)).await;
@@ -248,7 +227,7 @@ async fn auth_error_is_not_retried_and_keeps_the_body() {
     assert_eq!(error.body.as_deref(), Some(body));
     assert_eq!(message.error_type.as_deref(), Some("auth"));
     assert!(!format!("{error} {error:?} {message:?}").contains("test-key"));
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(seen(&server).len(), 1);
 }
 
 #[tokio::test]
@@ -256,7 +235,7 @@ async fn overloaded_error_event_before_content_is_retried() {
     let overloaded = sse(&[
         r#"{"type":"error","error":{"details":null,"type":"overloaded_error","message":"Overloaded"}}"#,
     ]);
-    let (url, seen) = serve(vec![sse_reply(&overloaded), sse_reply(&tool_stream())]).await;
+    let (url, server) = serve(vec![sse_reply(&overloaded), sse_reply(&tool_stream())]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let ctx = Context {
         messages: vec![Message::user("x")],
@@ -265,7 +244,7 @@ async fn overloaded_error_event_before_content_is_retried() {
     };
     let events = collect(&AnthropicProvider::new(), &model(&url), &ctx, &options(&sleeper)).await;
     assert_eq!(final_message(&events).stop_reason, StopReason::ToolUse);
-    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert_eq!(seen(&server).len(), 2);
     assert_eq!(sleeper.delays(), vec![Duration::from_millis(500)]);
 }
 
@@ -277,19 +256,19 @@ async fn overloaded_error_after_text_is_not_retried() {
         r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Partial ans"}}"#,
         r#"{"type":"error","error":{"details":null,"type":"overloaded_error","message":"Overloaded"}}"#,
     ]);
-    let (url, seen) = serve(vec![sse_reply(&body), sse_reply(&tool_stream())]).await;
+    let (url, server) = serve(vec![sse_reply(&body), sse_reply(&tool_stream())]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let ctx = Context { messages: vec![Message::user("x")], ..Context::default() };
     let events = collect(&AnthropicProvider::new(), &model(&url), &ctx, &options(&sleeper)).await;
     let AssistantEvent::Error { error, message, .. } = events.last().unwrap() else { panic!() };
     assert_eq!(error.kind, ErrorKind::Overloaded);
     assert_eq!(message.text(), "Partial ans");
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(seen(&server).len(), 1);
 }
 
 #[tokio::test]
 async fn collision_fails_before_any_request() {
-    let (url, seen) = serve(vec![sse_reply(&tool_stream())]).await;
+    let (url, server) = serve(vec![sse_reply(&tool_stream())]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let mut opts = options(&sleeper);
     opts.api_key = Some(ApiKey::new("sk-ant-oat01-not-a-real-token"));
@@ -306,7 +285,7 @@ async fn collision_fails_before_any_request() {
     let AssistantEvent::Error { error, .. } = events.last().unwrap() else { panic!() };
     assert_eq!(error.message, r#"Anthropic tool names "read" and "READ" both map to "Read""#);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(seen.lock().unwrap().is_empty());
+    assert!(seen(&server).is_empty());
     assert!(!format!("{error:?}").contains("sk-ant-oat01"));
 }
 
@@ -320,7 +299,7 @@ async fn oauth_round_trip_maps_names_back() {
         r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#,
         r#"{"type":"message_stop"}"#,
     ]);
-    let (url, seen) = serve(vec![sse_reply(&body)]).await;
+    let (url, server) = serve(vec![sse_reply(&body)]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
     let mut opts = options(&sleeper);
     opts.api_key = Some(ApiKey::new("sk-ant-oat01-not-a-real-token"));
@@ -341,7 +320,7 @@ async fn oauth_round_trip_maps_names_back() {
         })
         .collect();
     assert_eq!(names, ["read"]);
-    let seen = seen.lock().unwrap();
+    let seen = seen(&server);
     assert_eq!(seen[0].body["tools"][0]["name"], "Read");
     assert_eq!(
         seen[0].header("authorization").as_deref(),

@@ -1,11 +1,13 @@
 //! The async request driver shared by every HTTP provider (feature `tokio`).
 //!
-//! A provider supplies two things: a `connect` closure (its `client.rs`: send the
-//! request, return the body bytes or a mapped [`Error`]) and a [`WireDecoder`]
-//! (its `stream.rs`: SSE events in, [`Delta`]s out). The driver owns everything
-//! else, identically for all providers: retries with backoff before the first
-//! content (spec decision 7), connect / first-byte / idle / total timeouts,
-//! cancellation, SSE decoding, and one `tracing` span per request.
+//! A provider supplies three things: a `connect` closure (send the request, return
+//! the body bytes or a mapped [`Error`]; the `llm-http` crate has the one HTTP
+//! implementation), a [`Framing`] (how the body splits into frames: SSE for every
+//! current provider, NDJSON or AWS event streams for others) and a [`FrameDecoder`]
+//! (its `stream.rs`: frames in, [`Delta`]s out; every SSE [`WireDecoder`] is one).
+//! The driver owns everything else, identically for all providers: retries with
+//! backoff before the first content (spec decision 7), connect / first-byte / idle /
+//! total timeouts, cancellation, framing errors, and one `tracing` span per request.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,8 +21,9 @@ use futures_util::{FutureExt, StreamExt};
 use crate::CancellationToken;
 use crate::error::{Error, ErrorKind};
 use crate::event::Delta;
+use crate::framing::Framing;
 use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
-use crate::sse::{SseDecoder, SseError, SseEvent};
+use crate::sse::{SseDecoder, SseEvent};
 use crate::stream::AssistantStream;
 use crate::types::Model;
 
@@ -55,6 +58,27 @@ pub trait WireDecoder: Send + 'static {
     fn end(&mut self, out: &mut Vec<Delta>);
 }
 
+/// A provider's stream state machine over the frames of any [`Framing`].
+///
+/// The same contract as [`WireDecoder`] (pure, never panics, emits the terminal
+/// delta itself); every [`WireDecoder`] is a `FrameDecoder<SseEvent>`.
+pub trait FrameDecoder<F>: Send + 'static {
+    /// One frame.
+    fn frame(&mut self, frame: F, out: &mut Vec<Delta>);
+    /// The body ended.
+    fn end(&mut self, out: &mut Vec<Delta>);
+}
+
+impl<D: WireDecoder> FrameDecoder<SseEvent> for D {
+    fn frame(&mut self, frame: SseEvent, out: &mut Vec<Delta>) {
+        self.event(frame, out);
+    }
+
+    fn end(&mut self, out: &mut Vec<Delta>) {
+        WireDecoder::end(self, out);
+    }
+}
+
 /// Backoff sleeper backed by tokio's timer.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioSleeper;
@@ -65,10 +89,8 @@ impl Sleeper for TokioSleeper {
     }
 }
 
-/// Runs one streamed request: see the module docs.
-///
-/// `connect(attempt)` is called once per attempt (0-based). `new_decoder` makes a
-/// fresh decoder per attempt.
+/// Runs one streamed SSE request: [`drive`] with [`SseDecoder`] framing (limited to
+/// `options.max_event_bytes` when set).
 pub fn drive_sse<C, Fut, D, N>(
     model: &Model,
     options: &StreamOptions,
@@ -80,6 +102,38 @@ where
     C: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
     D: WireDecoder,
+    N: FnMut() -> D + Send + 'static,
+{
+    drive(model, options, provider, connect, sse_framing, new_decoder)
+}
+
+/// The SSE framing for a request: `max_event_bytes` from the options, else the default.
+pub fn sse_framing(max_event_bytes: Option<usize>) -> SseDecoder {
+    match max_event_bytes {
+        Some(limit) => SseDecoder::with_max_event_size(limit),
+        None => SseDecoder::new(),
+    }
+}
+
+/// Runs one streamed request in any framing: see the module docs.
+///
+/// `connect(attempt)` is called once per attempt (0-based). `new_framing` gets
+/// `options.max_event_bytes` and `new_decoder` makes a fresh decoder; both are
+/// called once per attempt.
+pub fn drive<C, Fut, F, NF, D, N>(
+    model: &Model,
+    options: &StreamOptions,
+    provider: &str,
+    connect: C,
+    new_framing: NF,
+    new_decoder: N,
+) -> AssistantStream
+where
+    C: FnMut(u32) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
+    F: Framing,
+    NF: FnMut(Option<usize>) -> F + Send + 'static,
+    D: FrameDecoder<F::Frame>,
     N: FnMut() -> D + Send + 'static,
 {
     let span = tracing::info_span!(
@@ -95,6 +149,7 @@ where
     );
     let driver = Driver {
         connect,
+        new_framing,
         new_decoder,
         provider: provider.to_owned(),
         policy: options.retry.clone(),
@@ -119,14 +174,15 @@ where
     AssistantStream::new(model, &options.cancel, deltas)
 }
 
-enum Phase<D> {
+enum Phase<F, D> {
     Connect,
-    Body { body: ByteStream, sse: SseDecoder, decoder: D },
+    Body { body: ByteStream, framing: F, decoder: D },
     Finished,
 }
 
-struct Driver<C, N, D> {
+struct Driver<C, NF, N, F, D> {
     connect: C,
+    new_framing: NF,
     new_decoder: N,
     provider: String,
     policy: RetryPolicy,
@@ -135,7 +191,7 @@ struct Driver<C, N, D> {
     sleeper: Arc<dyn Sleeper>,
     cancel: CancellationToken,
     attempt: u32,
-    phase: Phase<D>,
+    phase: Phase<F, D>,
     started: Instant,
     emitted_content: bool,
     pending: Vec<Delta>,
@@ -149,11 +205,13 @@ enum Outcome {
     Retry(Error),
 }
 
-impl<C, Fut, D, N> Driver<C, N, D>
+impl<C, Fut, F, NF, D, N> Driver<C, NF, N, F, D>
 where
     C: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    D: WireDecoder,
+    F: Framing,
+    NF: FnMut(Option<usize>) -> F + Send + 'static,
+    D: FrameDecoder<F::Frame>,
     N: FnMut() -> D + Send + 'static,
 {
     async fn step(&mut self) -> Option<Vec<Delta>> {
@@ -182,10 +240,7 @@ where
                             self.span.record("status", response.status);
                             self.phase = Phase::Body {
                                 body: response.body,
-                                sse: match self.max_event_bytes {
-                                    Some(limit) => SseDecoder::with_max_event_size(limit),
-                                    None => SseDecoder::new(),
-                                },
+                                framing: (self.new_framing)(self.max_event_bytes),
                                 decoder: (self.new_decoder)(),
                             };
                         }
@@ -200,7 +255,7 @@ where
                         }
                     }
                 }
-                Phase::Body { mut body, mut sse, mut decoder } => {
+                Phase::Body { mut body, mut framing, mut decoder } => {
                     let limit = min_opt(self.timeouts.idle, self.remaining());
                     let next = match limit {
                         Some(limit) => match tokio::time::timeout(limit, body.next()).await {
@@ -217,12 +272,12 @@ where
                     // decoded first, so the content they carry is kept.
                     let ended = match next {
                         Some(Ok(bytes)) => {
-                            let framing = sse.push(&bytes, &mut events);
+                            let framed = framing.push(&bytes, &mut events);
                             for event in events.drain(..) {
-                                decoder.event(event, &mut out);
+                                decoder.frame(event, &mut out);
                             }
-                            if let Err(e) = framing {
-                                out.push(Delta::Error(sse_error(&self.provider, e)));
+                            if let Err(e) = framed {
+                                out.push(Delta::Error(framing_error(&self.provider, e)));
                             }
                             false
                         }
@@ -232,12 +287,12 @@ where
                             true
                         }
                         None => {
-                            let framing = sse.finish(&mut events);
+                            let framed = framing.finish(&mut events);
                             for event in events.drain(..) {
-                                decoder.event(event, &mut out);
+                                decoder.frame(event, &mut out);
                             }
-                            match framing {
-                                Err(e) => out.push(Delta::Error(sse_error(&self.provider, e))),
+                            match framed {
+                                Err(e) => out.push(Delta::Error(framing_error(&self.provider, e))),
                                 Ok(()) => decoder.end(&mut out),
                             }
                             true
@@ -249,7 +304,7 @@ where
                             if terminal || ended {
                                 return Some(self.finish(batch));
                             }
-                            self.phase = Phase::Body { body, sse, decoder };
+                            self.phase = Phase::Body { body, framing, decoder };
                             if !batch.is_empty() {
                                 return Some(batch);
                             }
@@ -394,7 +449,7 @@ fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
-fn sse_error(provider: &str, e: SseError) -> Error {
+fn framing_error(provider: &str, e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Decode, provider, format!("Malformed event stream: {e}"))
         .with_retryable(false)
 }

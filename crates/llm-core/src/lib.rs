@@ -12,6 +12,7 @@ pub mod cancel;
 pub mod drive;
 pub mod error;
 pub mod event;
+pub mod framing;
 pub mod options;
 pub mod partial_json;
 pub mod printer;
@@ -34,7 +35,7 @@ pub use options::{
     ApiKey, CacheRetention, ReasoningLevel, RecordingSleeper, RetryPolicy, Sleeper, StreamOptions,
     Timeouts, ToolChoice,
 };
-pub use provider::{Provider, ProviderRegistry};
+pub use provider::{Capabilities, Capability, ModelInfo, Provider, ProviderInfo, ProviderRegistry};
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use stream::AssistantStream;
 pub use types::*;

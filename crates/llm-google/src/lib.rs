@@ -33,14 +33,10 @@
 
 #![warn(missing_docs)]
 
-use std::time::Duration;
-
-use bytes::Bytes;
-
-use llm_core::drive::drive_sse;
 use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
+use llm_http::{HttpRequest, HttpTransport};
 
-mod client;
 mod compat;
 mod convert;
 mod error;
@@ -74,10 +70,8 @@ enum Flavor {
 /// with another API id goes to the provider's own endpoint.
 #[derive(Debug, Clone)]
 pub struct GoogleProvider {
-    http: reqwest::Client,
+    http: HttpTransport,
     flavor: Flavor,
-    /// Built here (not passed in): a request with another connect timeout gets a client with it.
-    own_client: bool,
 }
 
 impl Default for GoogleProvider {
@@ -86,52 +80,32 @@ impl Default for GoogleProvider {
     }
 }
 
-fn default_client() -> reqwest::Client {
-    client_with(llm_core::Timeouts::default().connect)
-}
-
-/// A client with the given connect timeout (reqwest sets it per client).
-fn client_with(connect: Option<Duration>) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder();
-    if let Some(connect) = connect {
-        builder = builder.connect_timeout(connect);
-    }
-    builder.build().unwrap_or_default()
-}
-
 impl GoogleProvider {
-    /// The Generative Language API provider with its own HTTP client.
+    /// The Generative Language API provider with its own HTTP clients.
     pub fn new() -> Self {
-        GoogleProvider { own_client: true, ..Self::with_http_client(default_client()) }
+        GoogleProvider { http: HttpTransport::new(), flavor: Flavor::GenerativeLanguage }
     }
 
     /// The Generative Language API provider on `http`.
     pub fn with_http_client(http: reqwest::Client) -> Self {
-        GoogleProvider { http, flavor: Flavor::GenerativeLanguage, own_client: false }
+        GoogleProvider {
+            http: HttpTransport::with_client(http),
+            flavor: Flavor::GenerativeLanguage,
+        }
     }
 
-    /// The Vertex AI provider with its own HTTP client.
+    /// The Vertex AI provider with its own HTTP clients.
     ///
     /// Needs a project (`project` provider option, [`GoogleCompat::project`], or
     /// `GOOGLE_CLOUD_PROJECT`) and takes the location the same way (default
     /// [`DEFAULT_VERTEX_LOCATION`]). The API key option holds an OAuth access token.
     pub fn vertex() -> Self {
-        GoogleProvider { own_client: true, ..Self::vertex_with_http_client(default_client()) }
-    }
-
-    /// The client for one request: reqwest sets the connect timeout per client, so a
-    /// request whose `timeouts.connect` differs from the default gets its own client.
-    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
-        if self.own_client && options.timeouts.connect != llm_core::Timeouts::default().connect {
-            client_with(options.timeouts.connect)
-        } else {
-            self.http.clone()
-        }
+        GoogleProvider { http: HttpTransport::new(), flavor: Flavor::Vertex }
     }
 
     /// The Vertex AI provider on `http`.
     pub fn vertex_with_http_client(http: reqwest::Client) -> Self {
-        GoogleProvider { http, flavor: Flavor::Vertex, own_client: false }
+        GoogleProvider { http: HttpTransport::with_client(http), flavor: Flavor::Vertex }
     }
 
     fn endpoint(&self, model: &Model, options: &StreamOptions) -> Result<convert::Endpoint, Error> {
@@ -181,7 +155,38 @@ impl GoogleProvider {
     }
 }
 
+/// What this crate declares about itself: `claw`, the conformance grid and the docs
+/// read it (capabilities decide which shared scenarios apply).
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "google",
+    api: API,
+    provider: PROVIDER,
+    default_base_url: "https://generativelanguage.googleapis.com/v1beta",
+    key_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+        Capability::ImagesInToolResults,
+        Capability::PromptCaching,
+    ]),
+    models: &[
+        ModelInfo::new("gemini-2.5-flash", 1_048_576, 65_536, [0.3, 2.5, 0.075, 0.0])
+            .reasoning()
+            .images(),
+        ModelInfo::new("gemini-2.5-pro", 1_048_576, 65_536, [1.25, 10.0, 0.31, 0.0])
+            .reasoning()
+            .images(),
+    ],
+};
+
 impl Provider for GoogleProvider {
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn api(&self) -> &str {
         match self.flavor {
             Flavor::GenerativeLanguage => API,
@@ -197,36 +202,13 @@ impl Provider for GoogleProvider {
             Ok(r) => r,
             Err(e) => return AssistantStream::from_error(model, e),
         };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(b) => Bytes::from(b),
-            Err(e) => {
-                return AssistantStream::from_error(
-                    model,
-                    Error::new(
-                        ErrorKind::InvalidRequest,
-                        PROVIDER,
-                        format!("Could not encode the request: {e}"),
-                    ),
-                );
-            }
-        };
-        let http = self.client_for(options);
-        let url = request.url;
-        let headers = request.headers;
-        let timeouts = options.timeouts.clone();
-        drive_sse(
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
+        self.http.stream_sse(
             model,
             options,
             PROVIDER,
-            move |_attempt| {
-                client::send(
-                    http.clone(),
-                    url.clone(),
-                    headers.clone(),
-                    body.clone(),
-                    timeouts.clone(),
-                )
-            },
+            http,
+            |r| error::http_error(r.status, r.retry_after, r.body),
             Decoder::new,
         )
     }

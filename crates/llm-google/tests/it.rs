@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -13,9 +13,9 @@ use llm_core::{
     RecordingSleeper, RetryPolicy, StopReason, StreamOptions, Tool, ToolResultMessage, UserContent,
 };
 use llm_google::{GoogleProvider, PROVIDER};
+use llm_testkit::fixture::{Canned, Responses};
+use llm_testkit::server::{Chunking, Server};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// A request as the server saw it.
 #[derive(Debug, Clone)]
@@ -35,62 +35,36 @@ impl Seen {
     }
 }
 
-/// Serves `responses` in order, one per connection (`connection: close`), and records requests.
-async fn serve(responses: Vec<(u16, &'static str, String)>) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    tokio::spawn(async move {
-        for (status, content_type, body) in responses {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let mut buf = Vec::new();
-            let mut tmp = [0u8; 4096];
-            let head_end = loop {
-                let n = socket.read(&mut tmp).await.unwrap();
-                if n == 0 {
-                    return;
-                }
-                buf.extend_from_slice(&tmp[..n]);
-                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break i + 4;
-                }
-            };
-            let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-            let mut lines = head.split("\r\n");
-            let request_line = lines.next().unwrap_or_default().to_owned();
-            let headers: Vec<(String, String)> = lines
-                .filter_map(|l| {
-                    l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                })
-                .collect();
-            let length: usize = headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                .and_then(|(_, v)| v.parse().ok())
-                .unwrap_or(0);
-            while buf.len() < head_end + length {
-                let n = socket.read(&mut tmp).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&tmp[..n]);
-            }
-            let mut parts = request_line.split(' ');
-            record.lock().unwrap().push(Seen {
-                method: parts.next().unwrap_or_default().to_owned(),
-                target: parts.next().unwrap_or_default().to_owned(),
-                headers,
-                body: buf[head_end..].to_vec(),
-            });
-            let response = format!(
-                "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n{body}"
-            );
-            let _ = socket.write_all(response.as_bytes()).await;
-            let _ = socket.shutdown().await;
-        }
-    });
-    (format!("http://{addr}/v1beta"), seen)
+/// Serves `responses` in order from the llm-testkit loopback server, which records
+/// the requests (dropping the server stops it).
+async fn serve(responses: Vec<(u16, &'static str, String)>) -> (String, Server) {
+    let canned = responses
+        .into_iter()
+        .map(|(status, content_type, body)| Canned {
+            status,
+            headers: vec![("content-type".to_owned(), content_type.to_owned())],
+            body: body.into(),
+        })
+        .collect();
+    let server = Server::start(Responses::Sequence(canned), Chunking::Events).await.unwrap();
+    (format!("http://{}/v1beta", server.addr), server)
+}
+
+/// The requests `server` received, in order.
+fn seen(server: &Server) -> Vec<Seen> {
+    server
+        .recorded()
+        .into_iter()
+        .map(|r| Seen {
+            method: r.method,
+            target: match r.query {
+                Some(q) => format!("{}?{q}", r.path),
+                None => r.path,
+            },
+            headers: r.headers,
+            body: r.body.to_vec(),
+        })
+        .collect()
 }
 
 fn model(base_url: &str) -> Model {
@@ -138,7 +112,7 @@ async fn collect(
 
 #[tokio::test]
 async fn end_to_end_two_parallel_calls_and_request_shape() {
-    let (base, seen) = serve(vec![(200, "text/event-stream", TWO_CALLS.to_owned())]).await;
+    let (base, server) = serve(vec![(200, "text/event-stream", TWO_CALLS.to_owned())]).await;
     let events =
         collect(&GoogleProvider::new(), &model(&base), &weather_context(), &options()).await;
     let Some(AssistantEvent::Done { reason, message }) = events.last() else {
@@ -151,7 +125,7 @@ async fn end_to_end_two_parallel_calls_and_request_shape() {
     assert_ne!(calls[0].id, calls[1].id);
     assert_eq!(message.usage.input, 27);
 
-    let seen = seen.lock().unwrap();
+    let seen = seen(&server);
     assert_eq!(seen.len(), 1);
     let r = &seen[0];
     assert_eq!(r.method, "POST");
@@ -168,7 +142,7 @@ async fn end_to_end_two_parallel_calls_and_request_shape() {
 #[tokio::test]
 async fn identical_input_gives_identical_request_bytes() {
     let response = (200, "text/event-stream", TWO_CALLS.to_owned());
-    let (base, seen) = serve(vec![response.clone(), response]).await;
+    let (base, server) = serve(vec![response.clone(), response]).await;
     let provider = GoogleProvider::new();
     let mut context = weather_context();
     context.messages.push(Message::ToolResult(ToolResultMessage {
@@ -182,14 +156,14 @@ async fn identical_input_gives_identical_request_bytes() {
     for _ in 0..2 {
         collect(&provider, &model(&base), &context, &options()).await;
     }
-    let seen = seen.lock().unwrap();
+    let seen = seen(&server);
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].body, seen[1].body);
 }
 
 #[tokio::test]
 async fn vertex_url_and_bearer_token() {
-    let (base, seen) = serve(vec![(200, "text/event-stream", TWO_CALLS.to_owned())]).await;
+    let (base, server) = serve(vec![(200, "text/event-stream", TWO_CALLS.to_owned())]).await;
     let root = base.trim_end_matches("/v1beta").to_owned();
     let mut m = model(&root);
     m.api = "google-vertex".into();
@@ -198,7 +172,7 @@ async fn vertex_url_and_bearer_token() {
     o.provider_options.insert("location".into(), json!("europe-west4"));
     let events = collect(&GoogleProvider::vertex(), &m, &weather_context(), &o).await;
     assert!(matches!(events.last(), Some(AssistantEvent::Done { .. })));
-    let seen = seen.lock().unwrap();
+    let seen = seen(&server);
     assert_eq!(
         seen[0].target,
         "/v1/projects/demo-project/locations/europe-west4/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
@@ -210,7 +184,7 @@ async fn vertex_url_and_bearer_token() {
 #[tokio::test]
 async fn http_400_invalid_key_is_auth_and_not_retried() {
     let body = "{\n  \"error\": {\n    \"code\": 400,\n    \"message\": \"API key not valid. Please pass a valid API key.\",\n    \"status\": \"INVALID_ARGUMENT\",\n    \"details\": [{\"@type\": \"type.googleapis.com/google.rpc.ErrorInfo\", \"reason\": \"API_KEY_INVALID\"}]\n  }\n}\n";
-    let (base, seen) = serve(vec![(400, "application/json", body.to_owned())]).await;
+    let (base, server) = serve(vec![(400, "application/json", body.to_owned())]).await;
     let events =
         collect(&GoogleProvider::new(), &model(&base), &weather_context(), &options()).await;
     assert_eq!(events.len(), 1, "no start before an HTTP error: {events:?}");
@@ -220,13 +194,13 @@ async fn http_400_invalid_key_is_auth_and_not_retried() {
     assert_eq!(error.provider, PROVIDER);
     assert_eq!(message.error_body.as_deref(), Some(body));
     assert!(!format!("{error:?}{error}").contains("test-key-123"));
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(seen(&server).len(), 1);
 }
 
 #[tokio::test]
 async fn http_503_then_success_is_retried() {
     let overloaded = "{\"error\": {\"code\": 503, \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}";
-    let (base, seen) = serve(vec![
+    let (base, server) = serve(vec![
         (503, "application/json", overloaded.to_owned()),
         (200, "text/event-stream", TWO_CALLS.to_owned()),
     ])
@@ -234,25 +208,25 @@ async fn http_503_then_success_is_retried() {
     let o = options();
     let events = collect(&GoogleProvider::new(), &model(&base), &weather_context(), &o).await;
     assert!(matches!(events.last(), Some(AssistantEvent::Done { .. })), "{events:?}");
-    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert_eq!(seen(&server).len(), 2);
 }
 
 #[tokio::test]
 async fn error_mid_stream_keeps_text_and_is_not_retried() {
     let body = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Lisbon is\"}],\"role\": \"model\"},\"index\": 0}],\"responseId\": \"r\"}\r\n\r\ndata: {\"error\": {\"code\": 503,\"message\": \"This model is currently experiencing high demand.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n";
-    let (base, seen) = serve(vec![(200, "text/event-stream", body.to_owned())]).await;
+    let (base, server) = serve(vec![(200, "text/event-stream", body.to_owned())]).await;
     let events =
         collect(&GoogleProvider::new(), &model(&base), &weather_context(), &options()).await;
     let Some(AssistantEvent::Error { error, message, .. }) = events.last() else { panic!() };
     assert_eq!(error.kind, ErrorKind::Overloaded);
     assert_eq!(message.text(), "Lisbon is");
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(seen(&server).len(), 1);
 }
 
 #[tokio::test]
 async fn stream_without_finish_reason_is_truncated() {
     let body = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Lisbon is\"}],\"role\": \"model\"}}]}\r\n\r\n";
-    let (base, _) = serve(vec![(200, "text/event-stream", body.to_owned())]).await;
+    let (base, _server) = serve(vec![(200, "text/event-stream", body.to_owned())]).await;
     let events =
         collect(&GoogleProvider::new(), &model(&base), &weather_context(), &options()).await;
     let Some(AssistantEvent::Error { error, message, .. }) = events.last() else { panic!() };
@@ -262,13 +236,13 @@ async fn stream_without_finish_reason_is_truncated() {
 
 #[tokio::test]
 async fn missing_key_fails_without_a_request() {
-    let (base, seen) = serve(vec![]).await;
+    let (base, server) = serve(vec![]).await;
     let mut o = options();
     o.api_key = None;
     let events = collect(&GoogleProvider::new(), &model(&base), &weather_context(), &o).await;
     let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!() };
     assert_eq!(error.kind, ErrorKind::Auth);
-    assert!(seen.lock().unwrap().is_empty());
+    assert!(seen(&server).is_empty());
 }
 
 #[tokio::test]

@@ -89,27 +89,12 @@ pub(crate) struct WireRequest {
 
 impl std::fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let headers: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret_header(k) { "[REDACTED]" } else { v.as_str() }))
-            .collect();
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &headers)
+            .field("headers", &llm_http::RedactedHeaders(&self.headers))
             .field("body", &self.body)
             .finish()
     }
-}
-
-/// Headers whose values are credentials.
-pub(crate) fn is_secret_header(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n == "authorization"
-        || n == "x-api-key"
-        || n == "api-key"
-        || n.contains("token")
-        || n.contains("secret")
 }
 
 /// Builds the whole request: URL, headers (defaults, auth, model, caller), body.

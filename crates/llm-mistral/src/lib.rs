@@ -31,14 +31,10 @@
 
 #![warn(missing_docs)]
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
+use llm_http::HttpRequest;
 
-use bytes::Bytes;
-use llm_core::drive::drive_sse;
-use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
-
-mod client;
 mod convert;
 mod error;
 mod stream;
@@ -51,57 +47,40 @@ pub const API: &str = llm_core::api::MISTRAL_CONVERSATIONS;
 /// The provider name used in errors.
 pub const PROVIDER: &str = "mistral";
 
-/// The provider's own client and the connect timeout it was built with.
-type OwnClient = (Option<Duration>, reqwest::Client);
-
-/// The Mistral provider. Cheap to clone; clones share the HTTP client.
-#[derive(Debug, Clone, Default)]
-pub struct MistralProvider {
-    /// A caller-supplied client, used as is.
-    http: Option<reqwest::Client>,
-    /// The provider's own client, built on first use with the request's connect
-    /// timeout (and rebuilt only if a later request asks for another one).
-    own: Arc<Mutex<Option<OwnClient>>>,
+llm_http::http_provider! {
+    /// The Mistral provider.
+    pub struct MistralProvider;
 }
 
-impl MistralProvider {
-    /// A provider that builds its own HTTP client (rustls).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends every request with `http`.
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        MistralProvider { http: Some(http), own: Arc::default() }
-    }
-
-    fn client(&self, connect_timeout: Option<Duration>) -> Result<reqwest::Client, Error> {
-        if let Some(http) = &self.http {
-            return Ok(http.clone());
-        }
-        let mut own = self.own.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((timeout, client)) = own.as_ref()
-            && *timeout == connect_timeout
-        {
-            return Ok(client.clone());
-        }
-        let mut builder = reqwest::Client::builder();
-        if let Some(timeout) = connect_timeout {
-            builder = builder.connect_timeout(timeout);
-        }
-        let client = builder.build().map_err(|e| {
-            Error::new(
-                ErrorKind::Transport,
-                PROVIDER,
-                format!("Could not build the HTTP client: {}", e.without_url()),
-            )
-        })?;
-        *own = Some((connect_timeout, client.clone()));
-        Ok(client)
-    }
-}
+/// What this crate declares about itself: `claw`, the conformance grid and the docs
+/// read it (capabilities decide which shared scenarios apply).
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "mistral",
+    api: API,
+    provider: PROVIDER,
+    default_base_url: "https://api.mistral.ai",
+    key_env: &["MISTRAL_API_KEY"],
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::StreamingToolArguments,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+    ]),
+    models: &[
+        ModelInfo::new("mistral-large-latest", 128_000, 32_768, [2.0, 6.0, 0.0, 0.0]).images(),
+        ModelInfo::new("mistral-medium-latest", 128_000, 32_768, [0.4, 2.0, 0.0, 0.0]).images(),
+        ModelInfo::new("magistral-medium-latest", 128_000, 32_768, [2.0, 5.0, 0.0, 0.0])
+            .reasoning(),
+    ],
+};
 
 impl Provider for MistralProvider {
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn api(&self) -> &str {
         API
     }
@@ -111,29 +90,13 @@ impl Provider for MistralProvider {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let http = match self.client(options.timeouts.connect) {
-            Ok(http) => http,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(bytes) => Bytes::from(bytes),
-            Err(e) => {
-                return AssistantStream::from_error(
-                    model,
-                    Error::new(
-                        ErrorKind::InvalidRequest,
-                        PROVIDER,
-                        format!("Could not encode the request: {e}"),
-                    ),
-                );
-            }
-        };
-        let convert::WireRequest { url, headers, .. } = request;
-        drive_sse(
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
+        self.http.stream_sse(
             model,
             options,
             PROVIDER,
-            move |_attempt| client::send(http.clone(), url.clone(), headers.clone(), body.clone()),
+            http,
+            |r| error::http_error(r.status, r.retry_after, r.body),
             stream::Decoder::new,
         )
     }

@@ -10,7 +10,7 @@
 )]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -23,10 +23,10 @@ use llm_core::{
     ToolResultMessage, UserContent, UserMessage, UserMessageContent,
 };
 use llm_mistral::{__private as private, API, MistralProvider, PROVIDER};
+use llm_testkit::fixture::{Canned, Responses};
+use llm_testkit::server::{Chunking, Server};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -810,75 +810,36 @@ struct Received {
 /// One scripted response: status, extra headers, body.
 type Scripted = (u16, Vec<(&'static str, String)>, Vec<u8>);
 
-/// A tiny HTTP/1.1 server: answers request i with `responses[i]` (raw bytes
-/// after the status line is built), then closes the connection.
-async fn serve(responses: Vec<Scripted>) -> (String, Arc<Mutex<Vec<Received>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let received = Arc::new(Mutex::new(Vec::new()));
-    let log = received.clone();
-    tokio::spawn(async move {
-        for (status, headers, body) in responses {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let mut buf = Vec::new();
-            let mut tmp = [0u8; 4096];
-            let (head, mut rest) = loop {
-                let n = socket.read(&mut tmp).await.unwrap_or(0);
-                if n == 0 {
-                    return;
-                }
-                buf.extend_from_slice(&tmp[..n]);
-                if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break (
-                        String::from_utf8_lossy(&buf[..pos]).into_owned(),
-                        buf[pos + 4..].to_vec(),
-                    );
-                }
-            };
-            let length = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            while rest.len() < length {
-                let n = socket.read(&mut tmp).await.unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                rest.extend_from_slice(&tmp[..n]);
-            }
-            log.lock().unwrap().push(Received { head, body: rest });
-            let reason = match status {
-                200 => "OK",
-                401 => "Unauthorized",
-                429 => "Too Many Requests",
-                _ => "Error",
-            };
+/// Answers request i with `responses[i]` from the llm-testkit loopback server
+/// (an event stream one event per write), which records the requests.
+async fn serve(responses: Vec<Scripted>) -> (String, Server) {
+    let canned = responses
+        .into_iter()
+        .map(|(status, extra, body)| {
             let content_type =
                 if status == 200 { "text/event-stream; charset=utf-8" } else { "application/json" };
-            let mut response = format!(
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\nconnection: close\r\n"
-            );
-            for (k, v) in headers {
-                response.push_str(&format!("{k}: {v}\r\n"));
+            let mut headers = vec![("content-type".to_owned(), content_type.to_owned())];
+            headers.extend(extra.into_iter().map(|(k, v)| (k.to_owned(), v)));
+            Canned { status, headers, body: body.into() }
+        })
+        .collect();
+    let server = Server::start(Responses::Sequence(canned), Chunking::Events).await.unwrap();
+    (format!("http://{}", server.addr), server)
+}
+
+/// The requests `server` received: the head as `name: value` lines, and the body.
+fn received(server: &Server) -> Vec<Received> {
+    server
+        .recorded()
+        .into_iter()
+        .map(|r| {
+            let mut head = format!("{} {} HTTP/1.1\r\n", r.method, r.path);
+            for (k, v) in &r.headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
             }
-            if status != 200 {
-                response.push_str(&format!("content-length: {}\r\n", body.len()));
-            }
-            response.push_str("\r\n");
-            let _ = socket.write_all(response.as_bytes()).await;
-            // Stream the body in small writes, as a server would.
-            for piece in body.chunks(37) {
-                let _ = socket.write_all(piece).await;
-                let _ = socket.flush().await;
-            }
-            let _ = socket.shutdown().await;
-        }
-    });
-    (format!("http://{addr}"), received)
+            Received { head, body: r.body.to_vec() }
+        })
+        .collect()
 }
 
 const TOOL_STREAM: &str = concat!(
@@ -900,7 +861,7 @@ fn read_file_tool() -> Tool {
 
 #[tokio::test]
 async fn end_to_end_tool_call_over_loopback() {
-    let (base, received) = serve(vec![(200, vec![], TOOL_STREAM.as_bytes().to_vec())]).await;
+    let (base, server) = serve(vec![(200, vec![], TOOL_STREAM.as_bytes().to_vec())]).await;
     let mut m = model("devstral-medium-latest");
     m.base_url = base;
     let ctx = Context {
@@ -927,7 +888,7 @@ async fn end_to_end_tool_call_over_loopback() {
     assert_eq!(message.usage.input, 300);
     assert_eq!(message.response_id.as_deref(), Some("0example0000000000000000000003"));
 
-    let requests = received.lock().unwrap().clone();
+    let requests = received(&server);
     assert_eq!(requests.len(), 1);
     let head = requests[0].head.to_ascii_lowercase();
     assert!(head.starts_with("post /v1/chat/completions http/1.1"), "{head}");
@@ -941,7 +902,7 @@ async fn end_to_end_tool_call_over_loopback() {
 #[tokio::test]
 async fn retry_after_429_then_success_and_401_not_retried() {
     let text = "data: {\"id\":\"r1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\ndata: [DONE]\n\n";
-    let (base, received) = serve(vec![
+    let (base, server) = serve(vec![
         (
             429,
             vec![("retry-after", "2".to_owned())],
@@ -963,10 +924,9 @@ async fn retry_after_429_then_success_and_401_not_retried() {
     assert_eq!(message.stop_reason, StopReason::Stop, "{message:?}");
     assert_eq!(message.text(), "Hi");
     assert_eq!(sleeper.delays(), vec![Duration::from_secs(2)]);
-    assert_eq!(received.lock().unwrap().len(), 2);
+    assert_eq!(received(&server).len(), 2);
 
-    let (base, received) =
-        serve(vec![(401, vec![], br#"{"detail":"Unauthorized"}"#.to_vec())]).await;
+    let (base, server) = serve(vec![(401, vec![], br#"{"detail":"Unauthorized"}"#.to_vec())]).await;
     m.base_url = base;
     let events: Vec<AssistantEvent> = MistralProvider::new().stream(&m, &ctx, &o).collect().await;
     assert_eq!(events.len(), 1, "no start before an HTTP error");
@@ -977,13 +937,13 @@ async fn retry_after_429_then_success_and_401_not_retried() {
     );
     assert_eq!(message.error_body.as_deref(), Some(r#"{"detail":"Unauthorized"}"#));
     assert!(!format!("{error:?} {message:?}").contains("test-key"), "the key never leaks");
-    assert_eq!(received.lock().unwrap().len(), 1);
+    assert_eq!(received(&server).len(), 1);
 }
 
 #[tokio::test]
 async fn cut_stream_is_truncated_and_keeps_partial_text() {
     let body = "data: {\"id\":\"r2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Half a sen\"},\"finish_reason\":null}]}\n\n";
-    let (base, _) = serve(vec![(200, vec![], body.as_bytes().to_vec())]).await;
+    let (base, _server) = serve(vec![(200, vec![], body.as_bytes().to_vec())]).await;
     let mut m = model("mistral-small-latest");
     m.base_url = base;
     let ctx = Context { messages: vec![user("hi")], ..Context::default() };

@@ -43,8 +43,8 @@ fn id_char(c: char) -> bool {
 /// (OpenAI rejects longer ids; OpenClaw truncates at 40).
 pub(crate) const ID_RULES: IdRules = IdRules { max_len: 40, min_len: 1, allowed: id_char };
 
-/// A request ready to send.
-#[derive(Debug, Clone)]
+/// A request ready to send. Its `Debug` redacts the auth header.
+#[derive(Clone)]
 pub(crate) struct WireRequest {
     /// Full URL.
     pub(crate) url: String,
@@ -54,6 +54,17 @@ pub(crate) struct WireRequest {
     pub(crate) body: Value,
     /// Per tool name: how to restore arguments of strict tools.
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
+}
+
+impl std::fmt::Debug for WireRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireRequest")
+            .field("url", &self.url)
+            .field("headers", &llm_http::RedactedHeaders(&self.headers))
+            .field("body", &self.body)
+            .field("strict_plans", &self.strict_plans.keys())
+            .finish()
+    }
 }
 
 /// Provider options read from `StreamOptions::provider_options`.
@@ -736,6 +747,20 @@ mod tests {
 
     fn tool(name: &str, parameters: Value) -> Tool {
         Tool { name: name.into(), description: format!("{name} tool"), parameters }
+    }
+
+    #[test]
+    fn debug_of_a_request_never_shows_the_key() {
+        let m = model();
+        let options = StreamOptions {
+            api_key: Some(ApiKey::new("sk-live-do-not-print")),
+            ..StreamOptions::default()
+        };
+        let request = build_request(&m, &Context::default(), &options, &compat(&m)).unwrap();
+        assert!(request.headers.iter().any(|(_, v)| v.contains("sk-live-do-not-print")));
+        let debug = format!("{request:?}");
+        assert!(!debug.contains("sk-live-do-not-print"), "{debug}");
+        assert!(debug.contains("[REDACTED]"), "{debug}");
     }
 
     fn assistant(

@@ -45,7 +45,6 @@
 
 #![warn(missing_docs)]
 
-mod client;
 mod compat;
 mod convert;
 mod error;
@@ -53,9 +52,9 @@ mod stream;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use llm_core::drive::drive_sse;
-use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, StreamOptions};
+use llm_core::{AssistantStream, Context, Model, StreamOptions};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
+use llm_http::HttpRequest;
 
 pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
 pub use stream::Decoder;
@@ -71,47 +70,44 @@ pub(crate) fn provider_name(model: &Model) -> String {
     if model.provider.is_empty() { PROVIDER.to_owned() } else { model.provider.clone() }
 }
 
-/// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
-#[derive(Debug, Clone)]
-pub struct OpenAiCompletionsProvider {
-    http: reqwest::Client,
-    /// Built here (not passed in): a request with another connect timeout gets a client with it.
-    own_client: bool,
+llm_http::http_provider! {
+    /// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
+    pub struct OpenAiCompletionsProvider;
 }
 
-impl Default for OpenAiCompletionsProvider {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl OpenAiCompletionsProvider {
-    /// A provider with its own HTTP client (rustls, the default connect timeout).
-    pub fn new() -> Self {
-        OpenAiCompletionsProvider {
-            http: client::default_client(llm_core::Timeouts::default().connect),
-            own_client: true,
-        }
-    }
-
-    /// A provider that sends through `http` (proxies, custom TLS, connection pools; its own
-    /// connect timeout applies).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAiCompletionsProvider { http, own_client: false }
-    }
-
-    /// The client for one request: reqwest sets the connect timeout per client, so a
-    /// request whose `timeouts.connect` differs from the default gets its own client.
-    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
-        if self.own_client && options.timeouts.connect != llm_core::Timeouts::default().connect {
-            client::default_client(options.timeouts.connect)
-        } else {
-            self.http.clone()
-        }
-    }
-}
+/// What this crate declares about itself: `claw`, the conformance grid and the docs
+/// read it (capabilities decide which shared scenarios apply).
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "openai-completions",
+    api: API,
+    provider: PROVIDER,
+    default_base_url: "https://api.openai.com/v1",
+    key_env: &["OPENAI_API_KEY"],
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::StreamingToolArguments,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+        Capability::ImagesInToolResults,
+        Capability::PromptCaching,
+        Capability::StrictSchemas,
+    ]),
+    models: &[
+        ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
+            .reasoning()
+            .images(),
+        ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
+        ModelInfo::new("gpt-4.1", 1_047_576, 32_768, [2.0, 8.0, 0.5, 0.0]).images(),
+    ],
+};
 
 impl llm_core::Provider for OpenAiCompletionsProvider {
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn api(&self) -> &str {
         API
     }
@@ -126,23 +122,12 @@ impl llm_core::Provider for OpenAiCompletionsProvider {
             Ok(r) => r,
             Err(e) => return AssistantStream::from_error(model, e),
         };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(b) => Bytes::from(b),
-            Err(e) => {
-                let error = Error::new(
-                    ErrorKind::InvalidRequest,
-                    provider,
-                    format!("Could not serialize the request: {e}"),
-                )
-                .with_retryable(false);
-                return AssistantStream::from_error(model, error);
-            }
-        };
+        let http = HttpRequest::json(&provider, request.url, request.headers, &request.body);
         tracing::debug!(
             provider = %provider,
             model = %model.id,
             tools = request.body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
-            bytes = body.len(),
+            bytes = http.as_ref().map_or(0, |h| h.body.len()),
             "openai-completions request"
         );
         let config = Arc::new(stream::DecoderConfig {
@@ -151,23 +136,13 @@ impl llm_core::Provider for OpenAiCompletionsProvider {
             strict_plans: request.strict_plans,
             reasoning_tags: compat.reasoning_tags,
         });
-        let http = self.client_for(options);
-        let url = request.url;
-        let headers = request.headers;
-        let send_provider = provider.clone();
-        drive_sse(
+        let error_provider = provider.clone();
+        self.http.stream_sse(
             model,
             options,
             &provider,
-            move |_attempt| {
-                client::send(
-                    http.clone(),
-                    send_provider.clone(),
-                    url.clone(),
-                    headers.clone(),
-                    body.clone(),
-                )
-            },
+            http,
+            move |r| error::http_error(&error_provider, r.status, r.retry_after, r.body),
             move || stream::Decoder::with_config(Arc::clone(&config)),
         )
     }

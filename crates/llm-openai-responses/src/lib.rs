@@ -55,7 +55,6 @@
 //! waits for a client answer (`apply_patch_call`, `custom_tool_call`, `shell_call`,
 //! `mcp_approval_request`, ...) ends the turn with an `unsupported` error naming its type.
 
-mod client;
 mod convert;
 mod error;
 mod stream;
@@ -63,10 +62,9 @@ mod stream;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use llm_core::{
-    AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions, Timeouts,
-};
+use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
+use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
+use llm_http::HttpRequest;
 use serde::Deserialize;
 
 /// The API id this crate serves.
@@ -103,43 +101,43 @@ pub struct OpenAiResponsesCompat {
     pub thinking_level_map: BTreeMap<String, Option<String>>,
 }
 
-/// The OpenAI Responses provider.
-#[derive(Debug, Clone)]
-pub struct OpenAiResponsesProvider {
-    http: reqwest::Client,
-    own_client: bool,
+llm_http::http_provider! {
+    /// The OpenAI Responses provider.
+    pub struct OpenAiResponsesProvider;
 }
 
-impl OpenAiResponsesProvider {
-    /// A provider with its own HTTP client (connect timeout from each request's options).
-    pub fn new() -> Self {
-        OpenAiResponsesProvider {
-            http: client::build_client(Timeouts::default().connect),
-            own_client: true,
-        }
-    }
-
-    /// A provider that sends through `http` (its own timeouts and proxies apply).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAiResponsesProvider { http, own_client: false }
-    }
-
-    fn client_for(&self, options: &StreamOptions) -> reqwest::Client {
-        if self.own_client && options.timeouts.connect != Timeouts::default().connect {
-            client::build_client(options.timeouts.connect)
-        } else {
-            self.http.clone()
-        }
-    }
-}
-
-impl Default for OpenAiResponsesProvider {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// What this crate declares about itself: `claw`, the conformance grid and the docs
+/// read it (capabilities decide which shared scenarios apply).
+pub const INFO: ProviderInfo = ProviderInfo {
+    name: "openai-responses",
+    api: API,
+    provider: PROVIDER,
+    default_base_url: "https://api.openai.com/v1",
+    key_env: &["OPENAI_API_KEY"],
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::StreamingToolArguments,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+        Capability::ImagesInToolResults,
+        Capability::PromptCaching,
+        Capability::StrictSchemas,
+    ]),
+    models: &[
+        ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
+            .reasoning()
+            .images(),
+        ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
+    ],
+};
 
 impl Provider for OpenAiResponsesProvider {
+    fn capabilities(&self) -> Capabilities {
+        INFO.capabilities
+    }
+
     fn api(&self) -> &str {
         API
     }
@@ -149,28 +147,16 @@ impl Provider for OpenAiResponsesProvider {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let body = match serde_json::to_vec(&request.body) {
-            Ok(body) => Bytes::from(body),
-            Err(e) => {
-                let error = Error::new(
-                    ErrorKind::InvalidRequest,
-                    PROVIDER,
-                    format!("Cannot encode the request: {e}"),
-                );
-                return AssistantStream::from_error(model, error.with_retryable(false));
-            }
-        };
+        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
         let tool_names: Arc<BTreeSet<String>> =
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
         let strict_plans = Arc::new(request.strict_plans);
-        let http = self.client_for(options);
-        let url = request.url;
-        let headers = request.headers;
-        llm_core::drive::drive_sse(
+        self.http.stream_sse(
             model,
             options,
             PROVIDER,
-            move |_attempt| client::send(http.clone(), url.clone(), headers.clone(), body.clone()),
+            http,
+            |r| error::http_error(r.status, r.retry_after, r.body),
             move || stream::Decoder::new(tool_names.clone(), strict_plans.clone()),
         )
     }

@@ -40,8 +40,8 @@ fn tool(name: &str, answer: &'static str, sleep_ms: u64) -> AgentTool {
 async fn setup(
     tools: Vec<AgentTool>,
     hooks: Option<Arc<dyn AgentHooks>>,
-) -> (Agent, AgentContext, xtask::replay::ReplayServer, Vec<llm_core::Message>) {
-    let session = xtask::replay::Session::load(&session_dir()).unwrap();
+) -> (Agent, AgentContext, llm_testkit::replay::ReplayServer, Vec<llm_core::Message>) {
+    let session = llm_testkit::replay::Session::load(&session_dir()).unwrap();
     let server = session.serve().await.unwrap();
     let mut model = session.model.clone();
     model.base_url = server.base_url();

@@ -1,0 +1,431 @@
+//! The one HTTP exchange of clawcall's provider crates.
+//!
+//! A provider converts its request ([`HttpRequest`]: URL, headers, body), decodes its
+//! stream (a [`llm_core::drive::FrameDecoder`]) and maps its error bodies (a function
+//! from [`ErrorResponse`] to [`llm_core::Error`]); everything between lives here, once:
+//!
+//! - [`HttpTransport`]: one cached `reqwest` client (rustls) per distinct transport
+//!   configuration ([`TransportConfig`]: the connect timeout, which reqwest fixes per
+//!   client), or the caller's own client;
+//! - sending, with header values marked sensitive and never echoed in an error;
+//! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
+//! - an error status read under [`MAX_ERROR_BODY_BYTES`], with `retry-after`,
+//!   `retry-after-ms` and `x-should-retry` applied for every provider;
+//! - the request driver ([`llm_core::drive`]) in any framing: [`HttpTransport::stream_sse`]
+//!   and [`HttpTransport::stream`].
+//!
+//! llm-core stays free of IO and of an HTTP client; this crate is the only place in
+//! the workspace that sends HTTP for a provider.
+#![warn(missing_docs)]
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use llm_core::drive::{FrameDecoder, HttpResponse, WireDecoder};
+use llm_core::error::parse_retry_after;
+use llm_core::framing::Framing;
+use llm_core::{AssistantStream, Error, ErrorKind, Model, StreamOptions};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+/// The HTTP client crate, for [`http_provider!`] and callers building their own client.
+pub use reqwest;
+
+/// At most this much of an error response's body is read (the rest is dropped).
+pub const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
+
+/// How many transport configurations keep a cached client; the oldest goes first.
+const MAX_CACHED_CLIENTS: usize = 8;
+
+/// Whether a header carries a credential: its value is redacted in `Debug` and
+/// marked sensitive on the wire (never logged by the HTTP stack).
+///
+/// One list for every provider: `authorization`, `proxy-authorization`, `cookie`,
+/// and any name containing `key`, `token`, `secret`, `auth` or `signature`
+/// (`x-api-key`, `api-key`, `x-goog-api-key`, `x-amz-security-token`, ...).
+pub fn is_secret_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "cookie"
+        || ["key", "token", "secret", "auth", "signature", "credential"]
+            .iter()
+            .any(|part| name.contains(part))
+}
+
+/// Headers whose `Debug` prints secret values as `[REDACTED]` ([`is_secret_header`]).
+pub struct RedactedHeaders<'a>(pub &'a [(String, String)]);
+
+impl fmt::Debug for RedactedHeaders<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, value)| {
+                (name.as_str(), if is_secret_header(name) { "[REDACTED]" } else { value.as_str() })
+            }))
+            .finish()
+    }
+}
+
+/// One request, ready to send (POST). Its `Debug` redacts secret headers and prints
+/// only the body's size.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// The full URL. Never put a key in it (use a header).
+    pub url: String,
+    /// Headers in send order; a later header with the same name replaces an earlier one.
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Bytes,
+}
+
+impl fmt::Debug for HttpRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpRequest")
+            .field("url", &self.url)
+            .field("headers", &RedactedHeaders(&self.headers))
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
+}
+
+impl HttpRequest {
+    /// A request whose body is `body` serialized as JSON (the bytes are deterministic
+    /// for a `serde_json::Value` built with the workspace's `preserve_order`).
+    pub fn json<T: serde::Serialize + ?Sized>(
+        provider: &str,
+        url: String,
+        headers: Vec<(String, String)>,
+        body: &T,
+    ) -> Result<Self, Error> {
+        let body = serde_json::to_vec(body).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                provider,
+                format!("Could not serialize the request: {e}"),
+            )
+            .with_retryable(false)
+        })?;
+        Ok(HttpRequest { url, headers, body: Bytes::from(body) })
+    }
+}
+
+/// A non-2xx response, for the provider's error mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// The delay asked for by `retry-after-ms` or `retry-after`.
+    pub retry_after: Option<Duration>,
+    /// The body as text (lossy UTF-8), at most [`MAX_ERROR_BODY_BYTES`]; empty when it
+    /// could not be read.
+    pub body: String,
+}
+
+/// What decides a transport: requests with equal configurations share one client
+/// (one connection pool and TLS setup).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TransportConfig {
+    /// The TCP/TLS connect limit (reqwest sets it per client).
+    pub connect_timeout: Option<Duration>,
+}
+
+impl TransportConfig {
+    /// The configuration a request's options ask for.
+    pub fn from_options(options: &StreamOptions) -> Self {
+        TransportConfig { connect_timeout: options.timeouts.connect }
+    }
+}
+
+/// The HTTP side of a provider: its clients and the send function.
+///
+/// Cheap to clone; clones share the cached clients.
+#[derive(Clone, Default)]
+pub struct HttpTransport {
+    /// A caller-supplied client, used for every request as is.
+    given: Option<reqwest::Client>,
+    /// Clients built here, by configuration (most recently built last).
+    cache: Arc<Mutex<Vec<(TransportConfig, reqwest::Client)>>>,
+}
+
+impl fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpTransport")
+            .field("caller_client", &self.given.is_some())
+            .field("cached_clients", &self.cached_clients())
+            .finish()
+    }
+}
+
+impl HttpTransport {
+    /// A transport that builds (and caches) its own rustls clients.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A transport that sends every request with `client` (proxies, custom TLS, pools);
+    /// that client's own connect timeout applies.
+    pub fn with_client(client: reqwest::Client) -> Self {
+        HttpTransport { given: Some(client), cache: Arc::default() }
+    }
+
+    /// How many clients this transport has built and kept.
+    pub fn cached_clients(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// The client for `config`: the caller's, a cached one, or a new one (then cached).
+    pub fn client(
+        &self,
+        config: TransportConfig,
+        provider: &str,
+    ) -> Result<reqwest::Client, Error> {
+        if let Some(client) = &self.given {
+            return Ok(client.clone());
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, client)) = cache.iter().find(|(c, _)| *c == config) {
+            return Ok(client.clone());
+        }
+        let mut builder = reqwest::Client::builder();
+        if let Some(timeout) = config.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        let client = builder.build().map_err(|e| {
+            Error::new(
+                ErrorKind::Transport,
+                provider,
+                format!("Could not build the HTTP client: {}", e.without_url()),
+            )
+        })?;
+        if cache.len() >= MAX_CACHED_CLIENTS {
+            cache.remove(0);
+        }
+        cache.push((config, client.clone()));
+        Ok(client)
+    }
+
+    /// Streams `request` through the driver with SSE framing.
+    ///
+    /// `request` is taken as built (`HttpRequest::json` fails on a body that cannot
+    /// be serialized): an `Err` ends the stream with that error. `map_error` turns an
+    /// error status into the provider's error; `new_decoder` makes a fresh decoder
+    /// per attempt. A client that cannot be built ends the stream with that error.
+    pub fn stream_sse<M, D, N>(
+        &self,
+        model: &Model,
+        options: &StreamOptions,
+        provider: &str,
+        request: Result<HttpRequest, Error>,
+        map_error: M,
+        new_decoder: N,
+    ) -> AssistantStream
+    where
+        M: Fn(ErrorResponse) -> Error + Send + Sync + 'static,
+        D: WireDecoder,
+        N: FnMut() -> D + Send + 'static,
+    {
+        self.stream(
+            model,
+            options,
+            provider,
+            request,
+            map_error,
+            llm_core::drive::sse_framing,
+            new_decoder,
+        )
+    }
+
+    /// Streams `request` through the driver in any framing (`new_framing` gets
+    /// `options.max_event_bytes`); otherwise as [`HttpTransport::stream_sse`].
+    #[allow(clippy::too_many_arguments, reason = "the three provider parts plus the request")]
+    pub fn stream<M, F, NF, D, N>(
+        &self,
+        model: &Model,
+        options: &StreamOptions,
+        provider: &str,
+        request: Result<HttpRequest, Error>,
+        map_error: M,
+        new_framing: NF,
+        new_decoder: N,
+    ) -> AssistantStream
+    where
+        M: Fn(ErrorResponse) -> Error + Send + Sync + 'static,
+        F: Framing,
+        NF: FnMut(Option<usize>) -> F + Send + 'static,
+        D: FrameDecoder<F::Frame>,
+        N: FnMut() -> D + Send + 'static,
+    {
+        let client = request.and_then(|request| {
+            Ok((request, self.client(TransportConfig::from_options(options), provider)?))
+        });
+        let (request, client) = match client {
+            Ok(both) => both,
+            Err(error) => return AssistantStream::from_error(model, error),
+        };
+        let request = Arc::new(request);
+        let map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> = Arc::new(map_error);
+        let name: Arc<str> = provider.into();
+        llm_core::drive::drive(
+            model,
+            options,
+            provider,
+            move |_attempt| {
+                send(
+                    client.clone(),
+                    Arc::clone(&request),
+                    Arc::clone(&name),
+                    Arc::clone(&map_error),
+                )
+            },
+            new_framing,
+            new_decoder,
+        )
+    }
+}
+
+/// Declares a provider struct that owns an [`HttpTransport`], with `Default`,
+/// `new()` (its own cached clients) and `with_http_client(reqwest::Client)`, so
+/// each provider crate writes only its `Provider` impl.
+///
+/// ```ignore
+/// llm_http::http_provider! {
+///     /// The Acme provider.
+///     pub struct AcmeProvider;
+/// }
+/// ```
+#[macro_export]
+macro_rules! http_provider {
+    ($(#[$meta:meta])* pub struct $name:ident;) => {
+        $(#[$meta])*
+        ///
+        /// Cheap to clone; clones share the HTTP clients.
+        #[derive(Debug, Clone, Default)]
+        pub struct $name {
+            http: $crate::HttpTransport,
+        }
+
+        impl $name {
+            /// A provider with its own HTTP clients (rustls; one per connect timeout).
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// A provider that sends every request with `http` (proxies, custom TLS,
+            /// pools; that client's own connect timeout applies).
+            pub fn with_http_client(http: $crate::reqwest::Client) -> Self {
+                $name { http: $crate::HttpTransport::with_client(http) }
+            }
+        }
+    };
+}
+
+/// Sends one attempt. A 2xx returns the body stream (read errors become transport
+/// errors); any other status is read under [`MAX_ERROR_BODY_BYTES`] and mapped by
+/// `map_error`, then `x-should-retry: true|false` overrides its retry flag.
+pub async fn send(
+    client: reqwest::Client,
+    request: Arc<HttpRequest>,
+    provider: Arc<str>,
+    map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
+) -> Result<HttpResponse, Error> {
+    let headers = header_map(&request.headers, &provider)?;
+    let response = client
+        .post(request.url.as_str())
+        .headers(headers)
+        .body(request.body.clone())
+        .send()
+        .await
+        .map_err(|e| transport_error(&provider, "Request failed", e))?;
+    let status = response.status().as_u16();
+    if response.status().is_success() {
+        let body = response
+            .bytes_stream()
+            .map(move |chunk| {
+                chunk.map_err(|e| transport_error(&provider, "Reading the response failed", e))
+            })
+            .boxed();
+        return Ok(HttpResponse { status, body });
+    }
+    let header = |name: &str| {
+        response.headers().get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned())
+    };
+    let retry_after =
+        parse_retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref());
+    let should_retry = header("x-should-retry");
+    let body = read_error_body(response, &provider).await;
+    let mut error = map_error(ErrorResponse { status, retry_after, body });
+    // The server's explicit retry hint wins over the status table.
+    match should_retry.as_deref() {
+        Some("true") => error.retryable = true,
+        Some("false") => error.retryable = false,
+        _ => {}
+    }
+    Err(error)
+}
+
+/// The error body as text, at most [`MAX_ERROR_BODY_BYTES`]. A read failure keeps
+/// what arrived (the status alone still decides the error kind).
+async fn read_error_body(response: reqwest::Response, provider: &str) -> String {
+    let mut bytes = Vec::new();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => {
+                let room = MAX_ERROR_BODY_BYTES - bytes.len();
+                bytes.extend_from_slice(chunk.get(..chunk.len().min(room)).unwrap_or_default());
+                if bytes.len() >= MAX_ERROR_BODY_BYTES {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(provider, error = %e.without_url(), "could not read the whole error body");
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Name/value pairs as a header map; credential values are marked sensitive. An
+/// invalid name or value fails without echoing the value.
+fn header_map(headers: &[(String, String)], provider: &str) -> Result<HeaderMap, Error> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let invalid = |what: &str| {
+            Error::new(ErrorKind::InvalidRequest, provider, format!("Invalid HTTP header {what}"))
+                .with_retryable(false)
+        };
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid("name"))?;
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| invalid(&format!("value for {header}")))?;
+        if is_secret_header(name) {
+            value.set_sensitive(true);
+        }
+        map.insert(header, value);
+    }
+    Ok(map)
+}
+
+/// A reqwest failure as a transport error: the URL stripped, the source chain
+/// appended (it says why: reset, TLS, DNS), repeated causes once.
+pub fn transport_error(provider: &str, what: &str, error: reqwest::Error) -> Error {
+    let error = error.without_url();
+    let mut message = format!("{what}: ");
+    if error.is_timeout() {
+        message.push_str("timed out: ");
+    } else if error.is_connect() {
+        message.push_str("connection failed: ");
+    }
+    message.push_str(&error.to_string());
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.is_empty() && !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    let kind = if error.is_builder() { ErrorKind::InvalidRequest } else { ErrorKind::Transport };
+    Error::new(kind, provider, message)
+}

@@ -1,0 +1,187 @@
+//! llm-http against a loopback TCP server that writes HTTP/1.1 by hand.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use llm_core::{Error, ErrorKind, StreamOptions};
+use llm_http::{
+    ErrorResponse, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, TransportConfig,
+    is_secret_header, send,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Serves `response` to one connection and returns the request head it read.
+async fn serve_once(response: Vec<u8>) -> (String, tokio::task::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/x", listener.local_addr().unwrap());
+    let handle = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        socket.write_all(&response).await.unwrap();
+        socket.shutdown().await.ok();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    (url, handle)
+}
+
+fn status(code: u16, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n{headers}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn request(url: String) -> Arc<HttpRequest> {
+    Arc::new(HttpRequest {
+        url,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("x-api-key".into(), "sk-test-secret-value".into()),
+        ],
+        body: bytes::Bytes::from_static(b"{}"),
+    })
+}
+
+type MapError = Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>;
+
+fn mapper() -> MapError {
+    Arc::new(|r: ErrorResponse| {
+        Error::new(ErrorKind::from_status(r.status), "test", format!("HTTP {}", r.status))
+            .with_status(r.status)
+            .with_retry_after(r.retry_after)
+            .with_body(r.body)
+    })
+}
+
+#[tokio::test]
+async fn x_should_retry_overrides_the_status_table_for_every_provider() {
+    for (header, expected) in [("x-should-retry: false\r\n", false), ("", true)] {
+        let (url, server) = serve_once(status(503, header, b"{}")).await;
+        let error =
+            send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+        assert_eq!(error.status, Some(503));
+        assert_eq!(error.retryable, expected, "{header:?}");
+        let head = server.await.unwrap();
+        assert!(head.contains("sk-test-secret-value"), "the key is sent");
+    }
+    let (url, _server) = serve_once(status(400, "x-should-retry: true\r\n", b"{}")).await;
+    let error =
+        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    assert!(error.retryable);
+}
+
+#[tokio::test]
+async fn retry_after_headers_reach_the_mapper() {
+    let (url, _server) = serve_once(status(429, "retry-after-ms: 1500\r\n", b"slow")).await;
+    let error =
+        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.retry_after, Some(Duration::from_millis(1500)));
+    assert_eq!(error.body.as_deref(), Some("slow"));
+}
+
+#[tokio::test]
+async fn the_error_body_is_read_under_a_limit() {
+    let big = vec![b'a'; MAX_ERROR_BODY_BYTES + 4096];
+    let (url, _server) = serve_once(status(500, "", &big)).await;
+    let error =
+        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.body.map(|b| b.len()), Some(MAX_ERROR_BODY_BYTES));
+}
+
+#[tokio::test]
+async fn an_unreadable_error_body_keeps_the_status() {
+    // The head promises 100 bytes; the connection closes after 3.
+    let mut response = b"HTTP/1.1 429 X\r\ncontent-length: 100\r\n\r\n".to_vec();
+    response.extend_from_slice(b"abc");
+    let (url, _server) = serve_once(response).await;
+    let error =
+        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.status, Some(429));
+    assert_eq!(error.kind, ErrorKind::RateLimited);
+    assert!(error.retryable);
+}
+
+#[tokio::test]
+async fn a_2xx_body_streams_and_transport_errors_hide_the_url() {
+    let (url, _server) = serve_once(status(200, "", b"data: 1\n\n")).await;
+    let response =
+        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap();
+    let body: Vec<u8> =
+        response.body.map(|c| c.unwrap().to_vec()).collect::<Vec<_>>().await.concat();
+    assert_eq!(body, b"data: 1\n\n");
+
+    // Nothing listens on the port of a dropped listener.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/secret-path?key=sk-in-url", listener.local_addr().unwrap());
+    drop(listener);
+    let error =
+        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Transport);
+    assert!(error.retryable);
+    assert!(!error.message.contains("sk-in-url") && !error.message.contains("secret-path"));
+}
+
+#[tokio::test]
+async fn an_invalid_header_value_fails_without_echoing_it() {
+    let mut req = (*request("http://127.0.0.1:9/".into())).clone();
+    req.headers.push(("authorization".into(), "Bearer sk-bad\nvalue".into()));
+    let error =
+        send(reqwest::Client::new(), Arc::new(req), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.kind, ErrorKind::InvalidRequest);
+    assert!(!error.retryable);
+    assert!(!error.message.contains("sk-bad"), "{}", error.message);
+}
+
+#[test]
+fn debug_redacts_every_credential_header() {
+    let req = HttpRequest {
+        url: "https://example.invalid/v1".into(),
+        headers: vec![
+            ("Authorization".into(), "Bearer sk-one".into()),
+            ("x-goog-api-key".into(), "sk-two".into()),
+            ("api-key".into(), "sk-three".into()),
+            ("x-amz-security-token".into(), "sk-four".into()),
+            ("anthropic-version".into(), "2023-06-01".into()),
+        ],
+        body: bytes::Bytes::from_static(b"{\"secret\":1}"),
+    };
+    let debug = format!("{req:?}");
+    for secret in ["sk-one", "sk-two", "sk-three", "sk-four", "\"secret\""] {
+        assert!(!debug.contains(secret), "{secret} in {debug}");
+    }
+    assert!(debug.contains("2023-06-01"));
+    assert!(is_secret_header("Proxy-Authorization") && !is_secret_header("content-type"));
+}
+
+#[test]
+fn one_client_per_distinct_transport_configuration() {
+    let transport = HttpTransport::new();
+    let clone = transport.clone();
+    let a = TransportConfig { connect_timeout: Some(Duration::from_secs(30)) };
+    let b = TransportConfig { connect_timeout: Some(Duration::from_millis(300)) };
+    for _ in 0..5 {
+        transport.client(a, "test").unwrap();
+        clone.client(b, "test").unwrap();
+    }
+    assert_eq!(transport.cached_clients(), 2);
+    let mut options = StreamOptions::default();
+    options.timeouts.connect = Some(Duration::from_millis(300));
+    assert_eq!(TransportConfig::from_options(&options), b);
+    let given = HttpTransport::with_client(reqwest::Client::new());
+    given.client(a, "test").unwrap();
+    assert_eq!(given.cached_clients(), 0);
+}

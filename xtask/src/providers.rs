@@ -1,0 +1,18 @@
+//! The provider crates xtask runs: one line per crate, built from the crate's
+//! exported `INFO` (`cargo xtask new-provider` adds the line and the dependency).
+
+use std::sync::Arc;
+
+use crate::conformance::ProviderEntry;
+
+/// Every registered provider crate.
+#[rustfmt::skip]
+pub const PROVIDERS: &[ProviderEntry] = &[
+    ProviderEntry::new(&llm_anthropic::INFO, || Arc::new(llm_anthropic::AnthropicProvider::new())),
+    ProviderEntry::new(&llm_openai_completions::INFO, || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new())),
+    ProviderEntry::new(&llm_openai_responses::INFO, || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new())),
+    // One provider serves both google-generative-ai and google-vertex (by `model.api`).
+    ProviderEntry::new(&llm_google::INFO, || Arc::new(llm_google::GoogleProvider::new())),
+    ProviderEntry::new(&llm_mistral::INFO, || Arc::new(llm_mistral::MistralProvider::new())),
+    // new-provider: insert above
+];
