@@ -286,7 +286,12 @@ impl Server {
                 }
                 config = config
                     .custom_headers(http_headers(headers).map_err(|e| self.connect_error(e))?);
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                // rmcp builds its HTTP client with `expect`: keep a failure there a
+                // connect error, not a panic in the caller.
+                let transport = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rmcp::transport::StreamableHttpClientTransport::from_config(config)
+                }))
+                .map_err(|_| self.connect_error("the HTTP client could not be built".into()))?;
                 let service = rmcp::serve_client(handler, transport)
                     .await
                     .map_err(|e| self.connect_error(e.to_string()))?;

@@ -249,3 +249,15 @@ async fn a_server_that_cannot_start_is_down_not_fatal() {
     assert!(McpServers::connect([fault_server("a").0, fault_server("a").0]).await.is_err());
     assert!(McpServers::connect([fault_server("9").0]).await.is_err());
 }
+
+#[tokio::test]
+async fn a_server_that_never_answers_initialize_times_out() {
+    // Prints a line that is not JSON-RPC, then says nothing.
+    let silent = McpServerConfig::stdio("silent", "sh", ["-c", "echo starting up; exec sleep 30"])
+        .with_connect_timeout(Duration::from_millis(500))
+        .with_max_restarts(0);
+    let servers = McpServers::connect([silent]).await.unwrap();
+    let ServerStatus::Down { reason, .. } = &servers.statuses()[0].1 else { panic!() };
+    assert!(reason.contains("no answer to `initialize` within 500ms"), "{reason}");
+    assert!(servers.tools().descriptors.is_empty());
+}
