@@ -213,7 +213,29 @@ fn derive_id(program: &str, args: &[String]) -> String {
     let base = |s: &str| s.rsplit(['/', '\\']).next().unwrap_or(s).to_owned();
     let program_name = base(program);
     let runner = matches!(program_name.as_str(), "npx" | "uvx" | "bunx" | "pnpx" | "pipx" | "uv");
-    let name = if runner {
+    let interpreter = matches!(
+        program_name.as_str(),
+        "node" | "python" | "python3" | "deno" | "bun" | "sh" | "bash"
+    );
+    let name = if interpreter {
+        // `node .../server-filesystem/dist/index.js` -> `server-filesystem`.
+        args.iter()
+            .find(|a| !a.starts_with('-') && !matches!(a.as_str(), "run" | "-m"))
+            .and_then(|script| {
+                script
+                    .rsplit(['/', '\\'])
+                    .map(|c| c.split('.').next().unwrap_or(c))
+                    .find(|c| {
+                        !c.is_empty()
+                            && !matches!(
+                                *c,
+                                "index" | "main" | "dist" | "build" | "src" | "lib" | "bin" | "cli"
+                            )
+                    })
+                    .map(str::to_owned)
+            })
+            .unwrap_or(program_name)
+    } else if runner {
         args.iter()
             .find(|a| !a.starts_with('-') && !matches!(a.as_str(), "run" | "dlx" | "tool"))
             .map(|package| {
@@ -268,6 +290,13 @@ mod tests {
         );
         assert_eq!(McpServerConfig::from_command_line("uvx mcp-server-fetch").unwrap().id, "fetch");
         assert_eq!(McpServerConfig::from_command_line("./9lives.py").unwrap().id, "s9lives");
+        let node =
+            "node /x/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio";
+        assert_eq!(McpServerConfig::from_command_line(node).unwrap().id, "everything");
+        assert_eq!(
+            McpServerConfig::from_command_line("python3 -u tools/git_mcp.py").unwrap().id,
+            "git_mcp"
+        );
         assert!(McpServerConfig::from_command_line("  ").is_err());
         assert!(McpServerConfig::from_command_line("npx 'open").is_err());
     }
