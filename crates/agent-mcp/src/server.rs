@@ -76,7 +76,7 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.notifications.tools_changed.store(true, Ordering::SeqCst);
-        self.notifications.changed.notify_waiters();
+        self.notifications.changed.notify_one();
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -176,7 +176,7 @@ impl Server {
             && *s != status
         {
             *s = status;
-            self.notifications.changed.notify_waiters();
+            self.notifications.changed.notify_one();
         }
     }
 
@@ -219,7 +219,7 @@ impl Server {
                 *slot = Some(connection);
                 self.set_status(ServerStatus::Up);
                 if changed {
-                    self.notifications.changed.notify_waiters();
+                    self.notifications.changed.notify_one();
                 }
                 Ok(())
             }
@@ -234,7 +234,25 @@ impl Server {
     }
 
     fn connect_error(&self, reason: String) -> McpError {
-        McpError::Connect { server: self.config.id.clone(), reason }
+        McpError::Connect { server: self.config.id.clone(), reason: self.scrub(reason) }
+    }
+
+    /// Removes what may be a credential from a message: an HTTP server's URL
+    /// query (rmcp's HTTP errors quote the URL), its token and header values.
+    fn scrub(&self, mut text: String) -> String {
+        if let McpTransport::Http { url, bearer_token, headers } = &self.config.transport {
+            if let Some((_, query)) = url.split_once('?')
+                && !query.is_empty()
+            {
+                text = text.replace(query, "[REDACTED]");
+            }
+            let secrets =
+                bearer_token.iter().map(|t| t.expose()).chain(headers.values().map(String::as_str));
+            for secret in secrets.filter(|s| !s.is_empty()) {
+                text = text.replace(secret, "[REDACTED]");
+            }
+        }
+        text
     }
 
     async fn connect(&self) -> Result<Connection, McpError> {
@@ -308,7 +326,10 @@ impl Server {
 
     /// Every tool, following `nextCursor`.
     async fn list_tools(&self, peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, McpError> {
-        let err = |reason: String| McpError::ListTools { server: self.config.id.clone(), reason };
+        let err = |reason: String| McpError::ListTools {
+            server: self.config.id.clone(),
+            reason: self.scrub(reason),
+        };
         tokio::time::timeout(self.config.connect_timeout, peer.list_all_tools())
             .await
             .map_err(|_| err(format!("no answer within {:?}", self.config.connect_timeout)))?
@@ -498,7 +519,7 @@ impl Server {
             }
             other => format!("MCP server `{id}` failed `{tool_name}`: {other}"),
         };
-        ToolError(text)
+        ToolError(self.scrub(text))
     }
 
     /// Closes the connection (ends a stdio server's process).

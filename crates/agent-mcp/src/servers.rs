@@ -1,7 +1,7 @@
 //! The entry point: a set of servers, their tools as planner descriptors and
 //! agent tools, and their availability.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use agent_core::{AgentTool, ToolInvocation};
@@ -118,6 +118,7 @@ impl McpServers {
 
     /// Resolves when a server reports a tool-list change or changes status
     /// (then call [`McpServers::refresh`] and [`McpServers::tools`] again).
+    /// A change that happened while nobody waited is remembered for the next call.
     pub async fn changed(&self) {
         self.changed.notified().await;
     }
@@ -171,7 +172,13 @@ impl McpToolSet {
     /// The visible tools in plan order (down servers' tools left out).
     pub fn planned(&self, env: &AvailabilityEnv) -> Result<Vec<AgentTool>, PlanError> {
         let plan = build_tool_plan(&self.descriptors, env)?;
-        Ok(plan.visible.iter().filter_map(|v| self.tool(&v.descriptor.name).cloned()).collect())
+        let by_name: HashMap<&str, &AgentTool> =
+            self.tools.iter().map(|t| (t.tool.name.as_str(), t)).collect();
+        Ok(plan
+            .visible
+            .iter()
+            .filter_map(|v| by_name.get(v.descriptor.name.as_str()).map(|t| (*t).clone()))
+            .collect())
     }
 }
 

@@ -99,3 +99,26 @@ async fn tools_over_streamable_http() {
     assert!(err.0.contains("MCP server `web`"), "{err}");
     servers.shutdown().await;
 }
+
+#[tokio::test]
+async fn connection_errors_do_not_show_credentials() {
+    // Nothing listens on this port (bound, then closed).
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut config =
+        McpServerConfig::http("web", format!("http://127.0.0.1:{port}/mcp?key=sk-query-secret"))
+            .with_connect_timeout(Duration::from_secs(10))
+            .with_max_restarts(0);
+    if let McpTransport::Http { bearer_token, headers, .. } = &mut config.transport {
+        *bearer_token = Some(ApiKey::new("sk-bearer-secret"));
+        headers.insert("x-api-key".into(), "sk-header-secret".into());
+    }
+    let servers = McpServers::connect([config]).await.unwrap();
+    let statuses = format!("{:?} {servers:?}", servers.statuses());
+    assert!(statuses.contains("Down"), "{statuses}");
+    for secret in ["sk-query-secret", "sk-bearer-secret", "sk-header-secret"] {
+        assert!(!statuses.contains(secret), "{statuses}");
+    }
+}
