@@ -525,6 +525,8 @@ impl Server {
     /// Closes the connection (ends a stdio server's process).
     pub(crate) async fn shutdown(&self) {
         let mut slot = self.connection.lock().await;
+        // A shut-down server is not started again by a late call or refresh.
+        self.restarts.fetch_max(self.config.max_restarts, Ordering::SeqCst);
         if let Some(mut c) = slot.take() {
             let _ = c.service.close_with_timeout(Duration::from_secs(2)).await;
             if let Some(child) = &mut c.child {

@@ -124,6 +124,10 @@ async fn a_hung_call_times_out_and_is_cancelled_on_the_server() {
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "still here"})).await.unwrap();
     assert_eq!(text_of(&out.content), "still here");
     servers.shutdown().await;
+    // After shutdown nothing starts it again.
+    let err = invoke(tool(&set, "fault__echo"), json!({"text": "late"})).await.unwrap_err();
+    assert!(err.0.contains("is down"), "{err}");
+    assert!(!servers.refresh().await);
 }
 
 #[tokio::test]
