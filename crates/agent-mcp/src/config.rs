@@ -1,0 +1,323 @@
+//! How to reach an MCP server.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use llm_core::ApiKey;
+
+use crate::error::McpError;
+
+/// How to reach one server.
+#[derive(Clone)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC over its stdin and stdout.
+    Stdio {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment variables (values may be secrets: never printed).
+        env: BTreeMap<String, String>,
+        /// Working directory (default: ours).
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP at `url`.
+    Http {
+        /// The endpoint, such as `http://127.0.0.1:3000/mcp`.
+        url: String,
+        /// Sent as `Authorization: Bearer <token>`.
+        bearer_token: Option<ApiKey>,
+        /// Extra headers (values may be secrets: never printed).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Environment values and header values are often credentials: names only.
+        match self {
+            McpTransport::Stdio { program, args, env, cwd } => f
+                .debug_struct("Stdio")
+                .field("program", program)
+                .field("args", args)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+            McpTransport::Http { url, bearer_token, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("bearer_token", bearer_token)
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+/// One server: its id, how to reach it, and its limits.
+#[derive(Debug, Clone)]
+pub struct McpServerConfig {
+    /// Short id (`[A-Za-z][A-Za-z0-9_-]*`, at most 32 characters): the prefix
+    /// of its tools' names and the key of its availability value.
+    pub id: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// How long the `initialize` handshake and the first tool listing may take
+    /// (`npx -y` may download the server first).
+    pub connect_timeout: Duration,
+    /// How long a call may go without an answer or a progress notification.
+    pub call_timeout: Duration,
+    /// How many times a server whose connection died is started again, over
+    /// the whole session; after that its tools stay hidden.
+    pub max_restarts: u32,
+}
+
+/// Default [`McpServerConfig::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`McpServerConfig::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`McpServerConfig::max_restarts`].
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+
+/// Longest accepted server id.
+pub const MAX_SERVER_ID_LEN: usize = 32;
+
+impl McpServerConfig {
+    /// A server with the default limits.
+    pub fn new(id: impl Into<String>, transport: McpTransport) -> Self {
+        McpServerConfig {
+            id: id.into(),
+            transport,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+        }
+    }
+
+    /// A stdio server started as `program args...`.
+    pub fn stdio(
+        id: impl Into<String>,
+        program: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        McpServerConfig::new(
+            id,
+            McpTransport::Stdio {
+                program: program.into(),
+                args: args.into_iter().map(Into::into).collect(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+        )
+    }
+
+    /// A streamable HTTP server.
+    pub fn http(id: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServerConfig::new(
+            id,
+            McpTransport::Http { url: url.into(), bearer_token: None, headers: BTreeMap::new() },
+        )
+    }
+
+    /// A stdio server from a command line such as
+    /// `npx -y @modelcontextprotocol/server-filesystem .` (what `claw --mcp`
+    /// takes): split on whitespace, with single or double quotes grouping
+    /// words; the id is derived from the package or program name
+    /// (`server-filesystem` gives `filesystem`).
+    pub fn from_command_line(line: &str) -> Result<Self, McpError> {
+        let words = split_command_line(line)?;
+        let Some((program, args)) = words.split_first() else {
+            return Err(McpError::Config("empty MCP server command".into()));
+        };
+        let id = derive_id(program, args);
+        Ok(McpServerConfig::stdio(id, program.clone(), args.iter().cloned()))
+    }
+
+    /// Sets the call timeout.
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Sets the connect timeout.
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the restart bound.
+    #[must_use]
+    pub fn with_max_restarts(mut self, max_restarts: u32) -> Self {
+        self.max_restarts = max_restarts;
+        self
+    }
+
+    /// Checks the id.
+    pub fn validate(&self) -> Result<(), McpError> {
+        let mut chars = self.id.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !first_ok || !rest_ok || self.id.len() > MAX_SERVER_ID_LEN {
+            return Err(McpError::Config(format!(
+                "MCP server id `{}` must be a letter followed by letters, digits, `_` or `-`, \
+                 at most {MAX_SERVER_ID_LEN} characters",
+                self.id
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Splits a command line into words (whitespace-separated; quotes group).
+fn split_command_line(line: &str) -> Result<Vec<String>, McpError> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => current.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                in_word = true;
+            }
+            None if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            None => {
+                current.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err(McpError::Config(format!("unterminated quote in MCP server command `{line}`")));
+    }
+    if in_word {
+        words.push(current);
+    }
+    Ok(words)
+}
+
+/// The id for a command: the package a runner (`npx`, `uvx`, ...) starts, else
+/// the program's file name; scope, version and a `server-` / `mcp-server-`
+/// prefix dropped; sanitized to the id alphabet.
+fn derive_id(program: &str, args: &[String]) -> String {
+    let base = |s: &str| s.rsplit(['/', '\\']).next().unwrap_or(s).to_owned();
+    let program_name = base(program);
+    let runner = matches!(program_name.as_str(), "npx" | "uvx" | "bunx" | "pnpx" | "pipx" | "uv");
+    let interpreter = matches!(
+        program_name.as_str(),
+        "node" | "python" | "python3" | "deno" | "bun" | "sh" | "bash"
+    );
+    let name = if interpreter {
+        // `node .../server-filesystem/dist/index.js` -> `server-filesystem`.
+        args.iter()
+            .find(|a| !a.starts_with('-') && !matches!(a.as_str(), "run" | "-m"))
+            .and_then(|script| {
+                script
+                    .rsplit(['/', '\\'])
+                    .map(|c| c.split('.').next().unwrap_or(c))
+                    .find(|c| {
+                        !c.is_empty()
+                            && !matches!(
+                                *c,
+                                "index" | "main" | "dist" | "build" | "src" | "lib" | "bin" | "cli"
+                            )
+                    })
+                    .map(str::to_owned)
+            })
+            .unwrap_or(program_name)
+    } else if runner {
+        args.iter()
+            .find(|a| !a.starts_with('-') && !matches!(a.as_str(), "run" | "dlx" | "tool"))
+            .map(|package| {
+                // `@scope/name@1.2.3` -> `name`.
+                let unscoped = package.rsplit('/').next().unwrap_or(package);
+                unscoped.split('@').next().unwrap_or(unscoped).to_owned()
+            })
+            .unwrap_or(program_name)
+    } else {
+        program_name
+    };
+    let name = name.strip_suffix(".js").or_else(|| name.strip_suffix(".py")).unwrap_or(&name);
+    let name = ["mcp-server-", "server-", "mcp-"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p).filter(|rest| !rest.is_empty()))
+        .unwrap_or(name);
+    let mut id: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(MAX_SERVER_ID_LEN)
+        .collect();
+    if !id.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        id.insert(0, 's');
+        id.truncate(MAX_SERVER_ID_LEN);
+    }
+    id
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_and_name_themselves() {
+        let c = McpServerConfig::from_command_line(
+            "npx -y @modelcontextprotocol/server-filesystem@2026.8.31 '/tmp/my dir'",
+        )
+        .unwrap();
+        assert_eq!(c.id, "filesystem");
+        let McpTransport::Stdio { program, args, .. } = &c.transport else { panic!() };
+        assert_eq!(program, "npx");
+        assert_eq!(
+            args,
+            &["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/tmp/my dir"]
+        );
+        assert!(c.validate().is_ok());
+
+        assert_eq!(
+            McpServerConfig::from_command_line("/usr/bin/mcp-server-git").unwrap().id,
+            "git"
+        );
+        assert_eq!(McpServerConfig::from_command_line("uvx mcp-server-fetch").unwrap().id, "fetch");
+        assert_eq!(McpServerConfig::from_command_line("./9lives.py").unwrap().id, "s9lives");
+        let node =
+            "node /x/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio";
+        assert_eq!(McpServerConfig::from_command_line(node).unwrap().id, "everything");
+        assert_eq!(
+            McpServerConfig::from_command_line("python3 -u tools/git_mcp.py").unwrap().id,
+            "git_mcp"
+        );
+        assert!(McpServerConfig::from_command_line("  ").is_err());
+        assert!(McpServerConfig::from_command_line("npx 'open").is_err());
+    }
+
+    #[test]
+    fn ids_are_checked() {
+        for bad in ["", "1abc", "a b", "a.b", &"a".repeat(33)] {
+            assert!(McpServerConfig::stdio(bad, "x", [""; 0]).validate().is_err(), "{bad}");
+        }
+        assert!(McpServerConfig::stdio("git_2-x", "x", [""; 0]).validate().is_ok());
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let mut c = McpServerConfig::http("api", "http://127.0.0.1:1/mcp");
+        if let McpTransport::Http { bearer_token, headers, .. } = &mut c.transport {
+            *bearer_token = Some(ApiKey::new("sk-secret-token"));
+            headers.insert("X-Api-Key".into(), "hdr-secret".into());
+        }
+        let text = format!("{c:?}");
+        assert!(!text.contains("sk-secret-token") && !text.contains("hdr-secret"), "{text}");
+        assert!(text.contains("X-Api-Key"));
+    }
+}

@@ -1,0 +1,183 @@
+//! MCP tool results to agent tool results.
+
+use agent_core::{ToolError, ToolOutput};
+use llm_core::{ImageContent, UserContent};
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde_json::{Value, json};
+
+/// Text of a result with no content at all (providers reject empty results).
+pub const EMPTY_RESULT_TEXT: &str = "(the tool returned no content)";
+
+/// Maps one `tools/call` result: text and images pass through; an embedded
+/// resource becomes text headed by its URI (an image blob stays an image);
+/// audio and binary blobs are described, not sent; `structuredContent` goes to
+/// `details` (and becomes the text when there is no other content); `isError`
+/// makes the call an error result whose text is the content's text.
+pub fn map_call_result(
+    server_id: &str,
+    tool_name: &str,
+    result: CallToolResult,
+) -> Result<ToolOutput, ToolError> {
+    let mut content = Vec::with_capacity(result.content.len());
+    for block in result.content {
+        map_block(block, &mut content);
+    }
+    if content.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        content.push(UserContent::text(structured.to_string()));
+    }
+    if result.is_error == Some(true) {
+        let text = content
+            .iter()
+            .filter_map(|c| match c {
+                UserContent::Text(t) => Some(t.text.as_str()),
+                UserContent::Image(_) => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = if text.is_empty() {
+            format!("MCP tool `{tool_name}` on server `{server_id}` failed without a message")
+        } else {
+            text
+        };
+        return Err(ToolError(text));
+    }
+    if content.is_empty() {
+        content.push(UserContent::text(EMPTY_RESULT_TEXT));
+    }
+    let mut details = json!({ "mcpServer": server_id, "mcpTool": tool_name });
+    if let (Some(structured), Some(obj)) = (result.structured_content, details.as_object_mut()) {
+        obj.insert("structuredContent".into(), structured);
+    }
+    Ok(ToolOutput { content, details: Some(details), terminate: false })
+}
+
+fn map_block(block: ContentBlock, out: &mut Vec<UserContent>) {
+    match block {
+        ContentBlock::Text(t) => out.push(UserContent::text(t.text)),
+        ContentBlock::Image(i) => {
+            out.push(UserContent::Image(ImageContent { data: i.data, mime_type: i.mime_type }))
+        }
+        ContentBlock::Audio(a) => out.push(UserContent::text(format!(
+            "[audio ({}, {} bytes of base64) not shown]",
+            a.mime_type,
+            a.data.len()
+        ))),
+        ContentBlock::Resource(r) => match r.resource {
+            ResourceContents::TextResourceContents { uri, mime_type, text, .. } => {
+                let mime = mime_type.map(|m| format!(" ({m})")).unwrap_or_default();
+                out.push(UserContent::text(format!("Resource {uri}{mime}:\n{text}")));
+            }
+            ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => {
+                match mime_type {
+                    Some(mime) if mime.starts_with("image/") => {
+                        out.push(UserContent::text(format!("Resource {uri} ({mime}):")));
+                        out.push(UserContent::Image(ImageContent { data: blob, mime_type: mime }));
+                    }
+                    mime => out.push(UserContent::text(format!(
+                        "Resource {uri} ({}, {} bytes of base64) not shown",
+                        mime.as_deref().unwrap_or("binary"),
+                        blob.len()
+                    ))),
+                }
+            }
+            // Non-exhaustive: a future kind is described by its JSON.
+            #[allow(unreachable_patterns)]
+            other => out.push(UserContent::text(
+                serde_json::to_value(&other).unwrap_or(Value::Null).to_string(),
+            )),
+        },
+        ContentBlock::ResourceLink(link) => {
+            let mut text = format!("Resource link: {}", link.uri);
+            if !link.name.is_empty() {
+                text.push_str(&format!(" ({})", link.name));
+            }
+            if let Some(d) = &link.description {
+                text.push_str(&format!(": {d}"));
+            }
+            out.push(UserContent::text(text));
+        }
+        // `ContentBlock` is non-exhaustive: a future kind is described by its JSON.
+        #[allow(unreachable_patterns)]
+        other => out.push(UserContent::text(
+            serde_json::to_value(&other).unwrap_or(Value::Null).to_string(),
+        )),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn result(v: Value) -> CallToolResult {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn text(c: &UserContent) -> &str {
+        match c {
+            UserContent::Text(t) => &t.text,
+            UserContent::Image(_) => panic!("image"),
+        }
+    }
+
+    #[test]
+    fn every_content_kind_maps() {
+        let r = result(json!({
+            "content": [
+                {"type": "text", "text": "hello"},
+                {"type": "image", "data": "iVBORw0K", "mimeType": "image/png"},
+                {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "A"}},
+                {"type": "resource", "resource": {"uri": "demo://b", "mimeType": "application/zip", "blob": "UEsD"}},
+                {"type": "resource", "resource": {"uri": "demo://c.png", "mimeType": "image/png", "blob": "iVBO"}},
+                {"type": "resource_link", "uri": "demo://d", "name": "d", "description": "a doc"}
+            ],
+            "structuredContent": {"n": 1}
+        }));
+        let out = map_call_result("s", "t", r).unwrap();
+        assert_eq!(text(&out.content[0]), "hello");
+        assert_eq!(
+            out.content[1],
+            UserContent::Image(ImageContent {
+                data: "iVBORw0K".into(),
+                mime_type: "image/png".into()
+            })
+        );
+        assert_eq!(text(&out.content[2]), "[audio (audio/wav, 4 bytes of base64) not shown]");
+        assert_eq!(text(&out.content[3]), "Resource file:///a.txt (text/plain):\nA");
+        assert_eq!(
+            text(&out.content[4]),
+            "Resource demo://b (application/zip, 4 bytes of base64) not shown"
+        );
+        assert_eq!(text(&out.content[5]), "Resource demo://c.png (image/png):");
+        assert!(matches!(out.content[6], UserContent::Image(_)));
+        assert_eq!(text(&out.content[7]), "Resource link: demo://d (d): a doc");
+        assert_eq!(
+            out.details,
+            Some(json!({"mcpServer": "s", "mcpTool": "t", "structuredContent": {"n": 1}}))
+        );
+    }
+
+    #[test]
+    fn is_error_is_an_error_result() {
+        let r =
+            result(json!({"content": [{"type": "text", "text": "no such file"}], "isError": true}));
+        assert_eq!(map_call_result("s", "t", r), Err(ToolError("no such file".into())));
+        let r = result(json!({"content": [], "isError": true}));
+        assert!(map_call_result("s", "t", r).unwrap_err().0.contains("failed without a message"));
+    }
+
+    #[test]
+    fn structured_only_and_empty_results_have_text() {
+        let r = result(json!({"content": [], "structuredContent": {"sum": 3}}));
+        let out = map_call_result("s", "t", r).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(text(&out.content[0])).unwrap(),
+            json!({"sum": 3})
+        );
+        let out = map_call_result("s", "t", result(json!({"content": []}))).unwrap();
+        assert_eq!(text(&out.content[0]), EMPTY_RESULT_TEXT);
+    }
+}
