@@ -25,7 +25,7 @@ pub mod typed;
 pub mod types;
 pub mod validation;
 
-pub use assembler::MessageAssembler;
+pub use assembler::{MessageAssembler, PartialContent, PartialMessage, PartialToolCall};
 pub use cancel::CancellationToken;
 pub use error::{Error, ErrorKind};
 pub use event::{AssistantEvent, BlockKey, Delta};
