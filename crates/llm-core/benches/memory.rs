@@ -19,9 +19,9 @@
 //!
 //! Two phases are reported: streaming (every chunk until the last text delta was consumed:
 //! this is where a quadratic or leaking decoder would show) and finishing (the terminal
-//! event). The assembler clones the whole text into `text_end` and the whole message into
-//! `done` while keeping its own copy, so finishing holds up to three copies of the text at
-//! once; the bound asserted for the finishing phase allows that (see `docs/benchmarks.md`).
+//! event). `text_end` shares the text with the message (`Arc`) and `done` moves the message
+//! out, so with a consumer that drops events as it reads them finishing adds no copy of the
+//! text (see `docs/benchmarks.md`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "benchmark")]
 
