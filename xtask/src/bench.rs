@@ -7,7 +7,8 @@
 //! read from `AssistantStream::partial()` after every delta.
 //!
 //! Every case runs in a fresh child process (`xtask bench-case ...`), so its peak resident
-//! set is its own. CPU time is the client thread's (`/proc/thread-self/schedstat`): the
+//! set is its own. CPU time is the client thread's (`/proc/thread-self/schedstat`, in ns;
+//! `getrusage` would need `unsafe` FFI, which the workspace forbids): the
 //! HTTP client, SSE decoding, the provider's decoder, the assembler and the consumer, not
 //! the server thread. The floor is the CPU time of `serde_json` parsing every event's
 //! `data` of the same wire bytes into a `Value`, once.
@@ -692,7 +693,12 @@ fn read_request(socket: &mut TcpStream) -> std::io::Result<()> {
 // -------------------------------------------------------------------------------------------
 
 /// CPU time of the calling thread in nanoseconds.
+///
+/// The kernel adds the running slice to the figure only at scheduler events (a tick, a
+/// switch), so the thread yields first: `sched_yield` brings it up to date. Without that,
+/// a reading could lag by a tick (up to 4 ms), which matters for the 1 MiB cases.
 fn thread_cpu_ns() -> Result<u64> {
+    std::thread::yield_now();
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat").map_err(|e| {
         Error::Msg(format!("/proc/thread-self/schedstat: {e} (the bench needs Linux)"))
     })?;
