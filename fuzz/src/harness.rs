@@ -499,10 +499,10 @@ pub fn check_transcript(events: &[AssistantEvent]) {
         let block = content_index(event).and_then(|i| message.content.get(i));
         match (event, block) {
             (AssistantEvent::TextEnd { content, .. }, Some(AssistantContent::Text(t))) => {
-                assert_eq!(*content, t.text, "text_end differs from the message");
+                assert_eq!(**content, t.text, "text_end differs from the message");
             }
             (AssistantEvent::ThinkingEnd { content, .. }, Some(AssistantContent::Thinking(t))) => {
-                assert_eq!(*content, t.thinking, "thinking_end differs from the message");
+                assert_eq!(**content, t.thinking, "thinking_end differs from the message");
             }
             (
                 AssistantEvent::ToolCallEnd { tool_call, .. },
@@ -510,7 +510,7 @@ pub fn check_transcript(events: &[AssistantEvent]) {
             ) => {
                 assert!(tool_call.arguments.is_object(), "tool arguments are not an object");
                 if ok {
-                    assert_eq!(tool_call, call, "toolcall_end differs from the message");
+                    assert_eq!(**tool_call, *call, "toolcall_end differs from the message");
                 }
             }
             (AssistantEvent::ProviderContent { content, .. }, Some(b)) => assert!(

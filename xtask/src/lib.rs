@@ -10,6 +10,8 @@
 //! - [`ci`]: the whole gate (fmt, clippy, tests, conformance, faults, tidy).
 //! - [`fuzz`]: the cargo-fuzz targets in `fuzz/` and their seed-corpus replay.
 //! - [`new_provider`]: scaffolds a provider crate and its fixture folder.
+//! - [`bench`]: every provider end to end on generated 1/4/16 MiB streams (CPU per MiB,
+//!   peak memory, ratios; `docs/benchmarks.md`). Not part of `ci`.
 //!
 //! Every check is also a `#[test]` (`xtask/tests/it.rs`), so plain
 //! `cargo test --workspace` enforces the same things as `cargo xtask ci`.
@@ -17,6 +19,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub mod bench;
 pub mod cancel_sweep;
 pub mod ci;
 pub mod conformance;

@@ -26,6 +26,11 @@ commands:
       cargo-fuzz targets in fuzz/ (needs `cargo install cargo-fuzz --locked`):
       build and run each target (or T) for N seconds (default 60; --smoke: every
       target, 5 s each); --update-corpus rewrites the fixture seeds in fuzz/corpus/
+  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N]
+      every provider end to end over loopback HTTP on generated streams (100-byte
+      deltas): CPU ms per MiB with and without a partial read after every delta,
+      the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);
+      builds and runs itself with --release; not part of ci
   new-provider NAME [--root DIR]
       scaffold crates/llm-NAME, examples/NAME and fixtures/NAME/ (every scenario
       a declared skip);
@@ -122,6 +127,27 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
         "ci" => {
             no_args(rest)?;
             xtask::ci::run(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "bench" => {
+            let options = xtask::bench::Options::parse(rest)?;
+            if cfg!(debug_assertions) {
+                // Timings of a debug build mean nothing: run the release build instead.
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+                let status = std::process::Command::new(cargo)
+                    .args(["run", "--release", "--package", "xtask", "--", "bench"])
+                    .args(rest)
+                    .current_dir(&root)
+                    .status()
+                    .map_err(|e| xtask::Error::Msg(format!("cannot run cargo: {e}")))?;
+                return Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+            }
+            print!("{}", xtask::bench::run(&options)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        // One measured case of `bench`, in its own process.
+        "bench-case" => {
+            xtask::bench::run_case(rest)?;
             Ok(ExitCode::SUCCESS)
         }
         "fuzz" => {

@@ -452,7 +452,7 @@ impl Runner {
                 AssistantEvent::Start => {
                     started = true;
                     self.emit(AgentEvent::MessageStart {
-                        message: Message::Assistant(stream.partial().clone()),
+                        message: Message::Assistant(stream.partial().to_message()),
                     });
                 }
                 AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } => {
@@ -461,7 +461,7 @@ impl Runner {
                 other => self.emit(AgentEvent::MessageUpdate { event: other }),
             }
         }
-        let message = final_message.unwrap_or_else(|| stream.partial().clone());
+        let message = final_message.unwrap_or_else(|| stream.partial().to_message());
         if !started {
             self.emit(AgentEvent::MessageStart { message: Message::Assistant(message.clone()) });
         }

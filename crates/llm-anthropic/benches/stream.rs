@@ -121,7 +121,7 @@ fn bench(c: &mut Criterion) {
             check.push(d);
         }
         let expected: serde_json::Value = serde_json::from_str(&args).unwrap();
-        assert_eq!(check.partial().tool_calls().next().unwrap().arguments, expected);
+        assert_eq!(*check.partial().tool_calls().next().unwrap().arguments, expected);
     }
     let mut group = c.benchmark_group("anthropic_stream");
     group.sample_size(10);

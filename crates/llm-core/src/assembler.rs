@@ -1,6 +1,12 @@
 //! Turns neutral [`Delta`]s into [`AssistantEvent`]s and the final message.
+//!
+//! Nothing on the hot path copies a whole block: the partial message is a borrowed view
+//! ([`PartialMessage`]) whose open tool calls show the incremental parser's value in place,
+//! and a closed block's content is shared with its end event (`Arc`) and moved back into
+//! the message when the terminal event takes it.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -8,7 +14,8 @@ use crate::error::{Error, ErrorKind};
 use crate::event::{AssistantEvent, BlockKey, Delta};
 use crate::partial_json::PartialJson;
 use crate::types::{
-    AssistantContent, AssistantMessage, Model, StopReason, TextContent, ThinkingContent, ToolCall,
+    AssistantContent, AssistantMessage, Model, ProviderContent, StopReason, TextContent,
+    ThinkingContent, ToolCall, Usage,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,33 +28,53 @@ enum BlockKind {
 #[derive(Debug)]
 struct ToolState {
     args: PartialJson,
-    initial: Option<Value>,
     fragments: usize,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 struct OpenBlock {
     index: usize,
     kind: BlockKind,
-    tool: Option<ToolState>,
+}
+
+/// Where block `i`'s current content lives, besides `message.content[i]`.
+#[derive(Debug)]
+enum Slot {
+    /// `message.content[i]` is current.
+    InMessage,
+    /// An open tool call: once a fragment arrived, its arguments are the parser's value
+    /// (`message.content[i]` keeps `{}` or the input given at the start).
+    Parsing(Box<ToolState>),
+    /// A closed text block whose text is shared with its `text_end` event
+    /// (`message.content[i]` keeps the signature).
+    SharedText(Arc<String>),
+    /// A closed thinking block whose text is shared with its `thinking_end` event.
+    SharedThinking(Arc<String>),
+    /// A closed tool call shared with its `toolcall_end` event.
+    SharedToolCall(Arc<ToolCall>),
+}
+
+/// The value behind `shared`: moved out when nobody else holds it, else copied.
+fn unshare<T: Clone>(shared: Arc<T>) -> T {
+    Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone())
 }
 
 /// Builds an [`AssistantMessage`] from deltas and queues the matching events.
 ///
-/// Tool-call arguments are parsed incrementally ([`PartialJson`]): the partial
-/// message always holds a best-effort arguments object, and the work over a
-/// whole call is linear in its length.
+/// Tool-call arguments are parsed incrementally ([`PartialJson`]): the work over a
+/// whole call is linear in its length, and [`MessageAssembler::partial`] shows the
+/// parser's best-effort value without copying it.
 #[derive(Debug)]
 pub struct MessageAssembler {
     message: AssistantMessage,
+    /// One per block of `message.content`.
+    slots: Vec<Slot>,
     prices: crate::types::ModelCost,
     open: HashMap<BlockKey, OpenBlock>,
     events: VecDeque<AssistantEvent>,
     started: bool,
     finished: bool,
     saw_stop: bool,
-    /// Open tool calls whose arguments changed since the message was last synced.
-    dirty: bool,
 }
 
 impl MessageAssembler {
@@ -61,45 +88,24 @@ impl MessageAssembler {
                 timestamp,
                 ..AssistantMessage::default()
             },
+            slots: Vec::new(),
             prices: model.cost,
             open: HashMap::new(),
             events: VecDeque::new(),
             started: false,
             finished: false,
             saw_stop: false,
-            dirty: false,
         }
     }
 
     /// The message as assembled so far, open tool calls with their best-effort
-    /// partial arguments.
+    /// partial arguments: a borrowed view, so reading it costs nothing per byte
+    /// streamed (see [`PartialMessage`]).
     ///
-    /// Syncing the partial arguments costs their size, so it happens here, on
-    /// demand, never per fragment (that would make streaming quadratic).
-    pub fn partial(&mut self) -> &AssistantMessage {
-        self.sync_partial_arguments();
-        &self.message
-    }
-
-    /// The message without syncing partial tool arguments (metadata, text,
-    /// thinking and finished calls are always current).
-    pub fn message(&self) -> &AssistantMessage {
-        &self.message
-    }
-
-    fn sync_partial_arguments(&mut self) {
-        if !self.dirty {
-            return;
-        }
-        self.dirty = false;
-        for block in self.open.values() {
-            if let (Some(state), Some(AssistantContent::ToolCall(call))) =
-                (&block.tool, self.message.content.get_mut(block.index))
-                && state.fragments > 0
-            {
-                call.arguments = state.args.value().clone();
-            }
-        }
+    /// Once the terminal event was taken, the view keeps only the metadata (the
+    /// content moved into that event).
+    pub fn partial(&self) -> PartialMessage<'_> {
+        PartialMessage { message: &self.message, slots: &self.slots }
     }
 
     /// Whether a terminal event has been produced.
@@ -119,14 +125,28 @@ impl MessageAssembler {
 
     /// Takes the next queued event.
     ///
-    /// The terminal event takes the message (moved, not copied: it may be
-    /// large); afterwards [`MessageAssembler::partial`] keeps only its metadata.
+    /// The terminal event takes the message (moved, not copied: it may be large;
+    /// a block's content shared with an end event the consumer still holds is the
+    /// one thing copied); afterwards [`MessageAssembler::partial`] keeps only its
+    /// metadata.
     pub fn next_event(&mut self) -> Option<AssistantEvent> {
         let mut event = self.events.pop_front()?;
         if let AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } =
             &mut event
         {
-            let content = std::mem::take(&mut self.message.content);
+            let mut content = std::mem::take(&mut self.message.content);
+            for (block, slot) in content.iter_mut().zip(self.slots.drain(..)) {
+                match (block, slot) {
+                    (AssistantContent::Text(t), Slot::SharedText(text)) => t.text = unshare(text),
+                    (AssistantContent::Thinking(t), Slot::SharedThinking(text)) => {
+                        t.thinking = unshare(text)
+                    }
+                    (AssistantContent::ToolCall(call), Slot::SharedToolCall(shared)) => {
+                        *call = unshare(shared)
+                    }
+                    _ => {}
+                }
+            }
             *message = self.message.clone();
             message.content = content;
         }
@@ -189,9 +209,7 @@ impl MessageAssembler {
                     self.close_block(key);
                 }
                 let index = self.open_block_with(key, BlockKind::ToolCall, id, name);
-                if let Some(state) = self.open.get_mut(&key).and_then(|b| b.tool.as_mut()) {
-                    state.initial = arguments.clone();
-                }
+                // Input given whole at the start stands unless fragments follow.
                 if let (Some(args), Some(AssistantContent::ToolCall(call))) =
                     (arguments, self.message.content.get_mut(index))
                     && args.is_object()
@@ -216,26 +234,26 @@ impl MessageAssembler {
             }
             Delta::ToolCallArgs { key, fragment } => {
                 let index = self.open_block(key, BlockKind::ToolCall);
-                self.push_args(key, index, fragment);
+                self.push_args(index, fragment);
             }
             Delta::ToolCallArgsDone { key, arguments } => {
                 let index = self.open_block(key, BlockKind::ToolCall);
-                let missing = self
-                    .open
-                    .get(&key)
-                    .and_then(|b| b.tool.as_ref())
-                    .and_then(|t| arguments.strip_prefix(t.args.raw()))
-                    .map(str::to_owned);
+                let missing = match self.slots.get(index) {
+                    Some(Slot::Parsing(state)) => {
+                        arguments.strip_prefix(state.args.raw()).map(str::to_owned)
+                    }
+                    _ => None,
+                };
                 match missing {
-                    Some(suffix) if !suffix.is_empty() => self.push_args(key, index, suffix),
+                    Some(suffix) if !suffix.is_empty() => self.push_args(index, suffix),
                     Some(_) => {}
                     None => {
                         // The final text disagrees with what streamed: trust the final text.
-                        if let Some(state) = self.open.get_mut(&key).and_then(|b| b.tool.as_mut()) {
+                        if let Some(Slot::Parsing(state)) = self.slots.get_mut(index) {
                             state.args = PartialJson::new();
                             state.fragments = 0;
                         }
-                        self.push_args(key, index, arguments);
+                        self.push_args(index, arguments);
                     }
                 }
             }
@@ -246,6 +264,7 @@ impl MessageAssembler {
                 }
                 let index = self.message.content.len();
                 self.message.content.push(AssistantContent::ProviderContent(content.clone()));
+                self.slots.push(Slot::InMessage);
                 self.events
                     .push_back(AssistantEvent::ProviderContent { content_index: index, content });
             }
@@ -279,14 +298,13 @@ impl MessageAssembler {
         }
     }
 
-    fn push_args(&mut self, key: BlockKey, index: usize, fragment: String) {
+    fn push_args(&mut self, index: usize, fragment: String) {
         if fragment.is_empty() {
             return;
         }
-        if let Some(state) = self.open.get_mut(&key).and_then(|b| b.tool.as_mut()) {
+        if let Some(Slot::Parsing(state)) = self.slots.get_mut(index) {
             state.args.push(&fragment);
             state.fragments += 1;
-            self.dirty = true;
         }
         self.events
             .push_back(AssistantEvent::ToolCallDelta { content_index: index, delta: fragment });
@@ -311,16 +329,16 @@ impl MessageAssembler {
             self.close_block(key);
         }
         let index = self.message.content.len();
-        let (content, event, tool) = match kind {
+        let (content, event, slot) = match kind {
             BlockKind::Text => (
                 AssistantContent::Text(TextContent::default()),
                 AssistantEvent::TextStart { content_index: index },
-                None,
+                Slot::InMessage,
             ),
             BlockKind::Thinking => (
                 AssistantContent::Thinking(ThinkingContent::default()),
                 AssistantEvent::ThinkingStart { content_index: index },
-                None,
+                Slot::InMessage,
             ),
             BlockKind::ToolCall => (
                 AssistantContent::ToolCall(ToolCall {
@@ -330,36 +348,54 @@ impl MessageAssembler {
                     thought_signature: None,
                 }),
                 AssistantEvent::ToolCallStart { content_index: index, id, name },
-                Some(ToolState { args: PartialJson::new(), initial: None, fragments: 0 }),
+                Slot::Parsing(Box::new(ToolState { args: PartialJson::new(), fragments: 0 })),
             ),
         };
         self.message.content.push(content);
+        self.slots.push(slot);
         self.events.push_back(event);
-        self.open.insert(key, OpenBlock { index, kind, tool });
+        self.open.insert(key, OpenBlock { index, kind });
         index
     }
 
     fn close_block(&mut self, key: BlockKey) {
         let Some(block) = self.open.remove(&key) else { return };
         let index = block.index;
-        let event = match self.message.content.get_mut(index) {
-            Some(AssistantContent::Text(t)) => {
-                AssistantEvent::TextEnd { content_index: index, content: t.text.clone() }
+        let (Some(content), Some(slot)) =
+            (self.message.content.get_mut(index), self.slots.get_mut(index))
+        else {
+            return;
+        };
+        let event = match content {
+            AssistantContent::Text(t) => {
+                let text = Arc::new(std::mem::take(&mut t.text));
+                *slot = Slot::SharedText(text.clone());
+                AssistantEvent::TextEnd { content_index: index, content: text }
             }
-            Some(AssistantContent::Thinking(t)) => {
-                AssistantEvent::ThinkingEnd { content_index: index, content: t.thinking.clone() }
+            AssistantContent::Thinking(t) => {
+                let text = Arc::new(std::mem::take(&mut t.thinking));
+                *slot = Slot::SharedThinking(text.clone());
+                AssistantEvent::ThinkingEnd { content_index: index, content: text }
             }
-            Some(AssistantContent::ToolCall(call)) => {
-                if let Some(state) = block.tool {
-                    call.arguments = match (state.fragments, state.initial) {
-                        (0, Some(initial)) if initial.is_object() => initial,
-                        _ => state.args.finish(),
-                    };
+            AssistantContent::ToolCall(call) => {
+                if let Slot::Parsing(state) = std::mem::replace(slot, Slot::InMessage)
+                    && state.fragments > 0
+                {
+                    // Moved, not copied: the streamed value of complete arguments is final.
+                    call.arguments = state.args.into_finished();
                 }
-                AssistantEvent::ToolCallEnd { content_index: index, tool_call: call.clone() }
+                let placeholder = ToolCall {
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: Value::Null,
+                    thought_signature: None,
+                };
+                let shared = Arc::new(std::mem::replace(call, placeholder));
+                *slot = Slot::SharedToolCall(shared.clone());
+                AssistantEvent::ToolCallEnd { content_index: index, tool_call: shared }
             }
             // Opaque blocks are never open (they arrive whole).
-            Some(AssistantContent::ProviderContent(_)) | None => return,
+            AssistantContent::ProviderContent(_) => return,
         };
         self.events.push_back(event);
     }
@@ -395,7 +431,15 @@ impl MessageAssembler {
     }
 
     fn finish_err(&mut self, error: Error) {
-        self.sync_partial_arguments();
+        // Open calls keep their best-effort partial arguments (copied once, at the end).
+        for (block, slot) in self.message.content.iter_mut().zip(self.slots.iter_mut()) {
+            if let (AssistantContent::ToolCall(call), Slot::Parsing(state)) = (block, &*slot) {
+                if state.fragments > 0 {
+                    call.arguments = state.args.value().clone();
+                }
+                *slot = Slot::InMessage;
+            }
+        }
         self.finished = true;
         let reason =
             if error.kind == ErrorKind::Aborted { StopReason::Aborted } else { StopReason::Error };
@@ -411,6 +455,220 @@ impl MessageAssembler {
             message: AssistantMessage::default(),
             error,
         });
+    }
+}
+
+/// A borrowed view of the message being assembled ([`MessageAssembler::partial`],
+/// [`crate::AssistantStream::partial`]).
+///
+/// Reading it copies nothing: an open tool call's arguments are the incremental
+/// parser's current value, borrowed in place, so a UI that reads the arguments after
+/// every fragment still streams in linear time. [`PartialMessage::to_message`] makes
+/// an owned copy when one is needed.
+#[derive(Clone, Copy)]
+pub struct PartialMessage<'a> {
+    message: &'a AssistantMessage,
+    slots: &'a [Slot],
+}
+
+/// One content block of a [`PartialMessage`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum PartialContent<'a> {
+    /// Text.
+    Text {
+        /// The text so far.
+        text: &'a str,
+        /// Opaque provider metadata, if any.
+        signature: Option<&'a str>,
+    },
+    /// Reasoning.
+    Thinking {
+        /// The reasoning text so far.
+        thinking: &'a str,
+        /// Opaque replay data, if any.
+        signature: Option<&'a str>,
+        /// The signature holds an encrypted payload and the text is not readable.
+        redacted: bool,
+    },
+    /// A tool call.
+    ToolCall(PartialToolCall<'a>),
+    /// A provider's own block, kept whole (it arrives complete).
+    ProviderContent(&'a ProviderContent),
+}
+
+/// A tool call of a [`PartialMessage`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PartialToolCall<'a> {
+    /// Call id (may be empty until the provider sends it).
+    pub id: &'a str,
+    /// Tool name (may be empty until the provider sends it).
+    pub name: &'a str,
+    /// Best-effort arguments so far; always a JSON object.
+    pub arguments: &'a Value,
+    /// Google's per-part thought signature.
+    pub thought_signature: Option<&'a str>,
+}
+
+impl<'a> PartialToolCall<'a> {
+    fn of(call: &'a ToolCall) -> Self {
+        PartialToolCall {
+            id: &call.id,
+            name: &call.name,
+            arguments: &call.arguments,
+            thought_signature: call.thought_signature.as_deref(),
+        }
+    }
+
+    /// An owned copy (costs the size of the arguments).
+    pub fn to_tool_call(&self) -> ToolCall {
+        ToolCall {
+            id: self.id.to_owned(),
+            name: self.name.to_owned(),
+            arguments: self.arguments.clone(),
+            thought_signature: self.thought_signature.map(str::to_owned),
+        }
+    }
+}
+
+impl<'a> PartialMessage<'a> {
+    /// The number of content blocks.
+    pub fn content_len(&self) -> usize {
+        self.message.content.len()
+    }
+
+    /// Block `content_index` (the index events carry), if it exists.
+    pub fn content_at(&self, content_index: usize) -> Option<PartialContent<'a>> {
+        let block = self.message.content.get(content_index)?;
+        let slot = self.slots.get(content_index);
+        Some(match (block, slot) {
+            (AssistantContent::Text(t), Some(Slot::SharedText(text))) => {
+                PartialContent::Text { text: text.as_str(), signature: t.text_signature.as_deref() }
+            }
+            (AssistantContent::Text(t), _) => {
+                PartialContent::Text { text: &t.text, signature: t.text_signature.as_deref() }
+            }
+            (AssistantContent::Thinking(t), Some(Slot::SharedThinking(text))) => {
+                PartialContent::Thinking {
+                    thinking: text.as_str(),
+                    signature: t.thinking_signature.as_deref(),
+                    redacted: t.redacted,
+                }
+            }
+            (AssistantContent::Thinking(t), _) => PartialContent::Thinking {
+                thinking: &t.thinking,
+                signature: t.thinking_signature.as_deref(),
+                redacted: t.redacted,
+            },
+            (AssistantContent::ToolCall(_), Some(Slot::SharedToolCall(call))) => {
+                PartialContent::ToolCall(PartialToolCall::of(call))
+            }
+            (AssistantContent::ToolCall(call), Some(Slot::Parsing(state)))
+                if state.fragments > 0 =>
+            {
+                PartialContent::ToolCall(PartialToolCall {
+                    arguments: state.args.value(),
+                    ..PartialToolCall::of(call)
+                })
+            }
+            (AssistantContent::ToolCall(call), _) => {
+                PartialContent::ToolCall(PartialToolCall::of(call))
+            }
+            (AssistantContent::ProviderContent(content), _) => {
+                PartialContent::ProviderContent(content)
+            }
+        })
+    }
+
+    /// The blocks in order.
+    pub fn content(&self) -> impl Iterator<Item = PartialContent<'a>> + 'a {
+        let view = *self;
+        (0..self.content_len()).filter_map(move |i| view.content_at(i))
+    }
+
+    /// The tool call at `content_index`, if that block is one: what a UI reads after
+    /// each `toolcall_delta` (O(1), nothing copied).
+    pub fn tool_call(&self, content_index: usize) -> Option<PartialToolCall<'a>> {
+        match self.content_at(content_index)? {
+            PartialContent::ToolCall(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    /// The tool calls, in content order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = PartialToolCall<'a>> + 'a {
+        self.content().filter_map(|c| match c {
+            PartialContent::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    /// All text blocks joined.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for block in self.content() {
+            if let PartialContent::Text { text, .. } = block {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// Provider name.
+    pub fn provider(&self) -> &'a str {
+        &self.message.provider
+    }
+
+    /// Requested model id.
+    pub fn model(&self) -> &'a str {
+        &self.message.model
+    }
+
+    /// Provider response id, once known.
+    pub fn response_id(&self) -> Option<&'a str> {
+        self.message.response_id.as_deref()
+    }
+
+    /// Usage so far.
+    pub fn usage(&self) -> &'a Usage {
+        &self.message.usage
+    }
+
+    /// The stop reason so far.
+    pub fn stop_reason(&self) -> StopReason {
+        self.message.stop_reason
+    }
+
+    /// An owned copy of the message as it is now (costs its size).
+    pub fn to_message(&self) -> AssistantMessage {
+        let mut message = self.message.clone();
+        for (block, slot) in message.content.iter_mut().zip(self.slots) {
+            match (block, slot) {
+                (AssistantContent::Text(t), Slot::SharedText(text)) => t.text = (**text).clone(),
+                (AssistantContent::Thinking(t), Slot::SharedThinking(text)) => {
+                    t.thinking = (**text).clone()
+                }
+                (AssistantContent::ToolCall(call), Slot::SharedToolCall(shared)) => {
+                    *call = (**shared).clone()
+                }
+                (AssistantContent::ToolCall(call), Slot::Parsing(state)) if state.fragments > 0 => {
+                    call.arguments = state.args.value().clone()
+                }
+                _ => {}
+            }
+        }
+        message
+    }
+}
+
+impl std::fmt::Debug for PartialMessage<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartialMessage")
+            .field("provider", &self.provider())
+            .field("model", &self.model())
+            .field("content", &self.content().collect::<Vec<_>>())
+            .field("stop_reason", &self.stop_reason())
+            .finish_non_exhaustive()
     }
 }
 
@@ -462,8 +720,8 @@ mod tests {
         assert_eq!(message.tool_calls().next().unwrap().arguments, json!({}));
         assert_eq!(message.text(), "hi");
         // The message moved into `done`; the assembler keeps the metadata.
-        assert!(a.partial().content.is_empty());
-        assert_eq!(a.partial().model, "m");
+        assert_eq!(a.partial().content_len(), 0);
+        assert_eq!(a.partial().model(), "m");
     }
 
     #[test]
@@ -473,7 +731,7 @@ mod tests {
         a.push(Delta::ToolCallArgs { key: 0, fragment: "{\"a\":".into() });
         a.push(Delta::ToolCallArgsDone { key: 0, arguments: "{\"a\":12}".into() });
         a.push(Delta::BlockEnd { key: 0 });
-        assert_eq!(a.partial().tool_calls().next().unwrap().arguments, json!({"a": 12}));
+        assert_eq!(*a.partial().tool_calls().next().unwrap().arguments, json!({"a": 12}));
     }
 
     #[test]
@@ -511,5 +769,159 @@ mod tests {
         assert_eq!(message.content[1], AssistantContent::ProviderContent(content));
         assert_eq!(message.text(), "hiafter");
         assert_eq!(message.tool_calls().count(), 0);
+    }
+
+    fn str_ptr(value: &Value, key: &str) -> usize {
+        value[key].as_str().unwrap().as_ptr() as usize
+    }
+
+    #[test]
+    fn partial_view_borrows_the_parser_value_and_the_end_moves_it() {
+        let mut a = MessageAssembler::new(&model(), 0);
+        a.push(Delta::ToolCallStart { key: 0, id: "t".into(), name: "w".into(), arguments: None });
+        let args = r#"{"path":"a.txt","content":"line one\nline \"two\"\n"}"#;
+        let fragments: Vec<String> =
+            args.as_bytes().chunks(5).map(|c| String::from_utf8(c.to_vec()).unwrap()).collect();
+        let mut last_content = String::new();
+        for fragment in &fragments {
+            a.push(Delta::ToolCallArgs { key: 0, fragment: fragment.clone() });
+            let call = a.partial().tool_call(0).unwrap();
+            assert!(call.arguments.is_object());
+            if let Some(content) = call.arguments.get("content").and_then(Value::as_str) {
+                // The streamed string only grows.
+                assert!(content.starts_with(&last_content), "{content:?} / {last_content:?}");
+                last_content = content.to_owned();
+            }
+        }
+        let expected: Value = serde_json::from_str(args).unwrap();
+        assert_eq!(*a.partial().tool_call(0).unwrap().arguments, expected);
+        let streamed = str_ptr(a.partial().tool_call(0).unwrap().arguments, "content");
+        a.push(Delta::BlockEnd { key: 0 });
+        a.push(Delta::Stop(StopReason::ToolUse));
+        a.push(Delta::Done);
+        let mut end_ptr = None;
+        let mut done = None;
+        while let Some(event) = a.next_event() {
+            match event {
+                AssistantEvent::ToolCallEnd { tool_call, .. } => {
+                    assert_eq!(tool_call.arguments, expected);
+                    // The complete value is moved out of the parser, not copied.
+                    end_ptr = Some(str_ptr(&tool_call.arguments, "content"));
+                    // The closed call is still in the view, shared with the event.
+                    assert_eq!(*a.partial().tool_call(0).unwrap().arguments, expected);
+                }
+                AssistantEvent::Done { message, .. } => done = Some(message),
+                _ => {}
+            }
+        }
+        assert_eq!(end_ptr, Some(streamed));
+        let message = done.unwrap();
+        let call = message.tool_calls().next().unwrap();
+        assert_eq!((call.id.as_str(), call.name.as_str()), ("t", "w"));
+        assert_eq!(call.arguments, expected);
+        // The end event was dropped before `done`: the message took the call back unshared.
+        assert_eq!(str_ptr(&call.arguments, "content"), streamed);
+    }
+
+    #[test]
+    fn text_end_shares_the_text_and_done_moves_it_back_or_copies_if_held() {
+        for hold in [false, true] {
+            let mut a = MessageAssembler::new(&model(), 0);
+            a.push(Delta::Thinking { key: 0, text: "hm".into() });
+            a.push(Delta::ThinkingSignature { key: 0, signature: "sig".into() });
+            a.push(Delta::BlockEnd { key: 0 });
+            a.push(Delta::Text { key: 1, text: "hello ".into() });
+            a.push(Delta::Text { key: 1, text: "world".into() });
+            a.push(Delta::BlockEnd { key: 1 });
+            a.push(Delta::Done);
+            let mut held = Vec::new();
+            let mut text_ptr = 0;
+            let mut done = None;
+            while let Some(event) = a.next_event() {
+                if let AssistantEvent::TextEnd { content, content_index } = &event {
+                    assert_eq!((content.as_str(), *content_index), ("hello world", 1));
+                    text_ptr = content.as_ptr() as usize;
+                    let view = a.partial();
+                    assert_eq!(view.text(), "hello world");
+                    assert_eq!(
+                        view.content_at(0),
+                        Some(PartialContent::Thinking {
+                            thinking: "hm",
+                            signature: Some("sig"),
+                            redacted: false
+                        })
+                    );
+                }
+                match event {
+                    AssistantEvent::Done { message, .. } => done = Some(message),
+                    other if hold => held.push(other),
+                    _ => {}
+                }
+            }
+            let message = done.unwrap();
+            assert_eq!(message.text(), "hello world");
+            let Some(AssistantContent::Thinking(t)) = message.content.first() else { panic!() };
+            assert_eq!((t.thinking.as_str(), t.thinking_signature.as_deref()), ("hm", Some("sig")));
+            let Some(AssistantContent::Text(t)) = message.content.get(1) else { panic!() };
+            // Moved back when the event was dropped, copied when the consumer kept it.
+            let done_ptr = t.text.as_ptr() as usize;
+            assert_eq!(done_ptr == text_ptr, !hold, "hold = {hold}");
+        }
+    }
+
+    #[test]
+    fn to_message_matches_the_final_message_at_every_step() {
+        let deltas = vec![
+            Delta::Metadata { response_id: Some("r".into()), response_model: None },
+            Delta::Text { key: 0, text: "Let me ".into() },
+            Delta::Text { key: 0, text: "write.".into() },
+            Delta::BlockEnd { key: 0 },
+            Delta::ToolCallStart { key: 1, id: "a".into(), name: "f".into(), arguments: None },
+            Delta::ToolCallStart {
+                key: 2,
+                id: "b".into(),
+                name: "g".into(),
+                arguments: Some(json!({"given": true})),
+            },
+            Delta::ToolCallArgs { key: 1, fragment: "{\"x\":[1,".into() },
+            Delta::ToolCallArgs { key: 1, fragment: "2]}".into() },
+            Delta::BlockEnd { key: 1 },
+            Delta::Stop(StopReason::ToolUse),
+            Delta::Done,
+        ];
+        let mut a = MessageAssembler::new(&model(), 7);
+        let mut snapshots = Vec::new();
+        for delta in deltas {
+            a.push(delta);
+            snapshots.push(a.partial().to_message());
+        }
+        let events = drain(&mut a);
+        let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
+        // The last snapshot, taken before `done` was read, is the final message.
+        assert_eq!(snapshots.last(), Some(message));
+        let calls: Vec<&ToolCall> = message.tool_calls().collect();
+        assert_eq!(calls[0].arguments, json!({"x": [1, 2]}));
+        assert_eq!(calls[1].arguments, json!({"given": true}));
+        assert_eq!(message.response_id.as_deref(), Some("r"));
+        // Mid-stream: the first call's partial arguments, the second's initial input.
+        let mid = &snapshots[6];
+        let mid_calls: Vec<&ToolCall> = mid.tool_calls().collect();
+        assert_eq!(mid_calls[0].arguments, json!({"x": [1]}));
+        assert_eq!(mid_calls[1].arguments, json!({"given": true}));
+        assert_eq!(mid.text(), "Let me write.");
+    }
+
+    #[test]
+    fn error_keeps_open_partial_arguments() {
+        let mut a = MessageAssembler::new(&model(), 0);
+        a.push(Delta::ToolCallArgs { key: 3, fragment: "{\"path\":\"a\",\"content\":\"ab".into() });
+        a.push(Delta::Error(Error::new(ErrorKind::Transport, "p", "reset")));
+        let events = drain(&mut a);
+        assert!(!events.iter().any(|e| matches!(e, AssistantEvent::ToolCallEnd { .. })));
+        let Some(AssistantEvent::Error { message, .. }) = events.last() else { panic!() };
+        assert_eq!(
+            message.tool_calls().next().unwrap().arguments,
+            json!({"path": "a", "content": "ab"})
+        );
     }
 }

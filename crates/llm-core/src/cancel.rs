@@ -1,5 +1,6 @@
 //! A runtime-free cancellation token.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,9 +10,18 @@ use std::task::{Context, Poll, Waker};
 #[derive(Debug, Default)]
 struct Inner {
     cancelled: AtomicBool,
-    wakers: Mutex<Vec<Waker>>,
+    /// One waker per pending [`Cancelled`] future, by its id: a re-poll replaces its own
+    /// entry. (Appending whenever the waker differed grew the list with every poll of a
+    /// stream, and each poll scanned it: streaming was quadratic.)
+    wakers: Mutex<Wakers>,
     /// Weak, so children that are dropped (one per tool call, say) do not pile up.
     children: Mutex<Vec<Weak<Inner>>>,
+}
+
+#[derive(Debug, Default)]
+struct Wakers {
+    next_id: u64,
+    by_id: HashMap<u64, Waker>,
 }
 
 /// A cloneable flag that, once set, stays set and wakes every waiter.
@@ -35,10 +45,10 @@ impl CancellationToken {
             return;
         }
         let wakers = match self.inner.wakers.lock() {
-            Ok(mut w) => std::mem::take(&mut *w),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+            Ok(mut w) => std::mem::take(&mut w.by_id),
+            Err(poisoned) => std::mem::take(&mut poisoned.into_inner().by_id),
         };
-        for w in wakers {
+        for w in wakers.into_values() {
             w.wake();
         }
         let children = match self.inner.children.lock() {
@@ -78,7 +88,7 @@ impl CancellationToken {
 
     /// A future that completes once the token is cancelled.
     pub fn cancelled(&self) -> Cancelled {
-        Cancelled { token: self.clone() }
+        Cancelled { token: self.clone(), id: None }
     }
 }
 
@@ -86,21 +96,47 @@ impl CancellationToken {
 #[derive(Debug)]
 pub struct Cancelled {
     token: CancellationToken,
+    /// Its entry in the token's wakers, once polled.
+    id: Option<u64>,
 }
 
 impl Future for Cancelled {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.token.is_cancelled() {
+        let this = self.get_mut();
+        if this.token.is_cancelled() {
             return Poll::Ready(());
         }
-        if let Ok(mut w) = self.token.inner.wakers.lock()
-            && !w.iter().any(|x| x.will_wake(cx.waker()))
-        {
-            w.push(cx.waker().clone());
+        if let Ok(mut wakers) = this.token.inner.wakers.lock() {
+            let id = match this.id {
+                Some(id) => id,
+                None => {
+                    let id = wakers.next_id;
+                    wakers.next_id += 1;
+                    this.id = Some(id);
+                    id
+                }
+            };
+            match wakers.by_id.get_mut(&id) {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                Some(w) => *w = cx.waker().clone(),
+                None => {
+                    wakers.by_id.insert(id, cx.waker().clone());
+                }
+            }
         }
-        if self.token.is_cancelled() { Poll::Ready(()) } else { Poll::Pending }
+        if this.token.is_cancelled() { Poll::Ready(()) } else { Poll::Pending }
+    }
+}
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        if let Some(id) = self.id
+            && let Ok(mut wakers) = self.token.inner.wakers.lock()
+        {
+            wakers.by_id.remove(&id);
+        }
     }
 }
 
@@ -132,6 +168,45 @@ mod tests {
         let kept = parent.child();
         parent.cancel();
         assert!(kept.is_cancelled());
+    }
+
+    /// Counts its wakes.
+    struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waiting(token: &CancellationToken) -> usize {
+        token.inner.wakers.lock().map(|w| w.by_id.len()).unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn repolling_with_new_wakers_keeps_one_entry_and_wakes_the_last() {
+        let token = CancellationToken::new();
+        let mut future = Box::pin(token.cancelled());
+        let mut other = Box::pin(token.cancelled());
+        let mut last = Arc::new(CountingWaker(0.into()));
+        for _ in 0..10_000 {
+            // A different waker every poll, as an executor may pass.
+            last = Arc::new(CountingWaker(0.into()));
+            let waker = Waker::from(last.clone());
+            assert!(future.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+        assert_eq!(waiting(&token), 1);
+        let first = Arc::new(CountingWaker(0.into()));
+        let waker = Waker::from(first.clone());
+        assert!(other.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert_eq!(waiting(&token), 2);
+        drop(other);
+        assert_eq!(waiting(&token), 1, "a dropped future leaves no waker behind");
+        token.cancel();
+        assert_eq!(last.0.load(Ordering::SeqCst), 1);
+        assert_eq!(first.0.load(Ordering::SeqCst), 0);
+        let waker = Waker::from(last.clone());
+        assert!(future.as_mut().poll(&mut Context::from_waker(&waker)).is_ready());
     }
 
     #[tokio::test]

@@ -1,6 +1,8 @@
 //! The assistant-message event protocol (OpenClaw §1.8) and the neutral deltas
 //! provider crates produce.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::error::Error;
@@ -9,7 +11,9 @@ use crate::types::{AssistantMessage, ProviderContent, StopReason, ToolCall, Usag
 /// One event of a streamed assistant message.
 ///
 /// Events carry deltas, not copies of the partial message; read the partial
-/// message from [`crate::AssistantStream::partial`]. `content_index` is the
+/// message from [`crate::AssistantStream::partial`]. The end events share the
+/// block's content with the message (`Arc`): the terminal event moves it back into
+/// the message, copying only what the consumer still holds. `content_index` is the
 /// block's index in the message's `content`. Exactly one terminal event
 /// ([`AssistantEvent::Done`] or [`AssistantEvent::Error`]) ends every stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,8 +37,8 @@ pub enum AssistantEvent {
     TextEnd {
         /// Block index.
         content_index: usize,
-        /// The whole block's text.
-        content: String,
+        /// The whole block's text, shared with the message (not a copy).
+        content: Arc<String>,
     },
     /// A thinking block opened.
     ThinkingStart {
@@ -52,8 +56,8 @@ pub enum AssistantEvent {
     ThinkingEnd {
         /// Block index.
         content_index: usize,
-        /// The whole block's text.
-        content: String,
+        /// The whole block's text, shared with the message (not a copy).
+        content: Arc<String>,
     },
     /// A tool call opened.
     ToolCallStart {
@@ -75,8 +79,8 @@ pub enum AssistantEvent {
     ToolCallEnd {
         /// Block index.
         content_index: usize,
-        /// The final call.
-        tool_call: ToolCall,
+        /// The final call, shared with the message (not a copy).
+        tool_call: Arc<ToolCall>,
     },
     /// An opaque provider block arrived whole (see [`ProviderContent`]); it is for
     /// display and replay, never executed.

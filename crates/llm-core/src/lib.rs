@@ -27,7 +27,7 @@ pub mod types;
 pub mod validation;
 pub mod wire_text;
 
-pub use assembler::MessageAssembler;
+pub use assembler::{MessageAssembler, PartialContent, PartialMessage, PartialToolCall};
 pub use cancel::CancellationToken;
 pub use error::{Error, ErrorKind};
 pub use event::{AssistantEvent, BlockKey, Delta};

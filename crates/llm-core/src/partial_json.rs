@@ -864,6 +864,15 @@ impl PartialJson {
         }
     }
 
+    /// [`finish`](Self::finish) by value: the same result, without copying the streamed
+    /// value when the buffer is complete (the message assembler's end of a call).
+    pub fn into_finished(self) -> Value {
+        if self.is_complete() {
+            return self.root;
+        }
+        self.finish()
+    }
+
     /// Whether the buffer is a syntactically complete JSON value (with the string repairs of
     /// [`repair_json`]) followed by nothing but whitespace.
     ///

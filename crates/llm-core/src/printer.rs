@@ -44,7 +44,7 @@ pub fn print_event(event: &AssistantEvent) -> String {
         }
         AssistantEvent::ToolCallEnd { content_index, tool_call } => format!(
             "toolcall_end {content_index} {}",
-            serde_json::to_string(tool_call).unwrap_or_default()
+            serde_json::to_string(&**tool_call).unwrap_or_default()
         ),
         AssistantEvent::ProviderContent { content_index, content } => format!(
             "provider_content {content_index} {} {}",

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 
-use crate::assembler::MessageAssembler;
+use crate::assembler::{MessageAssembler, PartialMessage};
 use crate::cancel::{CancellationToken, Cancelled};
 use crate::error::{Error, ErrorKind};
 use crate::event::{AssistantEvent, Delta};
@@ -32,7 +32,7 @@ pub struct AssistantStream {
 
 impl std::fmt::Debug for AssistantStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AssistantStream").field("partial", self.assembler.message()).finish()
+        f.debug_struct("AssistantStream").field("partial", &self.assembler.partial()).finish()
     }
 }
 
@@ -61,9 +61,10 @@ impl AssistantStream {
         )
     }
 
-    /// The message as assembled so far (open tool calls with best-effort
-    /// partial arguments, synced on each call).
-    pub fn partial(&mut self) -> &AssistantMessage {
+    /// The message as assembled so far, open tool calls with their best-effort
+    /// partial arguments: a borrowed view that copies nothing, so reading it after
+    /// every event keeps streaming linear (see [`PartialMessage`]).
+    pub fn partial(&self) -> PartialMessage<'_> {
         self.assembler.partial()
     }
 
@@ -78,13 +79,13 @@ impl AssistantStream {
                 _ => {}
             }
         }
-        last.unwrap_or_else(|| self.assembler.partial().clone())
+        last.unwrap_or_else(|| self.assembler.partial().to_message())
     }
 
     fn abort(&mut self) {
         self.deltas = None;
         self.ended = true;
-        let provider = self.assembler.message().provider.clone();
+        let provider = self.assembler.partial().provider().to_owned();
         self.assembler.abort(Error::aborted(provider));
     }
 }
@@ -119,7 +120,7 @@ impl Stream for AssistantStream {
                 Poll::Ready(Some(delta)) => this.assembler.push(delta),
                 Poll::Ready(None) => {
                     this.deltas = None;
-                    let provider = this.assembler.message().provider.clone();
+                    let provider = this.assembler.partial().provider().to_owned();
                     this.assembler.push(Delta::Error(Error::new(
                         ErrorKind::Truncated,
                         provider,
