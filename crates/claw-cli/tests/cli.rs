@@ -999,3 +999,216 @@ fn chat_expand_shows_the_last_tool_results_whole() {
     assert_no_raw_controls(&stdout);
     let _ = std::fs::remove_dir_all(&ws);
 }
+
+// ---- Tool planning and MCP servers ----
+
+/// The names of the tools offered in a Chat Completions request body.
+fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_owned).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `role: tool` messages of a Chat Completions request body.
+fn tool_messages(body: &Value) -> Vec<&Value> {
+    body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").collect()
+}
+
+#[test]
+fn a_tool_hidden_by_the_plan_is_neither_offered_nor_run() {
+    let ws = temp_dir("plan-hidden");
+    std::fs::write(ws.join("secret.txt"), "do not read me").unwrap();
+    let server = Server::start(vec![
+        tool_sse(&[("read_file", json!({"path": "secret.txt"}))]),
+        text_sse("done"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
+        "--tools",
+        "current_time,calculator",
+        "--json",
+        "read it",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    // Visible tools only, in the plan's order (by name), not the selection's.
+    assert_eq!(offered(&requests[0].body), ["calculator", "current_time"]);
+    let results = tool_messages(&requests[1].body);
+    assert_eq!(results.len(), 1, "{}", requests[1].body);
+    let text = results[0]["content"].to_string();
+    assert!(text.contains("read_file not found"), "{text}");
+    assert!(!text.contains("do not read me"), "{text}");
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], true, "{end}");
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn tools_are_offered_in_the_plans_stable_order_byte_identical_across_runs() {
+    let ws = temp_dir("plan-order");
+    let mut bodies = Vec::new();
+    for _ in 0..2 {
+        let server = Server::start(vec![text_sse("hi")]);
+        let (out, _, stderr) = run(live(&server).arg("--workspace").arg(&ws).arg("hello"));
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let body = server.requests()[0].body.clone();
+        bodies.push(serde_json::to_string(&body["tools"]).unwrap());
+        // The plan sorts by name; the tool table lists read_file first.
+        assert_eq!(
+            offered(&body),
+            ["append_note", "calculator", "current_time", "list_dir", "read_file"]
+        );
+    }
+    assert_eq!(bodies[0], bodies[1]);
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn an_mcp_server_that_does_not_start_is_exit_2_before_any_request() {
+    let server = Server::start(vec![text_sse("never")]);
+    let (out, _, stderr) =
+        run(live(&server).args(["--mcp", "/nonexistent/claw-test-mcp-server --stdio", "hello"]));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did not start"), "{stderr}");
+    assert!(server.requests().is_empty());
+
+    // A server in the config with neither `command` nor `url` is a config error.
+    let dir = temp_dir("mcp-bad-config");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "[mcp.servers.fs]\nargs = [\"x\"]\n").unwrap();
+    let (out, _, stderr) = run(live(&server).env("CLAW_CONFIG", &config).arg("hello"));
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("exactly one of `command` and `url`"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The entry point of the installed `@modelcontextprotocol/server-filesystem`
+/// (installed by `.ci/setup-mcp`, like agent-mcp's reference tests), or `None`
+/// when node is not installed.
+fn filesystem_server() -> Option<std::path::PathBuf> {
+    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !node_ok {
+        eprintln!("SKIPPED: `node` is not installed, so the MCP tests of claw cannot run");
+        return None;
+    }
+    let dir = match std::env::var_os("AGENT_MCP_SERVERS_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.mcp-servers"),
+    };
+    let entry = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "@modelcontextprotocol/server-filesystem is not installed: run `.ci/setup-mcp` (it installs \
+         the pinned MCP reference servers into {})",
+        dir.display()
+    );
+    Some(entry)
+}
+
+/// `--mcp` for the filesystem server confined to `ws`.
+fn filesystem_mcp(entry: &std::path::Path, ws: &std::path::Path) -> String {
+    format!("node \"{}\" \"{}\"", entry.display(), ws.display())
+}
+
+#[test]
+fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request() {
+    let Some(entry) = filesystem_server() else { return };
+    let ws = temp_dir("mcp-read");
+    std::fs::write(ws.join("a.txt"), "hello from mcp \u{1b}[2J").unwrap();
+    let path = ws.join("a.txt").display().to_string();
+    let server = Server::start(vec![
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("read"),
+    ]);
+    // Read-only (`readOnlyHint: true`): runs under --json without --yes.
+    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
+        "--mcp",
+        &filesystem_mcp(&entry, &ws),
+        "--json",
+        "read a.txt",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    let names = offered(&requests[0].body);
+    assert!(names.contains(&"filesystem__read_text_file".to_owned()), "{names:?}");
+    assert!(names.contains(&"read_file".to_owned()), "{names:?}");
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "one plan, one stable order");
+    let results = tool_messages(&requests[1].body);
+    assert!(results[0]["content"].to_string().contains("hello from mcp"), "{}", requests[1].body);
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], false, "{end}");
+    assert_eq!(end["executed"], true, "{end}");
+
+    // In text mode, the tool's output is neutralised before the terminal.
+    let server = Server::start(vec![
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("read"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
+        "--mcp",
+        &filesystem_mcp(&entry, &ws),
+        "-x",
+        "read a.txt",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("hello from mcp ␛[2J"), "{stdout}");
+    assert_no_raw_controls(&stdout);
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn an_mcp_tool_that_is_not_read_only_needs_approval() {
+    let Some(entry) = filesystem_server() else { return };
+    let ws = temp_dir("mcp-write");
+    let target = ws.join("out.txt");
+    let args = json!({"path": target.display().to_string(), "content": "written"});
+    let replies = || vec![tool_sse(&[("filesystem__write_file", args.clone())]), text_sse("ok")];
+    let mcp = filesystem_mcp(&entry, &ws);
+
+    // --json, no --yes: refused before running, nothing written.
+    let server = Server::start(replies());
+    let (out, stdout, stderr) = run(live(&server).args(["--mcp", &mcp, "--json", "write"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], true, "{end}");
+    assert_eq!(end["executed"], false, "{end}");
+    assert!(end["text"].as_str().unwrap().contains("not approved"), "{end}");
+    assert!(!target.exists());
+    let refused = tool_messages(&server.requests()[1].body)[0]["content"].to_string();
+    assert!(refused.contains("not approved"), "{refused}");
+
+    // --yes: it runs.
+    let server = Server::start(replies());
+    let (out, stdout, stderr) =
+        run(live(&server).args(["--mcp", &mcp, "--json", "--yes", "write"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(tool_ends(&json_events(&stdout))[0]["executed"], true, "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "written");
+    std::fs::remove_file(&target).unwrap();
+
+    // A server from the config's `[mcp.servers]`, its tool in the `approve` list.
+    let config = ws.join("config.toml");
+    let table = format!(
+        "approve = [\"fs__write_file\"]\n[mcp.servers.fs]\ncommand = \"node\"\nargs = [{}, {}]\n",
+        json!(entry.display().to_string()),
+        json!(ws.display().to_string())
+    );
+    std::fs::write(&config, table).unwrap();
+    let args = json!({"path": target.display().to_string(), "content": "again"});
+    let server = Server::start(vec![tool_sse(&[("fs__write_file", args)]), text_sse("ok")]);
+    let (out, stdout, stderr) =
+        run(live(&server).env("CLAW_CONFIG", &config).args(["--json", "write"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(tool_ends(&json_events(&stdout))[0]["executed"], true, "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "again");
+    let _ = std::fs::remove_dir_all(&ws);
+}
