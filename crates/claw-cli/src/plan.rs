@@ -6,9 +6,11 @@
 //! so a call to it gets the loop's unknown-tool error result.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use agent_core::AgentTool;
+use agent_core::{AgentTool, ToolError, ToolInvocation};
 use agent_mcp::{McpServerConfig, McpServers, McpTransport};
+use llm_core::UserContent;
 use serde_json::{Value, json};
 use tool_planner::{
     Availability, AvailabilityEnv, ConfigCheck, ExecutorRef, Owner, Signal, ToolDescriptor,
@@ -16,6 +18,7 @@ use tool_planner::{
 };
 
 use crate::config::McpServerEntry;
+use crate::sanitize;
 use crate::tools::{Needs, TOOLS, ToolEnv, ToolSpec};
 
 /// The context key that says whether the built-in tool `name` was selected
@@ -54,6 +57,8 @@ fn builtin_descriptor(spec: &ToolSpec, tool: &AgentTool) -> ToolDescriptor {
 pub(crate) struct Toolbox {
     builtin: Vec<(ToolDescriptor, AgentTool)>,
     env: AvailabilityEnv,
+    /// Values that must never appear in tool output (API keys).
+    secrets: Arc<Vec<String>>,
     /// The connected MCP servers, if any were configured.
     pub(crate) mcp: Option<McpServers>,
 }
@@ -97,7 +102,7 @@ impl Toolbox {
                 (builtin_descriptor(spec, &tool), tool)
             })
             .collect();
-        Ok(Toolbox { builtin, env: availability, mcp: None })
+        Ok(Toolbox { builtin, env: availability, secrets: env.secrets.clone(), mcp: None })
     }
 
     /// Plans the built-in and MCP tools together (a down server's tools are hidden).
@@ -130,7 +135,11 @@ impl Toolbox {
                         .and_then(Value::as_bool)
                         .unwrap_or(false);
                     planned.mcp_approval.insert(name.to_owned(), !read_only);
-                    mcp.as_ref().and_then(|set| set.tool(name))
+                    let tool = mcp.as_ref().and_then(|set| set.tool(name));
+                    if let Some(tool) = tool {
+                        planned.tools.push(redacting(tool, self.secrets.clone()));
+                    }
+                    continue;
                 }
                 _ => self.builtin.iter().find(|(d, _)| d.name == name).map(|(_, t)| t),
             };
@@ -220,4 +229,98 @@ pub(crate) fn server_configs(
         out.push(McpServerConfig::from_command_line(line).map_err(|e| format!("--mcp: {e}"))?);
     }
     Ok(out)
+}
+
+/// `tool` with the API key values replaced by `[redacted]` in its output and
+/// errors, as the built-in tools do: an MCP server may read a file that holds
+/// one, and it must not reach the provider, the transcript or the terminal.
+fn redacting(tool: &AgentTool, secrets: Arc<Vec<String>>) -> AgentTool {
+    let inner = tool.executor.clone();
+    let mut wrapped = tool.clone();
+    wrapped.executor = Arc::new(move |invocation: ToolInvocation| {
+        let running = inner.execute(invocation);
+        let secrets = secrets.clone();
+        async move {
+            match running.await {
+                Ok(mut output) => {
+                    for content in &mut output.content {
+                        if let UserContent::Text(t) = content {
+                            t.text = sanitize::redact(std::mem::take(&mut t.text), &secrets);
+                        }
+                    }
+                    output.details = output.details.take().and_then(|details| {
+                        let text = sanitize::redact(details.to_string(), &secrets);
+                        serde_json::from_str(&text).ok()
+                    });
+                    Ok(output)
+                }
+                Err(ToolError(message)) => Err(ToolError(sanitize::redact(message, &secrets))),
+            }
+        }
+    });
+    wrapped
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn descriptor_of(name: &str) -> ToolDescriptor {
+        let spec = crate::tools::spec(name).expect("a built-in tool");
+        let tool = agent_core::AgentTool::new(
+            llm_core::Tool { name: name.into(), description: "d".into(), parameters: json!({}) },
+            |_: ToolInvocation| async { Ok(agent_core::ToolOutput::text("x")) },
+        );
+        builtin_descriptor(spec, &tool)
+    }
+
+    fn env(selected: &[&str], config: Value) -> AvailabilityEnv {
+        AvailabilityEnv {
+            config,
+            values: selected.iter().map(|n| (selected_key(n), Value::Bool(true))).collect(),
+            ..AvailabilityEnv::default()
+        }
+    }
+
+    #[test]
+    fn built_in_tools_are_hidden_when_unselected_or_what_they_need_is_missing() {
+        let descriptors: Vec<ToolDescriptor> =
+            ["read_file", "append_note", "calculator"].iter().map(|n| descriptor_of(n)).collect();
+        let visible = |env: &AvailabilityEnv| -> Vec<String> {
+            let plan = build_tool_plan(&descriptors, env).unwrap();
+            plan.visible.iter().map(|v| v.descriptor.name.clone()).collect()
+        };
+        let all = ["read_file", "append_note", "calculator"];
+        let configured = json!({"workspace": "/w", "notes": "/w/n.md"});
+        assert_eq!(
+            visible(&env(&all, configured.clone())),
+            ["append_note", "calculator", "read_file"]
+        );
+        assert_eq!(visible(&env(&["calculator"], configured)), ["calculator"]);
+        // No workspace: the file tool is hidden; no notes file: append_note is.
+        assert_eq!(visible(&env(&all, json!({"notes": "/w/n.md"}))), ["append_note", "calculator"]);
+        assert_eq!(
+            visible(&env(&all, json!({"workspace": "/w", "notes": ""}))),
+            ["calculator", "read_file"]
+        );
+    }
+
+    #[test]
+    fn mcp_server_tables_need_exactly_one_transport() {
+        let entry = |command: Option<&str>, url: Option<&str>| McpServerEntry {
+            command: command.map(str::to_owned),
+            url: url.map(str::to_owned),
+            ..McpServerEntry::default()
+        };
+        let table = |e| BTreeMap::from([("fs".to_owned(), e)]);
+        assert!(server_configs(&table(entry(Some("node"), None)), &[]).is_ok());
+        assert!(server_configs(&table(entry(None, Some("http://127.0.0.1:1/mcp"))), &[]).is_ok());
+        assert!(server_configs(&table(entry(None, None)), &[]).is_err());
+        assert!(server_configs(&table(entry(Some("node"), Some("http://x"))), &[]).is_err());
+        let lines = ["node /x/server-everything/dist/index.js".to_owned()];
+        let configs = server_configs(&BTreeMap::new(), &lines).unwrap();
+        assert_eq!(configs[0].id, "everything");
+        assert!(server_configs(&BTreeMap::new(), &["".to_owned()]).is_err());
+    }
 }

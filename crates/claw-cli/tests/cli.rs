@@ -1118,19 +1118,19 @@ fn filesystem_mcp(entry: &std::path::Path, ws: &std::path::Path) -> String {
 fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request() {
     let Some(entry) = filesystem_server() else { return };
     let ws = temp_dir("mcp-read");
-    std::fs::write(ws.join("a.txt"), "hello from mcp \u{1b}[2J").unwrap();
+    let key = "sk-claw-test-secret-0123456789";
+    std::fs::write(ws.join("a.txt"), format!("hello from mcp \u{1b}[2J {key}")).unwrap();
     let path = ws.join("a.txt").display().to_string();
     let server = Server::start(vec![
         tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
         text_sse("read"),
     ]);
     // Read-only (`readOnlyHint: true`): runs under --json without --yes.
-    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
-        "--mcp",
-        &filesystem_mcp(&entry, &ws),
-        "--json",
-        "read a.txt",
-    ]));
+    let (out, stdout, stderr) = run(live(&server)
+        .env("OPENAI_API_KEY", key)
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--json", "read a.txt"]));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{stdout}");
@@ -1141,7 +1141,11 @@ fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request(
     sorted.sort();
     assert_eq!(names, sorted, "one plan, one stable order");
     let results = tool_messages(&requests[1].body);
-    assert!(results[0]["content"].to_string().contains("hello from mcp"), "{}", requests[1].body);
+    let result = results[0]["content"].to_string();
+    assert!(result.contains("hello from mcp"), "{}", requests[1].body);
+    // The API key's value is redacted from MCP output, as from the built-in tools'.
+    assert!(result.contains("[redacted]") && !result.contains(key), "{result}");
+    assert!(!stdout.contains(key), "{stdout}");
     let events = json_events(&stdout);
     let end = tool_ends(&events)[0];
     assert_eq!(end["is_error"], false, "{end}");
