@@ -228,6 +228,19 @@ pub(crate) fn server_configs(
     for line in command_lines {
         out.push(McpServerConfig::from_command_line(line).map_err(|e| format!("--mcp: {e}"))?);
     }
+    // A stdio server inherits claw's environment: the API key variables are
+    // set empty for it (unless its `env` gives them), so no key reaches it.
+    let keys: Vec<&str> =
+        crate::models::ProviderKind::all().flat_map(|k| k.key_vars()).copied().collect();
+    for config in &mut out {
+        if let McpTransport::Stdio { env, .. } = &mut config.transport {
+            for key in &keys {
+                if std::env::var_os(key).is_some() {
+                    env.entry((*key).to_owned()).or_default();
+                }
+            }
+        }
+    }
     Ok(out)
 }
 

@@ -1090,6 +1090,12 @@ fn an_mcp_server_that_does_not_start_is_exit_2_before_any_request() {
 /// (installed by `.ci/setup-mcp`, like agent-mcp's reference tests), or `None`
 /// when node is not installed.
 fn filesystem_server() -> Option<std::path::PathBuf> {
+    reference_server("server-filesystem")
+}
+
+/// The entry point of an installed MCP reference server, or `None` when node
+/// is not installed (then the test is skipped).
+fn reference_server(package: &str) -> Option<std::path::PathBuf> {
     let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
     if !node_ok {
         eprintln!("SKIPPED: `node` is not installed, so the MCP tests of claw cannot run");
@@ -1099,10 +1105,10 @@ fn filesystem_server() -> Option<std::path::PathBuf> {
         Some(dir) => std::path::PathBuf::from(dir),
         None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.mcp-servers"),
     };
-    let entry = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let entry = dir.join("node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
     assert!(
         entry.is_file(),
-        "@modelcontextprotocol/server-filesystem is not installed: run `.ci/setup-mcp` (it installs \
+        "@modelcontextprotocol/{package} is not installed: run `.ci/setup-mcp` (it installs \
          the pinned MCP reference servers into {})",
         dir.display()
     );
@@ -1215,4 +1221,25 @@ fn an_mcp_tool_that_is_not_read_only_needs_approval() {
     assert_eq!(tool_ends(&json_events(&stdout))[0]["executed"], true, "{stdout}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "again");
     let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn mcp_servers_do_not_inherit_the_api_keys() {
+    let Some(entry) = reference_server("server-everything") else { return };
+    let key = "sk-claw-test-secret-for-the-child-42";
+    let server =
+        Server::start(vec![tool_sse(&[("everything__get-env", json!({}))]), text_sse("ok")]);
+    let mcp = format!("node \"{}\"", entry.display());
+    let (out, stdout, stderr) = run(live(&server)
+        .env("OPENAI_API_KEY", key)
+        .env("CLAW_TEST_MARKER", "passed-through")
+        .args(["--mcp", &mcp, "--json", "env?"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    let result = tool_messages(&requests[1].body)[0]["content"].to_string();
+    // The server printed its environment: other variables pass, the key is empty.
+    assert!(result.contains("passed-through"), "{result}");
+    assert!(result.contains(r#"\"OPENAI_API_KEY\": \"\""#), "{result}");
+    assert!(!result.contains(key), "{result}");
 }
