@@ -56,6 +56,7 @@ A base URL on 127.0.0.1/localhost (Ollama, vLLM, LM Studio) or --no-key needs no
 Safety: read_file and list_dir see only the workspace (--workspace, default: the current
 directory); tools with side effects (append_note) ask first, or run with --yes / the config's
 `approve` list; with --json or without a terminal they are refused unless approved up front.
+MCP tools (--mcp, [mcp.servers] in the config) ask the same way unless marked read-only.
 Model and tool text is stripped of terminal escape sequences.
 
 Defaults come from flags, then a resumed session, then CLAW_PROVIDER / CLAW_MODEL /
@@ -64,7 +65,7 @@ CLAW_WORKSPACE, then the config file (CLAW_CONFIG or ~/.config/claw/config.toml)
 Exit codes:
   0    the run finished
   1    the provider failed (HTTP error, overloaded, bad stream, ...)
-  2    invalid arguments, or a prompt without an API key
+  2    invalid arguments, a prompt without an API key, or an MCP server that does not start
   3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
   130  interrupted with Ctrl-C (the transcript is still saved)
 

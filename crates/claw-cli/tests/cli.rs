@@ -186,6 +186,8 @@ fn help_explains_flags_and_exit_codes() {
         "--temperature",
         "GOOGLE_API_KEY",
         "CLAW_PROVIDER",
+        "--mcp",
+        "MCP server that does not start",
     ] {
         assert!(stdout.contains(needle), "--help lacks {needle}");
     }
