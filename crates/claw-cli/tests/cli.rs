@@ -1245,3 +1245,37 @@ fn mcp_servers_do_not_inherit_the_api_keys() {
     assert!(result.contains(r#"\"OPENAI_API_KEY\": \"\""#), "{result}");
     assert!(!result.contains(key), "{result}");
 }
+
+#[test]
+fn chat_offers_the_mcp_tools_in_every_exchange() {
+    let Some(entry) = filesystem_server() else { return };
+    let ws = temp_dir("mcp-chat");
+    let home = temp_dir("mcp-chat-home");
+    std::fs::write(ws.join("b.txt"), "second file").unwrap();
+    let path = ws.join("b.txt").display().to_string();
+    let server = Server::start(vec![
+        text_sse("first reply"),
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("second reply"),
+    ]);
+    let mut child = live(&server)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--chat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"hello\nread b\n/exit\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        assert!(offered(&request.body).contains(&"filesystem__read_text_file".to_owned()));
+    }
+    let result = tool_messages(&requests[2].body)[0]["content"].to_string();
+    assert!(result.contains("second file"), "{result}");
+    let _ = std::fs::remove_dir_all(&ws);
+    let _ = std::fs::remove_dir_all(&home);
+}
