@@ -2,8 +2,10 @@
 //! effect runs unless the user approved it up front (`--yes`, the config's
 //! `approve` list) or answers yes at the prompt. Without a terminal to ask on
 //! (`--json`, piped stdin) an unapproved call is refused with the reason.
+//! An MCP tool counts as having side effects unless its server annotates it
+//! `readOnlyHint: true`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -22,6 +24,8 @@ pub(crate) struct Approvals {
     allowed: Mutex<BTreeSet<String>>,
     /// Whether the user can be asked (stdin and stderr are terminals, not `--json`).
     pub(crate) interactive: bool,
+    /// The offered MCP tools and whether each needs approval (set at every plan).
+    mcp: std::sync::Mutex<BTreeMap<String, bool>>,
 }
 
 impl Approvals {
@@ -30,13 +34,36 @@ impl Approvals {
             all,
             allowed: Mutex::new(allowed.iter().cloned().collect()),
             interactive,
+            mcp: std::sync::Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// The MCP tools now offered: name -> whether it needs approval.
+    pub(crate) fn set_mcp_tools(&self, tools: BTreeMap<String, bool>) {
+        match self.mcp.lock() {
+            Ok(mut m) => *m = tools,
+            Err(poisoned) => *poisoned.into_inner() = tools,
+        }
+    }
+
+    /// Whether `tool` needs approval; `None` for a name that is not offered.
+    fn needs_approval(&self, tool: &str) -> Option<bool> {
+        if let Some(spec) = tools::spec(tool) {
+            return Some(spec.side_effects);
+        }
+        let mcp = match self.mcp.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        mcp.get(tool).copied()
     }
 
     async fn decide(&self, tool: &str, args: &Value) -> BeforeToolCall {
         // Unknown names are not ours to judge: the loop reports them as unknown tools.
-        let Some(spec) = tools::spec(tool) else { return BeforeToolCall::Allow };
-        if !spec.side_effects || self.all {
+        let Some(needs_approval) = self.needs_approval(tool) else {
+            return BeforeToolCall::Allow;
+        };
+        if !needs_approval || self.all {
             return BeforeToolCall::Allow;
         }
         // Held across the prompt so two calls never ask at once.
@@ -46,11 +73,12 @@ impl Approvals {
         }
         if !self.interactive {
             return BeforeToolCall::Block(Some(format!(
-                "`{tool}` has side effects and was not approved (the user can rerun with --yes or add it to `approve` in the claw config)"
+                "`{tool}` may have side effects and was not approved (the user can rerun with --yes or add it to `approve` in the claw config)"
             )));
         }
+        let shown = sanitize::terminal(tool);
         let question = format!(
-            "claw: allow {tool} {}? [y]es / [n]o / [a]lways for {tool}: ",
+            "claw: allow {shown} {}? [y]es / [n]o / [a]lways for {shown}: ",
             sanitize::terminal(&args.to_string())
         );
         let answer = tokio::task::spawn_blocking(move || {

@@ -27,6 +27,49 @@ pub(crate) struct Config {
     pub(crate) base_urls: BTreeMap<String, String>,
     /// Where `append_note` writes.
     pub(crate) notes: Option<PathBuf>,
+    /// MCP servers whose tools are offered with the built-in ones.
+    #[serde(default)]
+    pub(crate) mcp: McpSection,
+}
+
+/// `[mcp]`: MCP servers by id (`[mcp.servers.fs]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct McpSection {
+    /// Server id -> how to reach it.
+    #[serde(default)]
+    pub(crate) servers: BTreeMap<String, McpServerEntry>,
+}
+
+/// One MCP server: a `command` (stdio, with `args`, `env`, `cwd`) or a `url`
+/// (streamable HTTP).
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct McpServerEntry {
+    /// The program of a stdio server.
+    pub(crate) command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    /// Extra environment variables (values may be secrets: never printed).
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub(crate) cwd: Option<PathBuf>,
+    /// The endpoint of a streamable HTTP server.
+    pub(crate) url: Option<String>,
+}
+
+impl std::fmt::Debug for McpServerEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerEntry")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("url", &self.url)
+            .finish()
+    }
 }
 
 /// The project directories (`~/.config/claw`, `~/.local/share/claw` on Linux).
@@ -70,7 +113,8 @@ pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
         toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
     // Names are checked here so a typo is an error, not a silently ignored setting.
     for name in &config.approve {
-        if crate::tools::spec(name).is_none() {
+        // `server__tool` names an MCP tool, known only once its server runs.
+        if crate::tools::spec(name).is_none() && !name.contains("__") {
             return Err(format!(
                 "config {}: `approve` names an unknown tool `{name}`",
                 path.display()
@@ -82,6 +126,9 @@ pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
             return Err(format!("config {}: unknown provider `{name}`", path.display()));
         }
     }
+    // Server definitions are checked before anything starts.
+    crate::plan::server_configs(&config.mcp.servers, &[])
+        .map_err(|e| format!("config {}: {e}", path.display()))?;
     Ok(config)
 }
 

@@ -12,6 +12,7 @@ mod config;
 mod markdown;
 mod models;
 mod offline;
+mod plan;
 mod providers;
 mod render;
 mod sanitize;
@@ -55,6 +56,7 @@ A base URL on 127.0.0.1/localhost (Ollama, vLLM, LM Studio) or --no-key needs no
 Safety: read_file and list_dir see only the workspace (--workspace, default: the current
 directory); tools with side effects (append_note) ask first, or run with --yes / the config's
 `approve` list; with --json or without a terminal they are refused unless approved up front.
+MCP tools (--mcp, [mcp.servers] in the config) ask the same way unless marked read-only.
 Model and tool text is stripped of terminal escape sequences.
 
 Defaults come from flags, then a resumed session, then CLAW_PROVIDER / CLAW_MODEL /
@@ -63,7 +65,7 @@ CLAW_WORKSPACE, then the config file (CLAW_CONFIG or ~/.config/claw/config.toml)
 Exit codes:
   0    the run finished
   1    the provider failed (HTTP error, overloaded, bad stream, ...)
-  2    invalid arguments, or a prompt without an API key
+  2    invalid arguments, a prompt without an API key, or an MCP server that does not start
   3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
   130  interrupted with Ctrl-C (the transcript is still saved)
 
@@ -114,6 +116,11 @@ struct Args {
     /// current_time, append_note. Default: all; `--tools ""` offers none.
     #[arg(long, value_delimiter = ',', num_args = 0..=1)]
     tools: Option<Vec<String>>,
+
+    /// Start an MCP server from this command line and offer its tools (repeatable);
+    /// tools not marked read-only ask for approval like append_note.
+    #[arg(long = "mcp", value_name = "COMMAND")]
+    mcp: Vec<String>,
 
     /// Replay a recorded session (the provider's own, or the one in DIR) instead of calling the API.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
@@ -298,7 +305,7 @@ fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
 }
 
 async fn run(args: Args) -> u8 {
-    let mut interrupts = Interrupts::listen();
+    let interrupts = Interrupts::listen();
     let config = match config::load(args.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
@@ -389,10 +396,57 @@ async fn run(args: Args) -> u8 {
             .unwrap_or_else(|| "claw-notes.md".into()),
     );
     let env = tools::ToolEnv { workspace, notes, secrets: Arc::new(models::secrets_in_env()) };
-    let tools = match tools::builtin(args.tools.as_deref(), &env) {
+    let mut toolbox = match plan::Toolbox::new(args.tools.as_deref(), &env) {
         Ok(t) => t,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
     };
+    let mcp_configs = match plan::server_configs(&config.mcp.servers, &args.mcp) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    // A server that does not start is an error before any request.
+    if let Err(e) = toolbox.connect_mcp(mcp_configs).await {
+        return fail(exit::USAGE, e);
+    }
+    let code = run_with_tools(
+        args,
+        config,
+        setup,
+        resumed,
+        save_to,
+        user_prompt,
+        stdin_used,
+        &toolbox,
+        interrupts,
+        color,
+        replay,
+    )
+    .await;
+    toolbox.shutdown().await;
+    code
+}
+
+/// The rest of [`run`], once the tools are known.
+#[allow(clippy::too_many_arguments)]
+async fn run_with_tools(
+    args: Args,
+    config: config::Config,
+    setup: Setup,
+    resumed: Option<(PathBuf, Transcript)>,
+    save_to: Vec<sessions::AtomicFile>,
+    user_prompt: String,
+    stdin_used: bool,
+    toolbox: &plan::Toolbox,
+    mut interrupts: Interrupts,
+    color: bool,
+    replay: bool,
+) -> u8 {
+    let mut save_to = save_to;
+    let planned = match toolbox.plan() {
+        Ok(p) => p,
+        Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
+    let tools = planned.tools;
 
     let Setup { model, kind, options, system_prompt, mut prompts, _replay } = setup;
     let mut context = AgentContext { system_prompt, messages: Vec::new(), tools };
@@ -414,10 +468,11 @@ async fn run(args: Args) -> u8 {
     // In chat mode stdin belongs to the line editor; approvals are asked there only on a terminal.
     let can_ask = can_ask || (args.chat && std::io::stdin().is_terminal());
     let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask);
+    approvals.set_mcp_tools(planned.mcp_approval);
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
     agent_config.options = options;
     agent_config.max_turns = Some(args.max_turns);
-    agent_config.hooks = approvals;
+    agent_config.hooks = approvals.clone();
     let agent = Agent::new(agent_config);
     let session = SessionInfo {
         provider: kind.name(),
@@ -427,7 +482,9 @@ async fn run(args: Args) -> u8 {
     };
     let view = View { color, json: args.json, expand: args.expand };
     if args.chat {
-        return chat(&agent, &mut interrupts, context, prompts, &session, view, save_to).await;
+        let tools = ChatTools { toolbox, approvals: &approvals };
+        return chat(&agent, &mut interrupts, context, prompts, &session, view, save_to, tools)
+            .await;
     }
     let run = if prompts.is_empty() {
         match agent.continue_run(context) {
@@ -582,10 +639,17 @@ async fn drive(
     (run.outcome().cloned(), interrupted)
 }
 
+/// What a chat re-plans between turns.
+struct ChatTools<'a> {
+    toolbox: &'a plan::Toolbox,
+    approvals: &'a approval::Approvals,
+}
+
 /// `--chat`: one conversation, a prompt per line (line editing and history
 /// by rustyline), kept as a session after every exchange. `/expand` shows the
 /// last exchange's tool results whole; Ctrl-D, `/exit` or Ctrl-C at the
 /// prompt end it.
+#[allow(clippy::too_many_arguments)]
 async fn chat(
     agent: &Agent,
     interrupts: &mut Interrupts,
@@ -594,6 +658,7 @@ async fn chat(
     session: &SessionInfo,
     view: View,
     mut save_to: Vec<sessions::AtomicFile>,
+    tools: ChatTools<'_>,
 ) -> u8 {
     let history = config::data_dir().map(|d| d.join("history.txt"));
     let mut editor = match rustyline::DefaultEditor::new() {
@@ -656,6 +721,16 @@ async fn chat(
             }
             let _ = editor.add_history_entry(text);
             pending.push(Message::user(text.to_owned()));
+        }
+        // MCP servers re-list changed tools and restart between turns.
+        if tools.toolbox.refresh().await {
+            match tools.toolbox.plan() {
+                Ok(planned) => {
+                    context.tools = planned.tools;
+                    tools.approvals.set_mcp_tools(planned.mcp_approval);
+                }
+                Err(e) => warn(format_args!("the tools were not updated: {e}")),
+            }
         }
         let run = agent.run(context.clone(), std::mem::take(&mut pending));
         let (outcome, _interrupted) = drive(run, interrupts, &session.model, view, false).await;

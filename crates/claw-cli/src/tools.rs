@@ -34,7 +34,7 @@ pub(crate) struct ToolSpec {
     pub(crate) needs: Needs,
     /// One line for `--help` and `docs/claw.md`.
     pub(crate) summary: &'static str,
-    build: fn(&ToolEnv) -> AgentTool,
+    pub(crate) build: fn(&ToolEnv) -> AgentTool,
 }
 
 /// Every built-in tool, in the order `--tools` lists them.
@@ -262,23 +262,6 @@ fn append_note(env: &ToolEnv) -> AgentTool {
     )
     .with_mode(ExecutionMode::Sequential)
     .with_label("Append note")
-}
-
-/// The tools named in `names` (all when `None`; none for an empty list);
-/// unknown names are an error.
-pub(crate) fn builtin(names: Option<&[String]>, env: &ToolEnv) -> Result<Vec<AgentTool>, String> {
-    let Some(names) = names else {
-        return Ok(TOOLS.iter().map(|t| (t.build)(env)).collect());
-    };
-    let mut out = Vec::new();
-    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-        let spec = spec(name).ok_or_else(|| {
-            let all: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
-            format!("unknown tool `{name}` (available: {})", all.join(", "))
-        })?;
-        out.push((spec.build)(env));
-    }
-    Ok(out)
 }
 
 /// Unix seconds to `YYYY-MM-DDTHH:MM:SSZ`.

@@ -186,6 +186,8 @@ fn help_explains_flags_and_exit_codes() {
         "--temperature",
         "GOOGLE_API_KEY",
         "CLAW_PROVIDER",
+        "--mcp",
+        "MCP server that does not start",
     ] {
         assert!(stdout.contains(needle), "--help lacks {needle}");
     }
@@ -998,4 +1000,282 @@ fn chat_expand_shows_the_last_tool_results_whole() {
     );
     assert_no_raw_controls(&stdout);
     let _ = std::fs::remove_dir_all(&ws);
+}
+
+// ---- Tool planning and MCP servers ----
+
+/// The names of the tools offered in a Chat Completions request body.
+fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_owned).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `role: tool` messages of a Chat Completions request body.
+fn tool_messages(body: &Value) -> Vec<&Value> {
+    body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").collect()
+}
+
+#[test]
+fn a_tool_hidden_by_the_plan_is_neither_offered_nor_run() {
+    let ws = temp_dir("plan-hidden");
+    std::fs::write(ws.join("secret.txt"), "do not read me").unwrap();
+    let server = Server::start(vec![
+        tool_sse(&[("read_file", json!({"path": "secret.txt"}))]),
+        text_sse("done"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
+        "--tools",
+        "current_time,calculator",
+        "--json",
+        "read it",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    // Visible tools only, in the plan's order (by name), not the selection's.
+    assert_eq!(offered(&requests[0].body), ["calculator", "current_time"]);
+    let results = tool_messages(&requests[1].body);
+    assert_eq!(results.len(), 1, "{}", requests[1].body);
+    let text = results[0]["content"].to_string();
+    assert!(text.contains("read_file not found"), "{text}");
+    assert!(!text.contains("do not read me"), "{text}");
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], true, "{end}");
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn tools_are_offered_in_the_plans_stable_order_byte_identical_across_runs() {
+    let ws = temp_dir("plan-order");
+    let mut bodies = Vec::new();
+    for _ in 0..2 {
+        let server = Server::start(vec![text_sse("hi")]);
+        let (out, _, stderr) = run(live(&server).arg("--workspace").arg(&ws).arg("hello"));
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let body = server.requests()[0].body.clone();
+        bodies.push(serde_json::to_string(&body["tools"]).unwrap());
+        // The plan sorts by name; the tool table lists read_file first.
+        assert_eq!(
+            offered(&body),
+            ["append_note", "calculator", "current_time", "list_dir", "read_file"]
+        );
+    }
+    assert_eq!(bodies[0], bodies[1]);
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn an_mcp_server_that_does_not_start_is_exit_2_before_any_request() {
+    let server = Server::start(vec![text_sse("never")]);
+    let (out, _, stderr) =
+        run(live(&server).args(["--mcp", "/nonexistent/claw-test-mcp-server --stdio", "hello"]));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did not start"), "{stderr}");
+    assert!(server.requests().is_empty());
+
+    // A server in the config with neither `command` nor `url` is a config error.
+    let dir = temp_dir("mcp-bad-config");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "[mcp.servers.fs]\nargs = [\"x\"]\n").unwrap();
+    let (out, _, stderr) = run(live(&server).env("CLAW_CONFIG", &config).arg("hello"));
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("exactly one of `command` and `url`"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The entry point of the installed `@modelcontextprotocol/server-filesystem`
+/// (installed by `.ci/setup-mcp`, like agent-mcp's reference tests), or `None`
+/// when node is not installed.
+fn filesystem_server() -> Option<std::path::PathBuf> {
+    reference_server("server-filesystem")
+}
+
+/// The entry point of an installed MCP reference server, or `None` when node
+/// is not installed (then the test is skipped).
+fn reference_server(package: &str) -> Option<std::path::PathBuf> {
+    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !node_ok {
+        eprintln!("SKIPPED: `node` is not installed, so the MCP tests of claw cannot run");
+        return None;
+    }
+    let dir = match std::env::var_os("AGENT_MCP_SERVERS_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.mcp-servers"),
+    };
+    let entry = dir.join("node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
+    assert!(
+        entry.is_file(),
+        "@modelcontextprotocol/{package} is not installed: run `.ci/setup-mcp` (it installs \
+         the pinned MCP reference servers into {})",
+        dir.display()
+    );
+    Some(entry)
+}
+
+/// `--mcp` for the filesystem server confined to `ws`.
+fn filesystem_mcp(entry: &std::path::Path, ws: &std::path::Path) -> String {
+    format!("node \"{}\" \"{}\"", entry.display(), ws.display())
+}
+
+#[test]
+fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request() {
+    let Some(entry) = filesystem_server() else { return };
+    let ws = temp_dir("mcp-read");
+    let key = "sk-claw-test-secret-0123456789";
+    std::fs::write(ws.join("a.txt"), format!("hello from mcp \u{1b}[2J {key}")).unwrap();
+    let path = ws.join("a.txt").display().to_string();
+    let server = Server::start(vec![
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("read"),
+    ]);
+    // Read-only (`readOnlyHint: true`): runs under --json without --yes.
+    let (out, stdout, stderr) = run(live(&server)
+        .env("OPENAI_API_KEY", key)
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--json", "read a.txt"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    let names = offered(&requests[0].body);
+    assert!(names.contains(&"filesystem__read_text_file".to_owned()), "{names:?}");
+    assert!(names.contains(&"read_file".to_owned()), "{names:?}");
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "one plan, one stable order");
+    let results = tool_messages(&requests[1].body);
+    let result = results[0]["content"].to_string();
+    assert!(result.contains("hello from mcp"), "{}", requests[1].body);
+    // The API key's value is redacted from MCP output, as from the built-in tools'.
+    assert!(result.contains("[redacted]") && !result.contains(key), "{result}");
+    assert!(!stdout.contains(key), "{stdout}");
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], false, "{end}");
+    assert_eq!(end["executed"], true, "{end}");
+
+    // In text mode, the tool's output is neutralised before the terminal.
+    let server = Server::start(vec![
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("read"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
+        "--mcp",
+        &filesystem_mcp(&entry, &ws),
+        "-x",
+        "read a.txt",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("hello from mcp ␛[2J"), "{stdout}");
+    assert_no_raw_controls(&stdout);
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn an_mcp_tool_that_is_not_read_only_needs_approval() {
+    let Some(entry) = filesystem_server() else { return };
+    let ws = temp_dir("mcp-write");
+    let target = ws.join("out.txt");
+    let args = json!({"path": target.display().to_string(), "content": "written"});
+    let replies = || vec![tool_sse(&[("filesystem__write_file", args.clone())]), text_sse("ok")];
+    let mcp = filesystem_mcp(&entry, &ws);
+
+    // --json, no --yes: refused before running, nothing written.
+    let server = Server::start(replies());
+    let (out, stdout, stderr) = run(live(&server).args(["--mcp", &mcp, "--json", "write"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&stdout);
+    let end = tool_ends(&events)[0];
+    assert_eq!(end["is_error"], true, "{end}");
+    assert_eq!(end["executed"], false, "{end}");
+    assert!(end["text"].as_str().unwrap().contains("not approved"), "{end}");
+    assert!(!target.exists());
+    let refused = tool_messages(&server.requests()[1].body)[0]["content"].to_string();
+    assert!(refused.contains("not approved"), "{refused}");
+
+    // --yes: it runs.
+    let server = Server::start(replies());
+    let (out, stdout, stderr) =
+        run(live(&server).args(["--mcp", &mcp, "--json", "--yes", "write"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(tool_ends(&json_events(&stdout))[0]["executed"], true, "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "written");
+    std::fs::remove_file(&target).unwrap();
+
+    // A server from the config's `[mcp.servers]`, its tool in the `approve` list.
+    let config = ws.join("config.toml");
+    let table = format!(
+        "approve = [\"fs__write_file\"]\n[mcp.servers.fs]\ncommand = \"node\"\nargs = [{}, {}]\n",
+        json!(entry.display().to_string()),
+        json!(ws.display().to_string())
+    );
+    std::fs::write(&config, table).unwrap();
+    let args = json!({"path": target.display().to_string(), "content": "again"});
+    let server = Server::start(vec![tool_sse(&[("fs__write_file", args)]), text_sse("ok")]);
+    let (out, stdout, stderr) =
+        run(live(&server).env("CLAW_CONFIG", &config).args(["--json", "write"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(tool_ends(&json_events(&stdout))[0]["executed"], true, "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "again");
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn mcp_servers_do_not_inherit_the_api_keys() {
+    let Some(entry) = reference_server("server-everything") else { return };
+    let key = "sk-claw-test-secret-for-the-child-42";
+    let server =
+        Server::start(vec![tool_sse(&[("everything__get-env", json!({}))]), text_sse("ok")]);
+    let mcp = format!("node \"{}\"", entry.display());
+    let (out, stdout, stderr) = run(live(&server)
+        .env("OPENAI_API_KEY", key)
+        .env("CLAW_TEST_MARKER", "passed-through")
+        .args(["--mcp", &mcp, "--json", "env?"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    let result = tool_messages(&requests[1].body)[0]["content"].to_string();
+    // The server printed its environment: other variables pass, the key is empty.
+    assert!(result.contains("passed-through"), "{result}");
+    assert!(result.contains(r#"\"OPENAI_API_KEY\": \"\""#), "{result}");
+    assert!(!result.contains(key), "{result}");
+}
+
+#[test]
+fn chat_offers_the_mcp_tools_in_every_exchange() {
+    let Some(entry) = filesystem_server() else { return };
+    let ws = temp_dir("mcp-chat");
+    let home = temp_dir("mcp-chat-home");
+    std::fs::write(ws.join("b.txt"), "second file").unwrap();
+    let path = ws.join("b.txt").display().to_string();
+    let server = Server::start(vec![
+        text_sse("first reply"),
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("second reply"),
+    ]);
+    let mut child = live(&server)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--chat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"hello\nread b\n/exit\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        assert!(offered(&request.body).contains(&"filesystem__read_text_file".to_owned()));
+    }
+    let result = tool_messages(&requests[2].body)[0]["content"].to_string();
+    assert!(result.contains("second file"), "{result}");
+    let _ = std::fs::remove_dir_all(&ws);
+    let _ = std::fs::remove_dir_all(&home);
 }
