@@ -19,12 +19,15 @@ mod hooks;
 mod run;
 mod tool;
 
-pub use context::{AgentContext, MessageQueue};
+pub use context::{AgentContext, MessageQueue, QueueMode};
 pub use event::{AgentEvent, EndReason};
-pub use hooks::{AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks};
+pub use hooks::{
+    AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks, TurnInfo, TurnUpdate,
+};
 pub use llm_core::transform::{TranscriptViolation, check_tool_results};
 pub use run::{
-    ABORTED_TEXT, Agent, AgentConfig, AgentOutcome, AgentRun, BLOCKED_TEXT, ContinueError,
+    ABORTED_TEXT, Agent, AgentConfig, AgentError, AgentOutcome, AgentRun, BLOCKED_TEXT,
+    ContinueError, DEFAULT_ABORT_GRACE,
 };
 pub use tool::{
     AgentTool, ExecutionMode, PrepareArguments, ProgressSink, ToolError, ToolExecutor,
