@@ -17,7 +17,7 @@ pub struct AgentContext {
     /// The transcript.
     pub messages: Vec<Message>,
     /// Tools, in the order they are offered to the model; build them from a
-    /// plan with `ToolCatalog`. Names must be unique.
+    /// plan with [`crate::ToolCatalog`]. Names must be unique.
     #[serde(serialize_with = "serialize_tools")]
     pub tools: Vec<AgentTool>,
 }

@@ -13,12 +13,14 @@
 //! [`check_tool_results`] checks it.
 #![warn(missing_docs)]
 
+mod catalog;
 mod context;
 mod event;
 mod hooks;
 mod run;
 mod tool;
 
+pub use catalog::{CatalogError, PlannedHooks, PlannedTools, SharedEnv, ToolCatalog};
 pub use context::{AgentContext, MessageQueue, QueueMode};
 pub use event::{AgentEvent, EndReason};
 pub use hooks::{
