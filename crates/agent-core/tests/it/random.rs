@@ -74,7 +74,7 @@ fn behaviour_tool(name: &str, kind: u64, ms: u64) -> AgentTool {
         },
     )
     .with_mode(if kind == 4 { ExecutionMode::Sequential } else { ExecutionMode::Parallel });
-    if kind == 5 && ms % 2 == 0 { tool.blocking() } else { tool }
+    if kind == 5 && ms.is_multiple_of(2) { tool.blocking() } else { tool }
 }
 
 /// Hooks that panic for calls whose id says so (`bs`: before, synchronously;
