@@ -11,6 +11,15 @@
 //! one tool result, whatever happens: unknown tool, blocked, invalid arguments,
 //! error, panic, abort, or a call cut off by the token limit.
 //! [`check_tool_results`] checks it.
+//!
+//! Every callback is untrusted (spec decision 10): hooks, argument shims,
+//! deferred resolvers, tools and the provider may panic or hang; the loop
+//! contains them where it calls them, and every run ends with exactly one
+//! [`AgentEvent::AgentEnd`], after which nothing is delivered.
+//!
+//! Tools come from a plan: [`ToolCatalog`] builds the [`AgentContext`] from
+//! `tool-planner` descriptors and an executor registry, and [`PlannedHooks`]
+//! keeps every request's tools equal to the plan.
 #![warn(missing_docs)]
 
 mod catalog;

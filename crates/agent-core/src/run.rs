@@ -221,7 +221,9 @@ impl Agent {
 /// polled. Tools run on their own tokio tasks; dropping the run aborts them.
 /// Exactly one `AgentEnd` arrives, last; nothing follows it.
 pub struct AgentRun {
-    events: UnboundedReceiver<AgentEvent>,
+    /// Events are boxed in the channel: its blocks hold 32 slots, and an
+    /// `AgentEvent` is several hundred bytes, which per run in flight adds up.
+    events: UnboundedReceiver<Box<AgentEvent>>,
     driver: Option<BoxFuture<'static, AgentOutcome>>,
     outcome: Option<AgentOutcome>,
     cancel: CancellationToken,
@@ -318,10 +320,10 @@ impl Stream for AgentRun {
         let next = if this.driver.is_none() {
             // Every event is queued once the driver is done; `try_recv` also
             // ignores tokio's co-op budget.
-            this.events.try_recv().ok().or_else(|| this.pending_end.take())
+            this.events.try_recv().ok().map(|e| *e).or_else(|| this.pending_end.take())
         } else {
             match this.events.poll_recv(cx) {
-                Poll::Ready(e) => e,
+                Poll::Ready(e) => e.map(|e| *e),
                 Poll::Pending => return Poll::Pending,
             }
         };
@@ -456,7 +458,7 @@ struct Runner {
     config: Arc<AgentConfig>,
     validators: Arc<ValidatorCache>,
     cancel: CancellationToken,
-    tx: UnboundedSender<AgentEvent>,
+    tx: UnboundedSender<Box<AgentEvent>>,
     /// The stored transcript; the run's messages are `context.messages[start..]`
     /// (the transcript only grows, so they are never copied twice).
     context: AgentContext,
@@ -512,7 +514,7 @@ type Resolution = Result<Option<usize>, String>;
 
 impl Runner {
     fn emit(&self, event: AgentEvent) {
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(Box::new(event));
     }
 
     fn new_messages(&self) -> &[Message] {
@@ -588,7 +590,8 @@ impl Runner {
                 if self.cancel.is_cancelled() {
                     return self.abort_exit();
                 }
-                let message = match self.stream_assistant().await {
+                // Boxed: the run's own future stays small while it waits for tools.
+                let message = match Box::pin(self.stream_assistant()).await {
                     Ok(m) => m,
                     Err(reason) => return reason,
                 };
@@ -635,7 +638,7 @@ impl Runner {
                         "Tool call was not executed: the assistant did not stop for tool use",
                     );
                 } else if has_calls {
-                    let batch = self.execute_batch(&message).await;
+                    let batch = Box::pin(self.execute_batch(&message)).await;
                     results = batch.results;
                     stop_after_batch = batch.stop_after_batch;
                     if batch.terminate {

@@ -80,7 +80,7 @@ impl From<&str> for ToolError {
 pub struct ProgressSink {
     pub(crate) call_id: Arc<str>,
     pub(crate) tool_name: Arc<str>,
-    pub(crate) slot: Arc<Mutex<Option<UnboundedSender<AgentEvent>>>>,
+    pub(crate) slot: Arc<Mutex<Option<UnboundedSender<Box<AgentEvent>>>>>,
 }
 
 impl fmt::Debug for ProgressSink {
@@ -98,7 +98,7 @@ impl ProgressSink {
     pub(crate) fn connected(
         call_id: &str,
         tool_name: &str,
-        tx: UnboundedSender<AgentEvent>,
+        tx: UnboundedSender<Box<AgentEvent>>,
     ) -> Self {
         ProgressSink {
             call_id: Arc::from(call_id),
@@ -111,11 +111,11 @@ impl ProgressSink {
     pub fn update(&self, partial: ToolOutput) {
         let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = slot.as_ref() {
-            let _ = tx.send(AgentEvent::ToolExecutionUpdate {
+            let _ = tx.send(Box::new(AgentEvent::ToolExecutionUpdate {
                 tool_call_id: self.call_id.to_string(),
                 tool_name: self.tool_name.to_string(),
                 partial,
-            });
+            }));
         }
     }
 
