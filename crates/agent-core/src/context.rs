@@ -1,27 +1,35 @@
 //! The agent's working context and message queues.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use llm_core::{Context, Message};
+use llm_core::Message;
 
+use crate::run::AgentError;
 use crate::tool::AgentTool;
 
-/// The transcript and tools an agent works with.
-#[derive(Debug, Clone, Default)]
+/// The transcript and tools an agent works with. Serializes the tools as
+/// their definitions (name, description, parameters).
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct AgentContext {
     /// System prompt.
     pub system_prompt: Option<String>,
     /// The transcript.
     pub messages: Vec<Message>,
-    /// Tools, in the order they are offered to the model (plan them with `tool-planner`).
+    /// Tools, in the order they are offered to the model; build them from a
+    /// plan with [`crate::ToolCatalog`]. Names must be unique.
+    #[serde(serialize_with = "serialize_tools")]
     pub tools: Vec<AgentTool>,
 }
 
+fn serialize_tools<S: serde::Serializer>(tools: &[AgentTool], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(tools.iter().map(|t| &t.tool))
+}
+
 impl AgentContext {
-    /// The provider-facing context (tool definitions only).
-    pub fn to_llm_context(&self) -> Context {
-        Context {
+    /// The provider-facing context (a copy of the transcript and tool definitions).
+    pub fn to_llm_context(&self) -> llm_core::Context {
+        llm_core::Context {
             system_prompt: self.system_prompt.clone(),
             messages: self.messages.clone(),
             tools: self.tools.iter().map(|t| t.tool.clone()).collect(),
@@ -32,10 +40,36 @@ impl AgentContext {
     pub fn tool(&self, name: &str) -> Option<&AgentTool> {
         self.tools.iter().find(|t| t.tool.name == name)
     }
+
+    /// Checks that tool names are unique (the planner's rule, OpenClaw §4.3):
+    /// two tools with one name would both be sent and calls would be ambiguous.
+    pub fn check_tools(&self) -> Result<(), AgentError> {
+        check_unique_names(&self.tools)
+    }
 }
 
-/// A shared queue of messages to inject into a running agent (steering or
-/// follow-up). Clones share the queue.
+pub(crate) fn check_unique_names(tools: &[AgentTool]) -> Result<(), AgentError> {
+    let mut seen = HashSet::with_capacity(tools.len());
+    match tools.iter().find(|t| !seen.insert(t.tool.name.as_str())) {
+        Some(dup) => Err(AgentError::DuplicateToolName { name: dup.tool.name.clone() }),
+        None => Ok(()),
+    }
+}
+
+/// How many queued messages one poll delivers (OpenClaw §5.11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueMode {
+    /// The oldest message only (OpenClaw's default for both queues).
+    #[default]
+    OneAtATime,
+    /// Every queued message.
+    All,
+}
+
+/// A queue of messages to inject into one running agent (steering or
+/// follow-up). Every run owns its own queues ([`crate::AgentRun::steering`]);
+/// clones share the queue, so a tool or another task can push into it.
 #[derive(Debug, Clone, Default)]
 pub struct MessageQueue {
     inner: Arc<Mutex<VecDeque<Message>>>,
@@ -47,21 +81,32 @@ impl MessageQueue {
         Self::default()
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Message>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Queues a message.
     pub fn push(&self, message: Message) {
-        if let Ok(mut q) = self.inner.lock() {
-            q.push_back(message);
+        self.lock().push_back(message);
+    }
+
+    /// Takes the messages one poll delivers under `mode`.
+    pub fn take(&self, mode: QueueMode) -> Vec<Message> {
+        let mut q = self.lock();
+        match mode {
+            QueueMode::OneAtATime => q.pop_front().into_iter().collect(),
+            QueueMode::All => q.drain(..).collect(),
         }
     }
 
     /// Takes every queued message.
     pub fn drain(&self) -> Vec<Message> {
-        self.inner.lock().map(|mut q| q.drain(..).collect()).unwrap_or_default()
+        self.take(QueueMode::All)
     }
 
     /// Number of queued messages.
     pub fn len(&self) -> usize {
-        self.inner.lock().map(|q| q.len()).unwrap_or(0)
+        self.lock().len()
     }
 
     /// Whether the queue is empty.

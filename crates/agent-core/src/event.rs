@@ -1,12 +1,15 @@
 //! Events of an agent run (OpenClaw §5.1).
 
 use llm_core::{AssistantEvent, AssistantMessage, Message, ToolResultMessage};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::tool::ToolOutput;
 
 /// Why a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EndReason {
     /// The assistant answered without tool calls.
     Completed,
@@ -24,10 +27,17 @@ pub enum EndReason {
     Error,
     /// The run was cancelled.
     Aborted,
+    /// The run could not go on: an invalid context (duplicate tool names) or a
+    /// failing turn-level hook; `AgentOutcome::error` says which.
+    Failed,
 }
 
 /// One event of an agent run, in the order of OpenClaw §5 / §8 #47.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Serializes as one JSON object per event, tagged by `type`
+/// (`agent_start`, `message_update`, ...), for UIs and JSON-lines logs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AgentEvent {
     /// The run started.
@@ -56,6 +66,7 @@ pub enum AgentEvent {
     /// A streamed assistant event (a delta: read text by accumulating).
     MessageUpdate {
         /// The provider event.
+        #[serde(serialize_with = "serialize_assistant_event")]
         event: AssistantEvent,
     },
     /// A message is complete.
@@ -94,4 +105,70 @@ pub enum AgentEvent {
         /// Whether the tool's code actually ran.
         execution_started: bool,
     },
+}
+
+/// `{"type": "text_delta", "content_index": 0, "delta": "..."}`: the streamed
+/// event without the final message (terminal events never reach `MessageUpdate`;
+/// the message arrives in `MessageEnd`).
+fn serialize_assistant_event<S: Serializer>(
+    event: &AssistantEvent,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut map = serializer.serialize_map(None)?;
+    match event {
+        AssistantEvent::Start => map.serialize_entry("type", "start")?,
+        AssistantEvent::TextStart { content_index } => {
+            map.serialize_entry("type", "text_start")?;
+            map.serialize_entry("content_index", content_index)?;
+        }
+        AssistantEvent::TextDelta { content_index, delta } => {
+            map.serialize_entry("type", "text_delta")?;
+            map.serialize_entry("content_index", content_index)?;
+            map.serialize_entry("delta", delta)?;
+        }
+        AssistantEvent::TextEnd { content_index, .. } => {
+            map.serialize_entry("type", "text_end")?;
+            map.serialize_entry("content_index", content_index)?;
+        }
+        AssistantEvent::ThinkingStart { content_index } => {
+            map.serialize_entry("type", "thinking_start")?;
+            map.serialize_entry("content_index", content_index)?;
+        }
+        AssistantEvent::ThinkingDelta { content_index, delta } => {
+            map.serialize_entry("type", "thinking_delta")?;
+            map.serialize_entry("content_index", content_index)?;
+            map.serialize_entry("delta", delta)?;
+        }
+        AssistantEvent::ThinkingEnd { content_index, .. } => {
+            map.serialize_entry("type", "thinking_end")?;
+            map.serialize_entry("content_index", content_index)?;
+        }
+        AssistantEvent::ToolCallStart { content_index, id, name } => {
+            map.serialize_entry("type", "toolcall_start")?;
+            map.serialize_entry("content_index", content_index)?;
+            map.serialize_entry("id", id)?;
+            map.serialize_entry("name", name)?;
+        }
+        AssistantEvent::ToolCallDelta { content_index, delta } => {
+            map.serialize_entry("type", "toolcall_delta")?;
+            map.serialize_entry("content_index", content_index)?;
+            map.serialize_entry("delta", delta)?;
+        }
+        AssistantEvent::ToolCallEnd { content_index, tool_call } => {
+            map.serialize_entry("type", "toolcall_end")?;
+            map.serialize_entry("content_index", content_index)?;
+            map.serialize_entry("tool_call", tool_call)?;
+        }
+        AssistantEvent::Done { reason, .. } => {
+            map.serialize_entry("type", "done")?;
+            map.serialize_entry("reason", reason)?;
+        }
+        AssistantEvent::Error { reason, error, .. } => {
+            map.serialize_entry("type", "error")?;
+            map.serialize_entry("reason", reason)?;
+            map.serialize_entry("error", &error.to_string())?;
+        }
+        _ => map.serialize_entry("type", "other")?,
+    }
+    map.end()
 }

@@ -1,7 +1,15 @@
 //! Hooks: points where the application steers the loop.
+//!
+//! Every hook is untrusted (spec decision 10): a hook that panics, in its
+//! synchronous part or in the future it returns, is contained where it is
+//! called. A tool-call hook's panic becomes that call's error result; a
+//! turn-level hook's panic ends the run with [`crate::AgentError`], and the run
+//! still ends with exactly one `AgentEnd`.
 
 use futures_util::future::BoxFuture;
-use llm_core::{AssistantMessage, ToolCall, ToolResultMessage};
+use llm_core::{
+    ApiKey, AssistantMessage, Message, Model, StreamOptions, ToolCall, ToolResultMessage,
+};
 use serde_json::Value;
 
 use crate::context::AgentContext;
@@ -43,9 +51,36 @@ pub struct CallInfo<'a> {
     pub context: &'a AgentContext,
 }
 
+/// What `prepare_next_turn` sees: the run as it stands before a request.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnInfo<'a> {
+    /// Requests made so far in this run (0 before the first).
+    pub turn: u32,
+    /// The stored transcript and the tools that the next request would offer.
+    pub context: &'a AgentContext,
+    /// Messages this run added so far.
+    pub new_messages: &'a [Message],
+    /// The model the next request would use.
+    pub model: &'a Model,
+}
+
+/// Replacements for the next request, returned by `prepare_next_turn`.
+/// Each replacement stays in force for later turns until replaced again
+/// (OpenClaw's `prepareNextTurn` swaps the context the same way).
+#[derive(Debug, Clone, Default)]
+pub struct TurnUpdate {
+    /// Replaces the model.
+    pub model: Option<Model>,
+    /// Replaces the system prompt (`Some(None)` removes it).
+    pub system_prompt: Option<Option<String>>,
+    /// Replaces the request options (the run's cancellation token is kept).
+    pub options: Option<StreamOptions>,
+    /// Replaces the visible tools, in request order. Names must be unique.
+    pub tools: Option<Vec<AgentTool>>,
+}
+
 /// Application hooks. Every method has a default that does nothing, so
-/// implement only what you need. A hook that panics becomes an error result for
-/// that call; it never takes the loop down.
+/// implement only what you need.
 pub trait AgentHooks: Send + Sync {
     /// Supplies a tool that is not in the context (deferred loading). Called at
     /// most once per call. `Ok(None)` = not found.
@@ -65,7 +100,8 @@ pub trait AgentHooks: Send + Sync {
         Box::pin(std::future::ready(BeforeToolCall::Allow))
     }
 
-    /// Runs after execution; may override the result or stop the run.
+    /// Runs after a tool actually executed (never for calls that did not run);
+    /// may override the result or stop the run.
     fn after_tool_call<'a>(
         &'a self,
         _info: CallInfo<'a>,
@@ -82,6 +118,32 @@ pub trait AgentHooks: Send + Sync {
         _results: &[ToolResultMessage],
     ) -> bool {
         false
+    }
+
+    /// Called before every request (§8 #61, OpenClaw's `prepareNextTurn`): may
+    /// replace the model, the system prompt, the options and the visible tools.
+    fn prepare_next_turn<'a>(&'a self, _info: TurnInfo<'a>) -> BoxFuture<'a, Option<TurnUpdate>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    /// Rewrites the transcript sent with the next request (pruning,
+    /// summarizing); the stored transcript is never changed. `None` sends it as
+    /// stored.
+    fn transform_context<'a>(
+        &'a self,
+        _messages: &'a [Message],
+    ) -> BoxFuture<'a, Option<Vec<Message>>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    /// The API key for the next request to `provider`, resolved per request so
+    /// expiring tokens can refresh (OpenClaw's `getApiKey`). `Ok(None)` uses
+    /// the configured key; an error ends the run.
+    fn api_key<'a>(
+        &'a self,
+        _provider: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ApiKey>, ToolError>> {
+        Box::pin(std::future::ready(Ok(None)))
     }
 }
 

@@ -11,20 +11,34 @@
 //! one tool result, whatever happens: unknown tool, blocked, invalid arguments,
 //! error, panic, abort, or a call cut off by the token limit.
 //! [`check_tool_results`] checks it.
+//!
+//! Every callback is untrusted (spec decision 10): hooks, argument shims,
+//! deferred resolvers, tools and the provider may panic or hang; the loop
+//! contains them where it calls them, and every run ends with exactly one
+//! [`AgentEvent::AgentEnd`], after which nothing is delivered.
+//!
+//! Tools come from a plan: [`ToolCatalog`] builds the [`AgentContext`] from
+//! `tool-planner` descriptors and an executor registry, and [`PlannedHooks`]
+//! keeps every request's tools equal to the plan.
 #![warn(missing_docs)]
 
+mod catalog;
 mod context;
 mod event;
 mod hooks;
 mod run;
 mod tool;
 
-pub use context::{AgentContext, MessageQueue};
+pub use catalog::{CatalogError, PlannedHooks, PlannedTools, SharedEnv, ToolCatalog};
+pub use context::{AgentContext, MessageQueue, QueueMode};
 pub use event::{AgentEvent, EndReason};
-pub use hooks::{AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks};
+pub use hooks::{
+    AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks, TurnInfo, TurnUpdate,
+};
 pub use llm_core::transform::{TranscriptViolation, check_tool_results};
 pub use run::{
-    ABORTED_TEXT, Agent, AgentConfig, AgentOutcome, AgentRun, BLOCKED_TEXT, ContinueError,
+    ABORTED_TEXT, Agent, AgentConfig, AgentError, AgentOutcome, AgentRun, BLOCKED_TEXT,
+    ContinueError, DEFAULT_ABORT_GRACE,
 };
 pub use tool::{
     AgentTool, ExecutionMode, PrepareArguments, ProgressSink, ToolError, ToolExecutor,

@@ -1,35 +1,38 @@
-//! The double loop (OpenClaw §5.3) with the spec README's decisions 1-3.
+//! The double loop (OpenClaw §5.3) with the spec README's decisions 1-3 and 10.
 
-use std::collections::HashMap;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
 use llm_core::validation::ValidatorCache;
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Message, Model,
+    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message, Model,
     Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, Usage,
     now_millis,
 };
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::context::{AgentContext, MessageQueue};
+use crate::context::{AgentContext, MessageQueue, QueueMode, check_unique_names};
 use crate::event::{AgentEvent, EndReason};
-use crate::hooks::{AgentHooks, BeforeToolCall, CallInfo, NoHooks};
-use crate::tool::{ExecutionMode, ProgressSink, ToolInvocation, ToolOutput};
+use crate::hooks::{AgentHooks, BeforeToolCall, CallInfo, NoHooks, TurnInfo};
+use crate::tool::{AgentTool, ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
-/// Text of the result for calls that never ran because the run was aborted.
+/// Text of the result for calls that never ran, or did not return, because the run was aborted.
 pub const ABORTED_TEXT: &str = "Operation aborted";
 /// Text of the result for a call blocked by `before_tool_call` without a reason.
 pub const BLOCKED_TEXT: &str = "Tool execution was blocked";
+/// How long running tools and hooks may take to return after an abort, by default.
+pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_millis(300);
 
-/// Everything that configures an agent.
+/// Everything that configures an agent. Message queues are not here: each
+/// run owns its own ([`AgentRun::steering`], [`AgentRun::follow_up`]).
 #[derive(Clone)]
 pub struct AgentConfig {
     /// The model to call.
@@ -42,14 +45,19 @@ pub struct AgentConfig {
     pub tool_execution: ExecutionMode,
     /// At most this many calls of a parallel batch run at once (`None`: all).
     pub max_concurrency: Option<usize>,
-    /// Stop after this many assistant turns (`None`: no limit).
+    /// At most this many requests per run (`None`: no limit). A hard cap:
+    /// steering and follow-up messages do not get past it.
     pub max_turns: Option<u32>,
     /// Application hooks.
     pub hooks: Arc<dyn AgentHooks>,
-    /// Messages injected after a turn, before the next request.
-    pub steering: MessageQueue,
-    /// Messages injected only when the agent would otherwise stop.
-    pub follow_up: MessageQueue,
+    /// How many steering messages one poll injects (default: one at a time).
+    pub steering_mode: QueueMode,
+    /// How many follow-up messages one poll injects (default: one at a time).
+    pub follow_up_mode: QueueMode,
+    /// After an abort, how long running tools and hooks may take to return;
+    /// what they return in time stands. Needs a tokio runtime with timers
+    /// (without one the grace is zero).
+    pub abort_grace: Duration,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -59,6 +67,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("tool_execution", &self.tool_execution)
             .field("max_concurrency", &self.max_concurrency)
             .field("max_turns", &self.max_turns)
+            .field("abort_grace", &self.abort_grace)
             .finish_non_exhaustive()
     }
 }
@@ -74,8 +83,9 @@ impl AgentConfig {
             max_concurrency: None,
             max_turns: None,
             hooks: Arc::new(NoHooks),
-            steering: MessageQueue::new(),
-            follow_up: MessageQueue::new(),
+            steering_mode: QueueMode::OneAtATime,
+            follow_up_mode: QueueMode::OneAtATime,
+            abort_grace: DEFAULT_ABORT_GRACE,
         }
     }
 }
@@ -91,8 +101,43 @@ pub enum ContinueError {
     EndsWithAssistant,
 }
 
+/// Why a run ended with [`EndReason::Failed`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentError {
+    /// Two tools in the context (or in a `prepare_next_turn` update) share a name.
+    #[error("Duplicate tool name: {name}")]
+    DuplicateToolName {
+        /// The name.
+        name: String,
+    },
+    /// A turn-level hook panicked.
+    #[error("The {hook} hook panicked: {message}")]
+    HookPanicked {
+        /// The hook (`should_stop_after_turn`, `prepare_next_turn`, ...).
+        hook: &'static str,
+        /// The panic message.
+        message: String,
+    },
+    /// A turn-level hook returned an error.
+    #[error("The {hook} hook failed: {message}")]
+    HookFailed {
+        /// The hook.
+        hook: &'static str,
+        /// Its error.
+        message: String,
+    },
+    /// The loop itself panicked (a bug in agent-core).
+    #[error("The agent loop panicked: {message}")]
+    Internal {
+        /// The panic message.
+        message: String,
+    },
+}
+
 /// The result of a finished run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AgentOutcome {
     /// Messages this run added, in order.
     pub messages: Vec<Message>,
@@ -100,9 +145,13 @@ pub struct AgentOutcome {
     pub context: AgentContext,
     /// Why it ended.
     pub reason: EndReason,
+    /// What failed, when `reason` is [`EndReason::Failed`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<AgentError>,
 }
 
 /// An agent: configuration plus the validator cache shared by its runs.
+/// Runs are independent: one `Agent` may run many at once.
 #[derive(Debug, Clone)]
 pub struct Agent {
     config: Arc<AgentConfig>,
@@ -120,7 +169,8 @@ impl Agent {
         &self.config
     }
 
-    /// Starts a run that adds `prompts` to `context`.
+    /// Starts a run that adds `prompts` to `context`. A context with duplicate
+    /// tool names ends the run before any request ([`AgentError::DuplicateToolName`]).
     pub fn run(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
         self.start(context, prompts)
     }
@@ -137,25 +187,50 @@ impl Agent {
     fn start(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
         let (tx, rx) = unbounded_channel();
         let cancel = self.config.options.cancel.child();
+        let steering = MessageQueue::new();
+        let follow_up = MessageQueue::new();
         let runner = Runner {
+            model: self.config.model.clone(),
+            options: self.config.options.clone(),
             config: self.config.clone(),
             validators: self.validators.clone(),
             cancel: cancel.clone(),
             tx,
+            start: context.messages.len(),
             context,
-            new_messages: Vec::new(),
+            steering: steering.clone(),
+            follow_up: follow_up.clone(),
+            turn_open: false,
+            turns: 0,
+            error: None,
         };
-        AgentRun { events: rx, driver: Some(Box::pin(runner.run(prompts))), outcome: None, cancel }
+        AgentRun {
+            events: rx,
+            driver: Some(Box::pin(runner.run(prompts))),
+            outcome: None,
+            cancel,
+            steering,
+            follow_up,
+            ended: false,
+            pending_end: None,
+        }
     }
 }
 
 /// A running agent: a `Stream` of [`AgentEvent`]s that drives the run as it is
-/// polled. Dropping it stops the run (tools' futures are dropped with it).
+/// polled. Tools run on their own tokio tasks; dropping the run aborts them.
+/// Exactly one `AgentEnd` arrives, last; nothing follows it.
 pub struct AgentRun {
-    events: UnboundedReceiver<AgentEvent>,
+    /// Events are boxed in the channel: its blocks hold 32 slots, and an
+    /// `AgentEvent` is several hundred bytes, which per run in flight adds up.
+    events: UnboundedReceiver<Box<AgentEvent>>,
     driver: Option<BoxFuture<'static, AgentOutcome>>,
     outcome: Option<AgentOutcome>,
     cancel: CancellationToken,
+    steering: MessageQueue,
+    follow_up: MessageQueue,
+    ended: bool,
+    pending_end: Option<AgentEvent>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -165,8 +240,8 @@ impl std::fmt::Debug for AgentRun {
 }
 
 impl AgentRun {
-    /// Aborts the run: streaming stops, running tools see their token cancelled,
-    /// every pending call gets an aborted result.
+    /// Aborts the run: streaming stops, running tools see their token cancelled
+    /// and get `abort_grace` to return, every pending call gets a result.
     pub fn abort(&self) {
         self.cancel.cancel();
     }
@@ -174,6 +249,18 @@ impl AgentRun {
     /// The run's cancellation token.
     pub fn cancel_token(&self) -> CancellationToken {
         self.cancel.clone()
+    }
+
+    /// This run's steering queue: messages injected after the current turn,
+    /// before the next request. Clones share it.
+    pub fn steering(&self) -> MessageQueue {
+        self.steering.clone()
+    }
+
+    /// This run's follow-up queue: messages injected only when the run would
+    /// otherwise stop. Clones share it.
+    pub fn follow_up(&self) -> MessageQueue {
+        self.follow_up.clone()
     }
 
     /// Drives the run to its end, discarding events.
@@ -185,6 +272,7 @@ impl AgentRun {
                 messages: Vec::new(),
                 context: AgentContext::default(),
                 reason: EndReason::Aborted,
+                error: None,
             },
         }
     }
@@ -200,18 +288,169 @@ impl Stream for AgentRun {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<AgentEvent>> {
         let this = &mut *self;
-        if let Some(driver) = this.driver.as_mut()
-            && let Poll::Ready(outcome) = driver.as_mut().poll(cx)
-        {
-            this.outcome = Some(outcome);
-            this.driver = None;
+        if this.ended {
+            return Poll::Ready(None);
         }
-        if this.driver.is_none() {
-            // Every event is queued once the driver is done; `try_recv` also ignores
-            // a progress sender a tool may still hold, and tokio's co-op budget.
-            return Poll::Ready(this.events.try_recv().ok());
+        if let Some(driver) = this.driver.as_mut() {
+            // Every callback is contained inside the loop; this is the last line
+            // of defence against a bug in the loop itself.
+            match std::panic::catch_unwind(AssertUnwindSafe(|| driver.as_mut().poll(cx))) {
+                Ok(Poll::Ready(outcome)) => {
+                    this.outcome = Some(outcome);
+                    this.driver = None;
+                }
+                Ok(Poll::Pending) => {}
+                Err(panic) => {
+                    let error = AgentError::Internal { message: panic_text(panic) };
+                    tracing::error!(%error, "agent loop panicked");
+                    this.driver = None;
+                    this.pending_end = Some(AgentEvent::AgentEnd {
+                        messages: Vec::new(),
+                        reason: EndReason::Failed,
+                    });
+                    this.outcome = Some(AgentOutcome {
+                        messages: Vec::new(),
+                        context: AgentContext::default(),
+                        reason: EndReason::Failed,
+                        error: Some(error),
+                    });
+                }
+            }
         }
-        this.events.poll_recv(cx)
+        let next = if this.driver.is_none() {
+            // Every event is queued once the driver is done; `try_recv` also
+            // ignores tokio's co-op budget.
+            this.events.try_recv().ok().map(|e| *e).or_else(|| this.pending_end.take())
+        } else {
+            match this.events.poll_recv(cx) {
+                Poll::Ready(e) => e.map(|e| *e),
+                Poll::Pending => return Poll::Pending,
+            }
+        };
+        if next.as_ref().is_none_or(|e| matches!(e, AgentEvent::AgentEnd { .. })) {
+            this.ended = true;
+            this.events.close();
+        }
+        Poll::Ready(next)
+    }
+}
+
+/// How a contained callback finished.
+enum Contained<T> {
+    Done(T),
+    Panicked(String),
+    /// The run was aborted and the callback did not return within the grace period.
+    Abandoned,
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panicked".to_owned()
+    }
+}
+
+/// Sleeps on tokio's timer, or returns at once where there is none.
+fn sleep(duration: Duration) -> BoxFuture<'static, ()> {
+    if duration.is_zero() || tokio::runtime::Handle::try_current().is_err() {
+        return Box::pin(std::future::ready(()));
+    }
+    // A runtime built without timers panics here; no grace is then the only option.
+    match std::panic::catch_unwind(|| tokio::time::sleep(duration)) {
+        Ok(s) => Box::pin(s),
+        Err(_) => Box::pin(std::future::ready(())),
+    }
+}
+
+/// Resolves once `cancel` fired and `grace` has passed since.
+async fn grace_expired(cancel: CancellationToken, grace: Duration) {
+    cancel.cancelled().await;
+    sleep(grace).await;
+}
+
+/// Runs an untrusted callback that returns a future: panics in its synchronous
+/// part or in the future are caught, and after an abort it gets `grace` to return.
+async fn contained<'a, T>(
+    cancel: &CancellationToken,
+    grace: Duration,
+    f: impl FnOnce() -> BoxFuture<'a, T>,
+) -> Contained<T> {
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(fut) => fut,
+        Err(panic) => return Contained::Panicked(panic_text(panic)),
+    };
+    let expired = grace_expired(cancel.clone(), grace);
+    futures_util::pin_mut!(expired);
+    match futures_util::future::select(AssertUnwindSafe(fut).catch_unwind(), expired).await {
+        Either::Left((Ok(v), _)) => Contained::Done(v),
+        Either::Left((Err(panic), _)) => Contained::Panicked(panic_text(panic)),
+        Either::Right(_) => Contained::Abandoned,
+    }
+}
+
+/// A tool call running on its own task (or the blocking pool), aborted when dropped.
+enum ToolTask {
+    Spawned(tokio::task::JoinHandle<Result<ToolOutput, ToolError>>),
+    /// No tokio runtime: the call runs inside the run's own future.
+    Local(BoxFuture<'static, Result<Result<ToolOutput, ToolError>, String>>),
+}
+
+impl ToolTask {
+    fn start(tool: &AgentTool, invocation: ToolInvocation) -> ToolTask {
+        let executor = tool.executor.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if tool.blocking => {
+                let inner = handle.clone();
+                ToolTask::Spawned(
+                    handle.spawn_blocking(move || inner.block_on(executor.execute(invocation))),
+                )
+            }
+            Ok(handle) => {
+                ToolTask::Spawned(handle.spawn(async move { executor.execute(invocation).await }))
+            }
+            Err(_) => ToolTask::Local(Box::pin(async move {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
+                    Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await.map_err(panic_text),
+                    Err(panic) => Err(panic_text(panic)),
+                }
+            })),
+        }
+    }
+}
+
+impl Future for ToolTask {
+    /// The tool's own result, or the text of its panic.
+    type Output = Result<Result<ToolOutput, ToolError>, String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            ToolTask::Spawned(handle) => handle.poll_unpin(cx).map(|joined| match joined {
+                Ok(result) => Ok(result),
+                Err(e) if e.is_panic() => Err(panic_text(e.into_panic())),
+                Err(_) => Err("Tool task was cancelled".to_owned()),
+            }),
+            ToolTask::Local(fut) => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+impl Drop for ToolTask {
+    fn drop(&mut self) {
+        if let ToolTask::Spawned(handle) = self {
+            handle.abort();
+        }
+    }
+}
+
+/// Closes a progress sink when the call's future ends or is dropped.
+struct CloseOnDrop(ProgressSink);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -219,9 +458,19 @@ struct Runner {
     config: Arc<AgentConfig>,
     validators: Arc<ValidatorCache>,
     cancel: CancellationToken,
-    tx: UnboundedSender<AgentEvent>,
+    tx: UnboundedSender<Box<AgentEvent>>,
+    /// The stored transcript; the run's messages are `context.messages[start..]`
+    /// (the transcript only grows, so they are never copied twice).
     context: AgentContext,
-    new_messages: Vec<Message>,
+    start: usize,
+    /// The model and options of the next request (`prepare_next_turn` may replace them).
+    model: Model,
+    options: StreamOptions,
+    steering: MessageQueue,
+    follow_up: MessageQueue,
+    turn_open: bool,
+    turns: u32,
+    error: Option<AgentError>,
 }
 
 /// The outcome of one tool call.
@@ -263,62 +512,90 @@ enum Prepared {
 /// would cost their schemas).
 type Resolution = Result<Option<usize>, String>;
 
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "Tool panicked".to_owned()
-    }
-}
-
 impl Runner {
     fn emit(&self, event: AgentEvent) {
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(Box::new(event));
+    }
+
+    fn new_messages(&self) -> &[Message] {
+        self.context.messages.get(self.start..).unwrap_or_default()
     }
 
     fn add_message(&mut self, message: Message) {
         self.emit(AgentEvent::MessageStart { message: message.clone() });
         self.emit(AgentEvent::MessageEnd { message: message.clone() });
-        self.context.messages.push(message.clone());
-        self.new_messages.push(message);
+        self.context.messages.push(message);
+    }
+
+    fn turn_start(&mut self) {
+        if !self.turn_open {
+            self.emit(AgentEvent::TurnStart);
+            self.turn_open = true;
+        }
+    }
+
+    fn turn_end(&mut self, message: AssistantMessage, tool_results: Vec<ToolResultMessage>) {
+        self.emit(AgentEvent::TurnEnd { message, tool_results });
+        self.turn_open = false;
+    }
+
+    async fn contained<'a, T>(&self, f: impl FnOnce() -> BoxFuture<'a, T>) -> Contained<T> {
+        contained(&self.cancel, self.config.abort_grace, f).await
     }
 
     async fn run(mut self, prompts: Vec<Message>) -> AgentOutcome {
         self.emit(AgentEvent::AgentStart);
-        self.emit(AgentEvent::TurnStart);
-        for p in prompts {
-            self.add_message(p);
-        }
-        let reason = self.run_loop().await;
-        self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone(), reason });
-        AgentOutcome { messages: self.new_messages, context: self.context, reason }
+        let reason = match self.context.check_tools() {
+            Err(error) => {
+                self.error = Some(error);
+                EndReason::Failed
+            }
+            Ok(()) => {
+                self.turn_start();
+                for p in prompts {
+                    self.add_message(p);
+                }
+                self.run_loop().await
+            }
+        };
+        let messages = self.new_messages().to_vec();
+        self.emit(AgentEvent::AgentEnd { messages: messages.clone(), reason });
+        AgentOutcome { messages, context: self.context, reason, error: self.error }
+    }
+
+    fn max_turns_reached(&self) -> bool {
+        self.config.max_turns.is_some_and(|max| self.turns >= max)
     }
 
     async fn run_loop(&mut self) -> EndReason {
-        let mut pending = self.config.steering.drain();
-        let mut first_turn = true;
-        let mut turns: u32 = 0;
+        let mut pending = self.steering.take(self.config.steering_mode);
         let mut last_reason = EndReason::Completed;
         loop {
             let mut more_tools = true;
             while more_tools || !pending.is_empty() {
                 if self.cancel.is_cancelled() {
-                    return self.abort_exit(!first_turn);
+                    return self.abort_exit();
                 }
-                if !first_turn {
-                    self.emit(AgentEvent::TurnStart);
-                }
-                first_turn = false;
+                self.turn_start();
                 for m in pending.drain(..) {
                     self.add_message(m);
                 }
-                if self.cancel.is_cancelled() {
-                    return self.abort_exit(true);
+                if self.max_turns_reached() {
+                    // Only `max_turns = 0` gets here; later turns stop below, before polling queues.
+                    return EndReason::MaxTurns;
                 }
-                let message = self.stream_assistant().await;
-                turns += 1;
+                if let Err(reason) = self.prepare_turn().await {
+                    return reason;
+                }
+                if self.cancel.is_cancelled() {
+                    return self.abort_exit();
+                }
+                // Boxed: the run's own future stays small while it waits for tools.
+                let message = match Box::pin(self.stream_assistant()).await {
+                    Ok(m) => m,
+                    Err(reason) => return reason,
+                };
+                self.turns += 1;
                 match message.stop_reason {
                     StopReason::Error | StopReason::Aborted => {
                         let why = if message.stop_reason == StopReason::Aborted {
@@ -330,15 +607,13 @@ impl Runner {
                             )
                         };
                         let results = self.write_unexecuted(&message, &why);
-                        self.emit(AgentEvent::TurnEnd {
-                            message: message.clone(),
-                            tool_results: results,
-                        });
-                        return if message.stop_reason == StopReason::Aborted {
+                        let reason = if message.stop_reason == StopReason::Aborted {
                             EndReason::Aborted
                         } else {
                             EndReason::Error
                         };
+                        self.turn_end(message, results);
+                        return reason;
                     }
                     StopReason::Length => {
                         // Decision 2: a call cut off by the token limit never runs.
@@ -346,56 +621,66 @@ impl Runner {
                             &message,
                             "Tool call was cut off by the output token limit (stop reason: length) and was not executed",
                         );
-                        self.emit(AgentEvent::TurnEnd { message, tool_results: results });
+                        self.turn_end(message, results);
                         return EndReason::Length;
                     }
                     StopReason::Stop | StopReason::ToolUse => {}
                 }
                 more_tools = false;
                 let mut results = Vec::new();
+                let mut stop_after_batch = false;
+                last_reason = EndReason::Completed;
                 let has_calls = message.tool_calls().next().is_some();
                 if has_calls && message.stop_reason != StopReason::ToolUse {
+                    // Decision 2: the calls get results, then the turn ends like any other.
                     results = self.write_unexecuted(
                         &message,
                         "Tool call was not executed: the assistant did not stop for tool use",
                     );
-                    self.emit(AgentEvent::TurnEnd { message, tool_results: results });
-                    return EndReason::Completed;
-                }
-                let mut stop_after_batch = false;
-                if has_calls {
-                    let batch = self.execute_batch(&message).await;
+                } else if has_calls {
+                    let batch = Box::pin(self.execute_batch(&message)).await;
                     results = batch.results;
                     stop_after_batch = batch.stop_after_batch;
-                    last_reason =
-                        if batch.terminate { EndReason::Terminated } else { EndReason::Completed };
+                    if batch.terminate {
+                        last_reason = EndReason::Terminated;
+                    }
                     more_tools = !batch.terminate;
                     if batch.aborted {
-                        self.emit(AgentEvent::TurnEnd { message, tool_results: results });
-                        return self.abort_exit(false);
+                        self.turn_end(message, results);
+                        return self.abort_exit();
                     }
-                } else {
-                    last_reason = EndReason::Completed;
                 }
-                self.emit(AgentEvent::TurnEnd {
-                    message: message.clone(),
-                    tool_results: results.clone(),
-                });
+                let stop = {
+                    let hooks = &self.config.hooks;
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        hooks.should_stop_after_turn(&message, &results)
+                    }))
+                };
+                self.turn_end(message, results);
                 if stop_after_batch {
                     return EndReason::StopAfterBatch;
                 }
                 if self.cancel.is_cancelled() {
-                    return self.abort_exit(false);
+                    return self.abort_exit();
                 }
-                if self.config.hooks.should_stop_after_turn(&message, &results) {
-                    return EndReason::StopHook;
+                match stop {
+                    Ok(true) => return EndReason::StopHook,
+                    Ok(false) => {}
+                    Err(panic) => {
+                        return self.fail_exit(AgentError::HookPanicked {
+                            hook: "should_stop_after_turn",
+                            message: panic_text(panic),
+                        });
+                    }
                 }
-                if more_tools && self.config.max_turns.is_some_and(|max| turns >= max) {
-                    return EndReason::MaxTurns;
+                if self.max_turns_reached() {
+                    let more =
+                        more_tools || !self.steering.is_empty() || !self.follow_up.is_empty();
+                    return if more { EndReason::MaxTurns } else { last_reason };
                 }
-                pending = self.config.steering.drain();
+                pending = self.steering.take(self.config.steering_mode);
             }
-            let follow = self.config.follow_up.drain();
+            let follow = self.follow_up.take(self.config.follow_up_mode);
             if follow.is_empty() {
                 return last_reason;
             }
@@ -403,25 +688,84 @@ impl Runner {
         }
     }
 
-    /// OpenClaw §5.8: leave an aborted assistant message instead of a dangling turn.
-    fn abort_exit(&mut self, turn_open: bool) -> EndReason {
-        if !turn_open {
-            self.emit(AgentEvent::TurnStart);
-        }
-        let message = AssistantMessage {
+    /// A synthetic assistant message that closes the transcript (OpenClaw §5.8).
+    fn closing_message(&self, stop_reason: StopReason, error: String) -> AssistantMessage {
+        AssistantMessage {
             content: vec![AssistantContent::Text(TextContent::default())],
-            api: self.config.model.api.clone(),
-            provider: self.config.model.provider.clone(),
-            model: self.config.model.id.clone(),
+            api: self.model.api.clone(),
+            provider: self.model.provider.clone(),
+            model: self.model.id.clone(),
             usage: Usage::default(),
-            stop_reason: StopReason::Aborted,
-            error_message: Some("Agent run aborted".to_owned()),
+            stop_reason,
+            error_message: Some(error),
             timestamp: now_millis(),
             ..AssistantMessage::default()
-        };
+        }
+    }
+
+    /// OpenClaw §5.8: leave an aborted assistant message instead of a dangling turn.
+    fn abort_exit(&mut self) -> EndReason {
+        self.turn_start();
+        let message = self.closing_message(StopReason::Aborted, "Agent run aborted".to_owned());
         self.add_message(Message::Assistant(message.clone()));
-        self.emit(AgentEvent::TurnEnd { message, tool_results: Vec::new() });
+        self.turn_end(message, Vec::new());
         EndReason::Aborted
+    }
+
+    /// A turn-level callback failed: close the turn with an error message (like
+    /// OpenClaw's loop-failure sequence, §5.2) and end the run.
+    fn fail_exit(&mut self, error: AgentError) -> EndReason {
+        self.turn_start();
+        let message = self.closing_message(StopReason::Error, error.to_string());
+        self.add_message(Message::Assistant(message.clone()));
+        self.turn_end(message, Vec::new());
+        self.error = Some(error);
+        EndReason::Failed
+    }
+
+    /// The end of a turn-level callback that did not return a value.
+    fn callback_exit(&mut self, hook: &'static str, outcome: Contained<()>) -> EndReason {
+        match outcome {
+            Contained::Panicked(message) => {
+                self.fail_exit(AgentError::HookPanicked { hook, message })
+            }
+            Contained::Abandoned | Contained::Done(()) => self.abort_exit(),
+        }
+    }
+
+    /// `prepare_next_turn`: the hook may replace model, prompt, options and tools.
+    async fn prepare_turn(&mut self) -> Result<(), EndReason> {
+        let hooks = self.config.hooks.clone();
+        let info = TurnInfo {
+            turn: self.turns,
+            context: &self.context,
+            new_messages: self.new_messages(),
+            model: &self.model,
+        };
+        let update = match self.contained(|| hooks.prepare_next_turn(info)).await {
+            Contained::Done(Some(update)) => update,
+            Contained::Done(None) => return Ok(()),
+            Contained::Panicked(message) => {
+                return Err(self.callback_exit("prepare_next_turn", Contained::Panicked(message)));
+            }
+            Contained::Abandoned => return Err(self.abort_exit()),
+        };
+        if let Some(tools) = update.tools {
+            if let Err(error) = check_unique_names(&tools) {
+                return Err(self.fail_exit(error));
+            }
+            self.context.tools = tools;
+        }
+        if let Some(model) = update.model {
+            self.model = model;
+        }
+        if let Some(prompt) = update.system_prompt {
+            self.context.system_prompt = prompt;
+        }
+        if let Some(options) = update.options {
+            self.options = options;
+        }
+        Ok(())
     }
 
     /// Error results for every call of a message whose calls will not run.
@@ -430,44 +774,128 @@ impl Runner {
         message: &AssistantMessage,
         why: &str,
     ) -> Vec<ToolResultMessage> {
-        let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
         let mut results = Vec::new();
-        for call in calls {
-            let result = tool_result(&call, &CallResult::error(why, false));
+        for call in message.tool_calls() {
+            let result = tool_result(call, &CallResult::error(why, false));
             self.add_message(Message::ToolResult(result.clone()));
             results.push(result);
         }
         results
     }
 
-    async fn stream_assistant(&mut self) -> AssistantMessage {
-        let llm_context = self.context.to_llm_context();
-        let mut options = self.config.options.clone();
+    async fn stream_assistant(&mut self) -> Result<AssistantMessage, EndReason> {
+        let hooks = self.config.hooks.clone();
+        let mut options = self.options.clone();
         options.cancel = self.cancel.child();
-        let mut stream = self.config.provider.stream(&self.config.model, &llm_context, &options);
+        let provider_name = self.model.provider.clone();
+        match self.contained(|| hooks.api_key(&provider_name)).await {
+            Contained::Done(Ok(Some(key))) => options.api_key = Some(key),
+            Contained::Done(Ok(None)) => {}
+            Contained::Done(Err(e)) => {
+                return Err(
+                    self.fail_exit(AgentError::HookFailed { hook: "api_key", message: e.0 })
+                );
+            }
+            Contained::Panicked(message) => {
+                return Err(self.callback_exit("api_key", Contained::Panicked(message)));
+            }
+            Contained::Abandoned => return Err(self.abort_exit()),
+        }
+        let transformed = match self
+            .contained(|| hooks.transform_context(&self.context.messages))
+            .await
+        {
+            Contained::Done(t) => t,
+            Contained::Panicked(message) => {
+                return Err(self.callback_exit("transform_context", Contained::Panicked(message)));
+            }
+            Contained::Abandoned => return Err(self.abort_exit()),
+        };
+        // The stored transcript is lent to the request and taken back, so a turn
+        // costs no copy of it (unless `transform_context` rewrote it).
+        let lent = transformed.is_none();
+        let mut llm_context = Context {
+            system_prompt: self.context.system_prompt.clone(),
+            messages: match transformed {
+                Some(messages) => messages,
+                None => std::mem::take(&mut self.context.messages),
+            },
+            tools: self.context.tools.iter().map(|t| t.tool.clone()).collect(),
+        };
+        let provider = self.config.provider.clone();
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            provider.stream(&self.model, &llm_context, &options)
+        }));
+        if lent {
+            self.context.messages = std::mem::take(&mut llm_context.messages);
+        }
+        drop(llm_context);
+        let message = match started {
+            Ok(stream) => self.consume(stream).await,
+            Err(panic) => {
+                let text = format!("The provider panicked: {}", panic_text(panic));
+                self.emit(AgentEvent::MessageStart {
+                    message: Message::Assistant(
+                        self.closing_message(StopReason::Error, text.clone()),
+                    ),
+                });
+                self.closing_message(StopReason::Error, text)
+            }
+        };
+        self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
+        self.context.messages.push(Message::Assistant(message.clone()));
+        Ok(message)
+    }
+
+    /// Forwards a response's events; the final message (MessageStart already emitted).
+    async fn consume(&mut self, mut stream: llm_core::AssistantStream) -> AssistantMessage {
         let mut started = false;
-        let mut final_message = None;
-        while let Some(event) = stream.next().await {
+        let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
+        futures_util::pin_mut!(expired);
+        loop {
+            let next = AssertUnwindSafe(stream.next()).catch_unwind();
+            let event = match futures_util::future::select(next, expired.as_mut()).await {
+                Either::Left((Ok(event), _)) => event,
+                Either::Left((Err(panic), _)) => {
+                    let mut message = stream.partial().to_message();
+                    message.stop_reason = StopReason::Error;
+                    message.error_message =
+                        Some(format!("The provider panicked: {}", panic_text(panic)));
+                    return self.finish_message(started, message);
+                }
+                Either::Right(_) => {
+                    // The provider ignored the cancellation.
+                    let mut message = stream.partial().to_message();
+                    message.stop_reason = StopReason::Aborted;
+                    message.error_message = Some("Request was aborted".to_owned());
+                    return self.finish_message(started, message);
+                }
+            };
             match event {
-                AssistantEvent::Start => {
+                None => {
+                    let message = stream.partial().to_message();
+                    return self.finish_message(started, message);
+                }
+                Some(AssistantEvent::Start) => {
                     started = true;
                     self.emit(AgentEvent::MessageStart {
                         message: Message::Assistant(stream.partial().to_message()),
                     });
                 }
-                AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } => {
-                    final_message = Some(message);
+                Some(
+                    AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. },
+                ) => {
+                    return self.finish_message(started, message);
                 }
-                other => self.emit(AgentEvent::MessageUpdate { event: other }),
+                Some(other) => self.emit(AgentEvent::MessageUpdate { event: other }),
             }
         }
-        let message = final_message.unwrap_or_else(|| stream.partial().to_message());
+    }
+
+    fn finish_message(&self, started: bool, message: AssistantMessage) -> AssistantMessage {
         if !started {
             self.emit(AgentEvent::MessageStart { message: Message::Assistant(message.clone()) });
         }
-        self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
-        self.context.messages.push(Message::Assistant(message.clone()));
-        self.new_messages.push(Message::Assistant(message.clone()));
         message
     }
 
@@ -475,33 +903,36 @@ impl Runner {
         &mut self,
         message: &AssistantMessage,
         call: &ToolCall,
-        memo: &mut HashMap<usize, Resolution>,
+        memo: &mut [Option<Resolution>],
         index: usize,
     ) -> Resolution {
-        if let Some(r) = memo.get(&index) {
+        if let Some(Some(r)) = memo.get(index) {
             return r.clone();
         }
         let resolution =
-            if let Some(index) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
-                Ok(Some(index))
+            if let Some(found) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
+                Ok(Some(found))
             } else {
+                let hooks = self.config.hooks.clone();
                 let info = CallInfo { assistant: message, call, context: &self.context };
-                let fut = self.config.hooks.resolve_deferred_tool(info);
-                match AssertUnwindSafe(fut).catch_unwind().await {
-                    Ok(Ok(Some(tool))) if tool.tool.name != call.name => Err(format!(
+                match self.contained(|| hooks.resolve_deferred_tool(info)).await {
+                    Contained::Done(Ok(Some(tool))) if tool.tool.name != call.name => Err(format!(
                         "Deferred tool resolver returned \"{}\" for requested \"{}\"",
                         tool.tool.name, call.name
                     )),
-                    Ok(Ok(Some(tool))) => {
+                    Contained::Done(Ok(Some(tool))) => {
                         self.context.tools.push(tool);
                         Ok(Some(self.context.tools.len() - 1))
                     }
-                    Ok(Ok(None)) => Ok(None),
-                    Ok(Err(e)) => Err(e.0),
-                    Err(panic) => Err(panic_text(panic)),
+                    Contained::Done(Ok(None)) => Ok(None),
+                    Contained::Done(Err(e)) => Err(e.0),
+                    Contained::Panicked(text) => Err(text),
+                    Contained::Abandoned => Err(ABORTED_TEXT.to_owned()),
                 }
             };
-        memo.insert(index, resolution.clone());
+        if let Some(slot) = memo.get_mut(index) {
+            *slot = Some(resolution.clone());
+        }
         resolution
     }
 
@@ -545,10 +976,10 @@ impl Runner {
             Err(e) => return Prepared::Immediate(CallResult::error(e.to_string(), false)),
         };
         let info = CallInfo { assistant: message, call, context: &self.context };
-        match AssertUnwindSafe(self.config.hooks.before_tool_call(info, &args)).catch_unwind().await
-        {
-            Ok(BeforeToolCall::Allow) => {}
-            Ok(BeforeToolCall::Block(reason)) => {
+        let hooks = &self.config.hooks;
+        match self.contained(|| hooks.before_tool_call(info, &args)).await {
+            Contained::Done(BeforeToolCall::Allow) => {}
+            Contained::Done(BeforeToolCall::Block(reason)) => {
                 let text = if self.cancel.is_cancelled() {
                     ABORTED_TEXT.to_owned()
                 } else {
@@ -556,7 +987,12 @@ impl Runner {
                 };
                 return Prepared::Immediate(CallResult::error(text, false));
             }
-            Err(panic) => return Prepared::Immediate(CallResult::error(panic_text(panic), false)),
+            Contained::Panicked(text) => {
+                return Prepared::Immediate(CallResult::error(text, false));
+            }
+            Contained::Abandoned => {
+                return Prepared::Immediate(CallResult::error(ABORTED_TEXT, false));
+            }
         }
         if self.cancel.is_cancelled() {
             return Prepared::Immediate(CallResult::error(ABORTED_TEXT, false));
@@ -564,7 +1000,8 @@ impl Runner {
         Prepared::Ready { tool: tool_index, args }
     }
 
-    /// Runs one prepared call and its `after_tool_call` hook.
+    /// Runs one prepared call on its own task, then its `after_tool_call` hook.
+    /// After an abort the tool gets `abort_grace` to return; what it returns stands.
     async fn execute(
         &self,
         message: &AssistantMessage,
@@ -572,39 +1009,39 @@ impl Runner {
         tool: usize,
         args: Value,
     ) -> CallResult {
-        let Some(executor) = self.context.tools.get(tool).map(|t| t.executor.clone()) else {
+        let Some(agent_tool) = self.context.tools.get(tool) else {
             return CallResult::error(format!("Tool {} not found", call.name), false);
         };
-        let closed = Arc::new(AtomicBool::new(false));
+        if self.cancel.is_cancelled() {
+            return CallResult::error(ABORTED_TEXT, false);
+        }
+        let sink = ProgressSink::connected(&call.id, &call.name, self.tx.clone());
+        let _close = CloseOnDrop(sink.clone());
         let invocation = ToolInvocation {
             call_id: call.id.clone(),
             arguments: args,
             cancel: self.cancel.child(),
-            progress: ProgressSink {
-                call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                tx: Some(self.tx.clone()),
-                closed: closed.clone(),
-            },
+            progress: sink.clone(),
         };
-        let outcome =
-            match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
-                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-                Err(panic) => Err(panic),
-            };
-        closed.store(true, Ordering::SeqCst);
+        let task = ToolTask::start(agent_tool, invocation);
+        let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
+        futures_util::pin_mut!(expired);
+        let outcome = match futures_util::future::select(task, expired).await {
+            Either::Left((outcome, _)) => outcome,
+            Either::Right(_) => return CallResult::error(ABORTED_TEXT, true),
+        };
+        // No update may follow the result, even from a thread the tool left running.
+        sink.close();
         let (mut output, mut is_error) = match outcome {
             Ok(Ok(output)) => (output, false),
             Ok(Err(e)) => (ToolOutput::text(e.0), true),
-            Err(panic) => (ToolOutput::text(panic_text(panic)), true),
+            Err(panic) => (ToolOutput::text(panic), true),
         };
         let info = CallInfo { assistant: message, call, context: &self.context };
+        let hooks = &self.config.hooks;
         let mut stop_after_batch = false;
-        match AssertUnwindSafe(self.config.hooks.after_tool_call(info, &output, is_error))
-            .catch_unwind()
-            .await
-        {
-            Ok(Some(over)) => {
+        match self.contained(|| hooks.after_tool_call(info, &output, is_error)).await {
+            Contained::Done(Some(over)) => {
                 if let Some(content) = over.content {
                     output.content = content;
                 }
@@ -619,9 +1056,9 @@ impl Runner {
                 }
                 stop_after_batch = over.stop_after_batch;
             }
-            Ok(None) => {}
-            Err(panic) => {
-                output = ToolOutput::text(panic_text(panic));
+            Contained::Done(None) | Contained::Abandoned => {}
+            Contained::Panicked(text) => {
+                output = ToolOutput::text(text);
                 is_error = true;
             }
         }
@@ -647,8 +1084,8 @@ impl Runner {
     }
 
     async fn execute_batch(&mut self, message: &AssistantMessage) -> BatchOutcome {
-        let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
-        let mut memo = HashMap::new();
+        let calls: Vec<&ToolCall> = message.tool_calls().collect();
+        let mut memo: Vec<Option<Resolution>> = vec![None; calls.len()];
         let mut sequential = self.config.tool_execution == ExecutionMode::Sequential;
         if !sequential {
             for (i, call) in calls.iter().enumerate() {
@@ -669,29 +1106,18 @@ impl Runner {
         }
         tracing::debug!(calls = calls.len(), sequential, "executing tool batch");
         let mut slots: Vec<Option<CallResult>> = calls.iter().map(|_| None).collect();
-        let mut aborted = false;
         if sequential {
             let mut written = Vec::new();
             for (i, call) in calls.iter().enumerate() {
                 self.emit_start(call);
                 let result = if self.cancel.is_cancelled() {
-                    aborted = true;
                     CallResult::error(ABORTED_TEXT, false)
                 } else {
                     let resolution = self.resolve(message, call, &mut memo, i).await;
                     match self.prepare(message, call, resolution).await {
                         Prepared::Immediate(r) => r,
                         Prepared::Ready { tool, args } => {
-                            let cancelled = self.cancel.cancelled();
-                            let run = self.execute(message, call, tool, args);
-                            futures_util::pin_mut!(run);
-                            match futures_util::future::select(run, cancelled).await {
-                                Either::Left((r, _)) => r,
-                                Either::Right(_) => {
-                                    aborted = true;
-                                    CallResult::error(ABORTED_TEXT, true)
-                                }
-                            }
+                            self.execute(message, call, tool, args).await
                         }
                     }
                 };
@@ -703,26 +1129,21 @@ impl Runner {
                     *slot = Some(result);
                 }
             }
-            if self.cancel.is_cancelled() {
-                aborted = true;
-            }
+            let aborted = self.cancel.is_cancelled();
             return self.batch_outcome(&calls, slots, aborted, Some(written));
         }
 
-        // Parallel: sequential preflight, then every prepared call at once.
+        // Parallel: sequential preflight, then every prepared call on its own task.
         let mut ready: Vec<(usize, usize, Value)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             self.emit_start(call);
-            if self.cancel.is_cancelled() {
-                let r = CallResult::error(ABORTED_TEXT, false);
-                self.emit_end(call, &r);
-                if let Some(slot) = slots.get_mut(i) {
-                    *slot = Some(r);
-                }
-                continue;
-            }
-            let resolution = self.resolve(message, call, &mut memo, i).await;
-            match self.prepare(message, call, resolution).await {
+            let prepared = if self.cancel.is_cancelled() {
+                Prepared::Immediate(CallResult::error(ABORTED_TEXT, false))
+            } else {
+                let resolution = self.resolve(message, call, &mut memo, i).await;
+                self.prepare(message, call, resolution).await
+            };
+            match prepared {
                 Prepared::Immediate(r) => {
                     self.emit_end(call, &r);
                     if let Some(slot) = slots.get_mut(i) {
@@ -736,11 +1157,12 @@ impl Runner {
         let this = &*self;
         let mut queue = ready.into_iter();
         let mut running = FuturesUnordered::new();
+        let call_list = &calls;
         let start = |(i, tool, args): (usize, usize, Value)| {
-            let call = calls.get(i).cloned();
+            let call = call_list.get(i).copied();
             async move {
                 match call {
-                    Some(call) => (i, this.execute(message, &call, tool, args).await),
+                    Some(call) => (i, this.execute(message, call, tool, args).await),
                     None => (i, CallResult::error("internal: call index out of range", false)),
                 }
             }
@@ -748,48 +1170,26 @@ impl Runner {
         for item in queue.by_ref().take(limit) {
             running.push(start(item));
         }
-        let cancelled = this.cancel.cancelled();
-        futures_util::pin_mut!(cancelled);
-        let mut aborted_running = false;
-        while !running.is_empty() {
-            match futures_util::future::select(cancelled.as_mut(), running.next()).await {
-                Either::Left(_) => {
-                    aborted_running = true;
-                    break;
-                }
-                Either::Right((Some((i, r)), _)) => {
-                    if let Some(call) = calls.get(i) {
-                        this.emit_end(call, &r);
-                    }
-                    if let Some(slot) = slots.get_mut(i) {
-                        *slot = Some(r);
-                    }
-                    if let Some(item) = queue.next() {
-                        running.push(start(item));
-                    }
-                }
-                Either::Right((None, _)) => break,
+        while let Some((i, r)) = running.next().await {
+            if let Some(call) = calls.get(i) {
+                this.emit_end(call, &r);
+            }
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(r);
+            }
+            // After an abort, queued calls are not started (`execute` checks).
+            if let Some(item) = queue.next() {
+                running.push(start(item));
             }
         }
         drop(running);
-        if aborted_running || this.cancel.is_cancelled() {
-            aborted = true;
-            for (i, call) in calls.iter().enumerate() {
-                if let Some(slot) = slots.get_mut(i)
-                    && slot.is_none()
-                {
-                    let r = CallResult::error(ABORTED_TEXT, true);
-                    this.emit_end(call, &r);
-                    *slot = Some(r);
-                }
-            }
-        }
+        let aborted = self.cancel.is_cancelled();
         self.batch_outcome(&calls, slots, aborted, None)
     }
 
     fn batch_outcome(
         &mut self,
-        calls: &[ToolCall],
+        calls: &[&ToolCall],
         slots: Vec<Option<CallResult>>,
         aborted: bool,
         written: Option<Vec<ToolResultMessage>>,

@@ -2,8 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
 use llm_core::{CancellationToken, Tool, UserContent};
@@ -23,7 +22,7 @@ pub enum ExecutionMode {
 }
 
 /// What a tool returns.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ToolOutput {
     /// Text and images sent back to the model.
     pub content: Vec<UserContent>,
@@ -72,13 +71,16 @@ impl From<&str> for ToolError {
 }
 
 /// Sends progress updates for one running call (`tool_execution_update` events).
-/// Updates sent after the call finished are ignored.
+///
+/// The loop closes the sink before it emits the call's `ToolExecutionEnd`, also
+/// when the call is aborted or its future dropped; updates sent after that are
+/// ignored, so no update ever follows the call's end event. Sending and closing
+/// take the same lock, so an update from another thread cannot slip in between.
 #[derive(Clone)]
 pub struct ProgressSink {
-    pub(crate) call_id: String,
-    pub(crate) tool_name: String,
-    pub(crate) tx: Option<UnboundedSender<AgentEvent>>,
-    pub(crate) closed: Arc<AtomicBool>,
+    pub(crate) call_id: Arc<str>,
+    pub(crate) tool_name: Arc<str>,
+    pub(crate) slot: Arc<Mutex<Option<UnboundedSender<Box<AgentEvent>>>>>,
 }
 
 impl fmt::Debug for ProgressSink {
@@ -90,26 +92,41 @@ impl fmt::Debug for ProgressSink {
 impl ProgressSink {
     /// A sink that drops every update (for calling a tool outside the loop).
     pub fn disconnected() -> Self {
+        ProgressSink { call_id: Arc::from(""), tool_name: Arc::from(""), slot: Arc::default() }
+    }
+
+    pub(crate) fn connected(
+        call_id: &str,
+        tool_name: &str,
+        tx: UnboundedSender<Box<AgentEvent>>,
+    ) -> Self {
         ProgressSink {
-            call_id: String::new(),
-            tool_name: String::new(),
-            tx: None,
-            closed: Arc::new(AtomicBool::new(true)),
+            call_id: Arc::from(call_id),
+            tool_name: Arc::from(tool_name),
+            slot: Arc::new(Mutex::new(Some(tx))),
         }
     }
 
-    /// Reports partial progress.
+    /// Reports partial progress; ignored once the call has ended.
     pub fn update(&self, partial: ToolOutput) {
-        if self.closed.load(Ordering::SeqCst) {
-            return;
-        }
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(AgentEvent::ToolExecutionUpdate {
-                tool_call_id: self.call_id.clone(),
-                tool_name: self.tool_name.clone(),
+        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = slot.as_ref() {
+            let _ = tx.send(Box::new(AgentEvent::ToolExecutionUpdate {
+                tool_call_id: self.call_id.to_string(),
+                tool_name: self.tool_name.to_string(),
                 partial,
-            });
+            }));
         }
+    }
+
+    /// Whether updates are still delivered.
+    pub fn is_open(&self) -> bool {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+    }
+
+    /// Stops delivery for good (every clone shares the state).
+    pub(crate) fn close(&self) {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
     }
 }
 
@@ -162,6 +179,9 @@ pub struct AgentTool {
     pub execution_mode: ExecutionMode,
     /// Optional argument shim run before validation.
     pub prepare_arguments: Option<PrepareArguments>,
+    /// The tool blocks its thread (CPU work, blocking IO): it runs on tokio's
+    /// blocking pool instead of a task, so it cannot stall the other tools.
+    pub blocking: bool,
     /// The code.
     pub executor: Arc<dyn ToolExecutor>,
 }
@@ -171,6 +191,7 @@ impl fmt::Debug for AgentTool {
         f.debug_struct("AgentTool")
             .field("name", &self.tool.name)
             .field("execution_mode", &self.execution_mode)
+            .field("blocking", &self.blocking)
             .finish_non_exhaustive()
     }
 }
@@ -183,6 +204,7 @@ impl AgentTool {
             tool,
             execution_mode: ExecutionMode::Parallel,
             prepare_arguments: None,
+            blocking: false,
             executor: Arc::new(executor),
         }
     }
@@ -214,6 +236,13 @@ impl AgentTool {
     #[must_use]
     pub fn with_mode(mut self, mode: ExecutionMode) -> Self {
         self.execution_mode = mode;
+        self
+    }
+
+    /// Declares the tool blocking: it runs on the blocking pool.
+    #[must_use]
+    pub fn blocking(mut self) -> Self {
+        self.blocking = true;
         self
     }
 

@@ -172,7 +172,9 @@ async fn take_inbox(ctx: &ObjectContext<'_>) -> Result<Vec<String>, TerminalErro
 struct SteeringHooks {
     inner: Arc<dyn AgentHooks>,
     journal: RestateJournal,
-    steering: MessageQueue,
+    /// The run's own steering queue (agent-core gives each run its own), set once the
+    /// run exists; the hooks are built before it.
+    steering: Arc<std::sync::OnceLock<MessageQueue>>,
 }
 
 impl AgentHooks for SteeringHooks {
@@ -199,8 +201,11 @@ impl AgentHooks for SteeringHooks {
     ) -> BoxFuture<'a, Option<AfterToolCall>> {
         Box::pin(async move {
             let over = self.inner.after_tool_call(info, result, is_error).await;
-            for text in self.journal.take_steering().await {
-                self.steering.push(Message::user(text));
+            let taken = self.journal.take_steering().await;
+            if let Some(steering) = self.steering.get() {
+                for text in taken {
+                    steering.push(Message::user(text));
+                }
             }
             over
         })
@@ -212,6 +217,27 @@ impl AgentHooks for SteeringHooks {
         results: &[ToolResultMessage],
     ) -> bool {
         self.inner.should_stop_after_turn(message, results)
+    }
+
+    fn prepare_next_turn<'a>(
+        &'a self,
+        info: agent_core::TurnInfo<'a>,
+    ) -> BoxFuture<'a, Option<agent_core::TurnUpdate>> {
+        self.inner.prepare_next_turn(info)
+    }
+
+    fn transform_context<'a>(
+        &'a self,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Option<Vec<Message>>> {
+        self.inner.transform_context(messages)
+    }
+
+    fn api_key<'a>(
+        &'a self,
+        provider: &'a str,
+    ) -> BoxFuture<'a, Result<Option<llm_core::ApiKey>, ToolError>> {
+        self.inner.api_key(provider)
     }
 }
 
@@ -265,16 +291,22 @@ impl AgentSession {
         let SessionParts { mut config, system_prompt, tools } = parts;
         config.provider = Arc::new(JournaledProvider::new(config.provider.clone(), shared.clone()));
         config.tool_execution = ExecutionMode::Sequential;
-        let steering = config.steering.clone();
-        for text in queued {
-            steering.push(Message::user(text));
-        }
-        config.hooks = Arc::new(SteeringHooks { inner: config.hooks.clone(), journal, steering });
+        let steering = Arc::new(std::sync::OnceLock::new());
+        config.hooks = Arc::new(SteeringHooks {
+            inner: config.hooks.clone(),
+            journal,
+            steering: steering.clone(),
+        });
         let tools =
             tools.into_iter().map(|t| journaled_tool(t, shared.clone(), &session_id)).collect();
         let context = AgentContext { system_prompt, messages: transcript, tools };
 
         let run = Agent::new(config).run(context, vec![Message::user(text.0)]);
+        let queue = run.steering();
+        for text in queued {
+            queue.push(Message::user(text));
+        }
+        let _ = steering.set(queue);
         let cancel = run.cancel_token();
         let (outcome, cancelled) = serve_run(&ctx, run.finish(), rx, &cancel).await?;
 

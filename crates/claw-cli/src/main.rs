@@ -562,6 +562,14 @@ fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Mode
             )
         }
         EndReason::Aborted => exit::INTERRUPTED,
+        // The loop refused to go on (an invalid tool set, a failing turn hook).
+        EndReason::Failed => fail(
+            exit::CONFIG_ERROR,
+            format_args!(
+                "the agent run failed: {}",
+                outcome.error.as_ref().map(ToString::to_string).unwrap_or_default()
+            ),
+        ),
         _ => exit::OK,
     }
 }
@@ -740,7 +748,7 @@ async fn chat(
         // The conversation goes on after an interrupted or failed exchange;
         // the exit code tells whether the last one failed.
         code = match outcome.reason {
-            EndReason::Error => exit_code(&outcome, false, &session.model),
+            EndReason::Error | EndReason::Failed => exit_code(&outcome, false, &session.model),
             _ => exit::OK,
         };
         last_results = outcome

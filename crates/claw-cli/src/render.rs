@@ -372,6 +372,7 @@ pub(crate) fn reason_name(reason: EndReason) -> &'static str {
         EndReason::MaxTurns => "max_turns",
         EndReason::Error => "error",
         EndReason::Aborted => "aborted",
+        EndReason::Failed => "failed",
     }
 }
 

@@ -10,11 +10,13 @@
 //! the providers consume.
 #![warn(missing_docs)]
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use icu_collator::options::CollatorOptions;
+use icu_collator::{Collator, CollatorBorrowed};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,7 +50,7 @@ pub enum Owner {
 }
 
 /// What executes a tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ExecutorRef {
     /// A built-in executor.
@@ -532,37 +534,50 @@ pub struct ToolPlan<'a> {
     pub hidden: Vec<HiddenTool<'a>>,
 }
 
-/// Plan order: `sort_key` (else name), ties by name.
-///
-/// OpenClaw uses JavaScript `localeCompare` (ICU collation). We use a
-/// locale-independent order that agrees with it for ordinary tool names:
-/// case-insensitive first (Unicode lowercase), then by code points, so the
-/// order never depends on the machine's locale.
+/// Plan order: `sort_key` (else name), ties by name, both by ICU root collation
+/// (Unicode Collation Algorithm with CLDR root data, tertiary strength), the
+/// collation JavaScript `localeCompare` uses in OpenClaw. So punctuation sorts
+/// before digits and digits before letters (`web_search` < `web-fetch`,
+/// `a_b` < `a1b`), and lowercase before uppercase (`read` < `Read`). Strings the
+/// collation finds equal fall back to code-point order, so the order never
+/// depends on the input order.
 pub fn compare_descriptors(a: &ToolDescriptor, b: &ToolDescriptor) -> Ordering {
     SortKey::of(a).cmp(&SortKey::of(b))
 }
 
-/// The precomputed collation key of a descriptor (folded once, not per comparison).
+/// The precomputed collation keys of a descriptor (computed once, not per comparison).
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct SortKey<'a> {
-    key_folded: Cow<'a, str>,
+    key_collated: Vec<u8>,
+    name_collated: Vec<u8>,
     key: &'a str,
-    name_folded: Cow<'a, str>,
     name: &'a str,
 }
 
 impl<'a> SortKey<'a> {
     fn of(d: &'a ToolDescriptor) -> Self {
         let key = d.sort_key.as_deref().unwrap_or(&d.name);
-        SortKey { key_folded: fold(key), key, name_folded: fold(&d.name), name: &d.name }
+        SortKey {
+            key_collated: collation_key(key),
+            name_collated: collation_key(&d.name),
+            key,
+            name: &d.name,
+        }
     }
 }
 
-fn fold(s: &str) -> Cow<'_, str> {
-    if s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
-        return Cow::Borrowed(s);
+/// The root collator, built once from the crate's compiled CLDR data.
+static ROOT_COLLATOR: LazyLock<Option<CollatorBorrowed<'static>>> =
+    LazyLock::new(|| Collator::try_new(Default::default(), CollatorOptions::default()).ok());
+
+/// The UCA sort key of `s`: comparing keys bytewise is comparing the strings.
+pub fn collation_key(s: &str) -> Vec<u8> {
+    let mut key = Vec::new();
+    if let Some(collator) = ROOT_COLLATOR.as_ref() {
+        // Writing into a `Vec` cannot fail.
+        let _ = collator.write_sort_key_to(s, &mut key);
     }
-    Cow::Owned(s.chars().flat_map(char::to_lowercase).collect())
+    key
 }
 
 /// Builds the plan (OpenClaw §4.3). Linear in the descriptors plus the sort.

@@ -229,3 +229,35 @@ proptest! {
         );
     }
 }
+
+#[test]
+fn order_is_icu_root_collation_like_local_compare() {
+    // Expected orders are JavaScript `["...", ...].sort((a, b) => a.localeCompare(b))`
+    // under ICU root collation: punctuation < digits < letters, `_` before `-`,
+    // lowercase before uppercase at the tertiary level.
+    let expected = [
+        "_x",
+        "-x",
+        "1x",
+        "a",
+        "A",
+        "a_b",
+        "a-b",
+        "a1b",
+        "ab",
+        "read",
+        "Read",
+        "web_search",
+        "web-fetch",
+        "webfetch",
+    ];
+    let mut input: Vec<ToolDescriptor> = expected.iter().rev().map(|n| d(n)).collect();
+    input.swap(0, 5);
+    let plan = build_tool_plan(&input, &AvailabilityEnv::default()).unwrap();
+    assert_eq!(names(&plan), expected);
+    // Code-point order would have put each of these pairs the other way round.
+    for (first, second) in [("web_search", "web-fetch"), ("read", "Read"), ("a_b", "a1b")] {
+        assert!(first > second, "{first} {second}");
+        assert_eq!(compare_descriptors(&d(first), &d(second)), std::cmp::Ordering::Less);
+    }
+}

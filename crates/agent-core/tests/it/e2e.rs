@@ -137,8 +137,10 @@ async fn abort_in_the_middle_of_a_batch_through_anthropic() {
     assert_eq!(server.requests(), 1, "no request after the abort");
     let r = results(&messages);
     assert_eq!(r.len(), 3);
-    assert_eq!(r[0].text(), ABORTED_TEXT);
+    // Both slow tools honour their token and return within the grace period:
+    // what they return stands.
+    assert_eq!((r[0].text().as_str(), r[0].is_error), ("cancelled", true));
     assert_eq!(r[1].text(), "1068.4");
-    assert_eq!(r[2].text(), ABORTED_TEXT);
+    assert_eq!((r[2].text().as_str(), r[2].is_error), ("cancelled", true));
     assert_invariant(&messages);
 }

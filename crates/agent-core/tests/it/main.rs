@@ -16,6 +16,8 @@ use llm_core::{
 use serde_json::{Value, json};
 
 mod e2e;
+mod guarantees;
+mod planned;
 mod random;
 
 pub(crate) fn model() -> Model {
@@ -146,7 +148,23 @@ pub(crate) fn assert_invariant(messages: &[Message]) {
     assert!(violations.is_empty(), "transcript invariant violated: {violations:?}");
 }
 
-fn ctx(tools: Vec<AgentTool>) -> AgentContext {
+/// A run's queues, for tools created before the run.
+#[derive(Clone, Default)]
+pub(crate) struct RunQueues(Arc<std::sync::OnceLock<(MessageQueue, MessageQueue)>>);
+
+impl RunQueues {
+    pub(crate) fn attach(&self, run: &AgentRun) {
+        let _ = self.0.set((run.steering(), run.follow_up()));
+    }
+    pub(crate) fn steering(&self) -> MessageQueue {
+        self.0.get().unwrap().0.clone()
+    }
+    pub(crate) fn follow_up(&self) -> MessageQueue {
+        self.0.get().unwrap().1.clone()
+    }
+}
+
+pub(crate) fn ctx(tools: Vec<AgentTool>) -> AgentContext {
     AgentContext { system_prompt: Some("sys".into()), messages: vec![], tools }
 }
 
@@ -493,23 +511,20 @@ async fn steering_is_injected_after_turn_and_follow_up_only_at_the_end() {
             text_turn("after follow-up"),
         ],
     );
-    let steering = MessageQueue::new();
-    let follow = MessageQueue::new();
-    let s2 = steering.clone();
-    let f2 = follow.clone();
+    let queues = RunQueues::default();
+    let q = queues.clone();
     let steerer = AgentTool::new(
         Tool { name: "steerer".into(), description: "d".into(), parameters: open_schema() },
         move |_i: ToolInvocation| {
-            s2.push(Message::user("steer!"));
-            f2.push(Message::user("follow!"));
+            q.steering().push(Message::user("steer!"));
+            q.follow_up().push(Message::user("follow!"));
             async { Ok(ToolOutput::text("queued")) }
         },
     );
-    let a = agent(&provider, |c| {
-        c.steering = steering.clone();
-        c.follow_up = follow.clone();
-    });
-    let events = collect(a.run(ctx(vec![steerer]), vec![Message::user("go")])).await;
+    let a = agent(&provider, |_| {});
+    let run = a.run(ctx(vec![steerer]), vec![Message::user("go")]);
+    queues.attach(&run);
+    let events = collect(run).await;
     let (messages, _) = end(&events);
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3);
@@ -605,7 +620,11 @@ async fn abort_during_sequential_batch_gives_every_call_a_result() {
             ("3", "slow", json!({})),
         ])],
     );
-    let a = agent(&provider, |c| c.tool_execution = ExecutionMode::Sequential);
+    let a = agent(&provider, |c| {
+        c.tool_execution = ExecutionMode::Sequential;
+        // No grace: a running call that ignores the token is cut off at once.
+        c.abort_grace = Duration::ZERO;
+    });
     let mut run = a.run(ctx(vec![sleepy("slow", 50, "done")]), vec![Message::user("go")]);
     let token = run.cancel_token();
     let mut events = Vec::new();
