@@ -411,3 +411,8 @@ fn comment_and_retry_lines_make_it_an_event_stream() {
     assert_eq!(decode(b"{\nretry: 5\n").unwrap(), vec![]);
     assert_eq!(decode(b"{\nnot sse\n").unwrap(), vec![ev(None, "{\nnot sse", None)]);
 }
+
+#[test]
+fn crlf_inside_one_event_is_one_line_break() {
+    assert_eq!(decode(b"data: a\r\ndata: b\r\n\r\n").unwrap(), vec![ev(None, "a\nb", None)]);
+}
