@@ -157,7 +157,12 @@ fn serialize_assistant_event<S: Serializer>(
         AssistantEvent::ToolCallEnd { content_index, tool_call } => {
             map.serialize_entry("type", "toolcall_end")?;
             map.serialize_entry("content_index", content_index)?;
-            map.serialize_entry("tool_call", tool_call)?;
+            map.serialize_entry("tool_call", tool_call.as_ref())?;
+        }
+        AssistantEvent::ProviderContent { content_index, content } => {
+            map.serialize_entry("type", "provider_content")?;
+            map.serialize_entry("content_index", content_index)?;
+            map.serialize_entry("content", content)?;
         }
         AssistantEvent::Done { reason, .. } => {
             map.serialize_entry("type", "done")?;
