@@ -115,8 +115,13 @@ async fn server_everything_tools_results_and_progress() {
             _ => None,
         })
         .collect();
-    assert_eq!(updates.len(), 4, "{updates:?}");
-    assert!(updates[0].starts_with("1/4") && updates[3].starts_with("4/4"), "{updates:?}");
+    // The server sends its last progress notification right before the result, and
+    // agent-core delivers nothing for a call after its end: that one may race the
+    // result and be dropped, never delivered late or out of order.
+    assert!((3..=4).contains(&updates.len()), "{updates:?}");
+    for (i, update) in updates.iter().enumerate() {
+        assert!(update.starts_with(&format!("{}/4", i + 1)), "{updates:?}");
+    }
     let (messages, reason) = end(&events);
     assert_eq!(reason, EndReason::Completed);
     let r = results(&messages);
