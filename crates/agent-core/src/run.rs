@@ -421,6 +421,19 @@ impl ToolTask {
     }
 }
 
+impl ToolTask {
+    /// Aborts a spawned task and waits until the runtime has dropped its future, for
+    /// at most `bound` (a task on the blocking pool, or one that never yields,
+    /// cannot be stopped from outside; it is left to finish on its own).
+    async fn cancel_and_settle(self, bound: Duration) {
+        let ToolTask::Spawned(handle) = &self else { return };
+        handle.abort();
+        let settled = std::pin::pin!(self);
+        let limit = std::pin::pin!(sleep(bound));
+        let _ = futures_util::future::select(settled, limit).await;
+    }
+}
+
 impl Future for ToolTask {
     /// The tool's own result, or the text of its panic.
     type Output = Result<Result<ToolOutput, ToolError>, String>;
@@ -1028,7 +1041,12 @@ impl Runner {
         futures_util::pin_mut!(expired);
         let outcome = match futures_util::future::select(task, expired).await {
             Either::Left((outcome, _)) => outcome,
-            Either::Right(_) => return CallResult::error(ABORTED_TEXT, true),
+            Either::Right((_, task)) => {
+                // Nothing of the call may outlive the run: wait (bounded) for the
+                // aborted task to be dropped rather than leaving it to the runtime.
+                task.cancel_and_settle(self.config.abort_grace).await;
+                return CallResult::error(ABORTED_TEXT, true);
+            }
         };
         // No update may follow the result, even from a thread the tool left running.
         sink.close();
