@@ -13,8 +13,7 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use llm_core::validation::ValidatorCache;
 use llm_core::{
     AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message, Model,
-    Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, Usage,
-    now_millis,
+    Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, now_millis,
 };
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -701,14 +700,14 @@ impl Runner {
         }
     }
 
-    /// A synthetic assistant message that closes the transcript (OpenClaw §5.8).
+    /// A synthetic assistant message that closes the transcript (OpenClaw §5.8);
+    /// its usage is zero (the default).
     fn closing_message(&self, stop_reason: StopReason, error: String) -> AssistantMessage {
         AssistantMessage {
             content: vec![AssistantContent::Text(TextContent::default())],
             api: self.model.api.clone(),
             provider: self.model.provider.clone(),
             model: self.model.id.clone(),
-            usage: Usage::default(),
             stop_reason,
             error_message: Some(error),
             timestamp: now_millis(),

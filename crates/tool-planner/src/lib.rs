@@ -542,7 +542,34 @@ pub struct ToolPlan<'a> {
 /// collation finds equal fall back to code-point order, so the order never
 /// depends on the input order.
 pub fn compare_descriptors(a: &ToolDescriptor, b: &ToolDescriptor) -> Ordering {
-    SortKey::of(a).cmp(&SortKey::of(b))
+    let form = KeyForm::for_all([a, b]);
+    SortKey::of(a, form).cmp(&SortKey::of(b, form))
+}
+
+/// Which collation keys a set of descriptors is sorted by. Keys of the two
+/// forms do not compare with each other, so one form serves a whole sort.
+#[derive(Clone, Copy)]
+enum KeyForm {
+    /// Every key and name is printable ASCII: [`ascii_collation_key`].
+    Ascii,
+    /// ICU sort keys ([`collation_key`]).
+    Icu,
+}
+
+impl KeyForm {
+    fn for_all<'a>(descriptors: impl IntoIterator<Item = &'a ToolDescriptor>) -> Self {
+        let all_ascii = descriptors.into_iter().all(|d| {
+            is_printable_ascii(&d.name) && d.sort_key.as_deref().is_none_or(is_printable_ascii)
+        });
+        if all_ascii { KeyForm::Ascii } else { KeyForm::Icu }
+    }
+
+    fn key(self, s: &str) -> Vec<u8> {
+        match self {
+            KeyForm::Ascii => ascii_collation_key(s),
+            KeyForm::Icu => collation_key(s),
+        }
+    }
 }
 
 /// The precomputed collation keys of a descriptor (computed once, not per comparison).
@@ -555,14 +582,13 @@ struct SortKey<'a> {
 }
 
 impl<'a> SortKey<'a> {
-    fn of(d: &'a ToolDescriptor) -> Self {
-        let key = d.sort_key.as_deref().unwrap_or(&d.name);
-        SortKey {
-            key_collated: collation_key(key),
-            name_collated: collation_key(&d.name),
-            key,
-            name: &d.name,
-        }
+    fn of(d: &'a ToolDescriptor, form: KeyForm) -> Self {
+        let name_collated = form.key(&d.name);
+        let (key, key_collated) = match d.sort_key.as_deref() {
+            Some(key) => (key, form.key(key)),
+            None => (d.name.as_str(), name_collated.clone()),
+        };
+        SortKey { key_collated, name_collated, key, name: &d.name }
     }
 }
 
@@ -580,13 +606,77 @@ pub fn collation_key(s: &str) -> Vec<u8> {
     key
 }
 
+fn is_printable_ascii(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..=0x7e).contains(&b))
+}
+
+/// For each printable ASCII byte (index `b - 0x20`): its rank among the
+/// primary weights and its rank among the tertiary weights of its primary.
+/// Derived from the root collator itself, so it cannot drift from ICU data.
+static ASCII_WEIGHTS: LazyLock<[(u8, u8); 95]> = LazyLock::new(ascii_weights);
+
+fn ascii_weights() -> [(u8, u8); 95] {
+    let mut weights = [(0u8, 0u8); 95];
+    let (Some(tertiary), Ok(primary)) = (
+        ROOT_COLLATOR.as_ref(),
+        Collator::try_new(Default::default(), {
+            let mut options = CollatorOptions::default();
+            options.strength = Some(icu_collator::options::Strength::Primary);
+            options
+        }),
+    ) else {
+        return weights;
+    };
+    let mut chars: Vec<(u8, String)> =
+        (0x20u8..=0x7e).map(|b| (b, char::from(b).to_string())).collect();
+    chars.sort_by(|(a, sa), (b, sb)| tertiary.compare(sa, sb).then(a.cmp(b)));
+    let (mut primary_rank, mut tertiary_rank) = (0u8, 0u8);
+    let mut previous: Option<&str> = None;
+    for (byte, c) in &chars {
+        match previous {
+            Some(p) if primary.compare(p, c) == Ordering::Equal => {
+                if tertiary.compare(p, c) != Ordering::Equal {
+                    tertiary_rank += 1;
+                }
+            }
+            _ => {
+                primary_rank += 1;
+                tertiary_rank = 1;
+            }
+        }
+        if let Some(w) = weights.get_mut(usize::from(byte - 0x20)) {
+            *w = (primary_rank, tertiary_rank);
+        }
+        previous = Some(c);
+    }
+    weights
+}
+
+/// A collation key for printable ASCII that orders exactly like
+/// [`collation_key`] and costs a table look-up per byte: in CLDR root every
+/// printable ASCII character is one collation element with a non-zero primary
+/// weight and the common secondary weight, and none starts a contraction, so
+/// the UCA order is the primary weights in sequence, then the tertiary ones
+/// (the secondary level only repeats the length). Tests compare it with ICU.
+/// Bytes outside printable ASCII are not expected (callers check).
+fn ascii_collation_key(s: &str) -> Vec<u8> {
+    let weights = &*ASCII_WEIGHTS;
+    let weight = |b: u8| weights.get(usize::from(b.wrapping_sub(0x20))).copied().unwrap_or((0, 0));
+    let mut key = Vec::with_capacity(2 * s.len() + 1);
+    key.extend(s.bytes().map(|b| weight(b).0));
+    key.push(0);
+    key.extend(s.bytes().map(|b| weight(b).1));
+    key
+}
+
 /// Builds the plan (OpenClaw §4.3). Linear in the descriptors plus the sort.
 pub fn build_tool_plan<'a>(
     descriptors: &'a [ToolDescriptor],
     env: &AvailabilityEnv,
 ) -> Result<ToolPlan<'a>, PlanError> {
+    let form = KeyForm::for_all(descriptors);
     let mut sorted: Vec<(SortKey<'a>, &'a ToolDescriptor)> =
-        descriptors.iter().map(|d| (SortKey::of(d), d)).collect();
+        descriptors.iter().map(|d| (SortKey::of(d, form), d)).collect();
     sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut seen = HashSet::with_capacity(sorted.len());
     for (_, d) in &sorted {

@@ -261,3 +261,85 @@ fn order_is_icu_root_collation_like_local_compare() {
         assert_eq!(compare_descriptors(&d(first), &d(second)), std::cmp::Ordering::Less);
     }
 }
+
+/// The ICU root order with the code-point tie-break: the planner's documented rule.
+fn icu_order(a: &str, b: &str) -> std::cmp::Ordering {
+    collation_key(a).cmp(&collation_key(b)).then_with(|| a.cmp(b))
+}
+
+#[test]
+fn every_ascii_string_of_up_to_two_characters_sorts_as_icu_does() {
+    // The planner takes a table-driven path when every name is printable ASCII;
+    // this compares it with ICU's own sort keys over all 1- and 2-character names.
+    let printable: Vec<char> = (0x20u8..=0x7e).map(char::from).collect();
+    let mut all: Vec<String> = printable.iter().map(|c| c.to_string()).collect();
+    for a in &printable {
+        for b in &printable {
+            all.push(format!("{a}{b}"));
+        }
+    }
+    let list: Vec<ToolDescriptor> = all.iter().map(|n| d(n)).collect();
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
+    let mut expected: Vec<&str> = all.iter().map(String::as_str).collect();
+    expected.sort_by(|a, b| icu_order(a, b));
+    assert_eq!(names(&plan), expected);
+}
+
+#[test]
+fn one_non_ascii_name_puts_the_whole_plan_on_icu_keys() {
+    let all = ["Zeta", "état", "etat", "Etat", "e-tat", "e_tat", "eta", "ÉTAT", "zeta", "a1"];
+    let list: Vec<ToolDescriptor> = all.iter().map(|n| d(n)).collect();
+    let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
+    let mut expected = all.to_vec();
+    expected.sort_by(|a, b| icu_order(a, b));
+    assert_eq!(names(&plan), expected);
+}
+
+proptest! {
+    #[test]
+    fn ascii_and_unicode_names_sort_as_icu_does(
+        ascii in proptest::collection::vec("[ -~]{0,6}", 0..30),
+        other in proptest::collection::vec("[a-zA-Z_é\u{0301}ß-]{0,4}", 0..3),
+        keyed in any::<u8>(),
+    ) {
+        for names_in in [ascii.clone(), [ascii, other].concat()] {
+            let mut unique = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for n in names_in {
+                if seen.insert(n.clone()) {
+                    unique.push(n);
+                }
+            }
+            let list: Vec<ToolDescriptor> = unique
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let mut t = d(n);
+                    if (i as u8) % 4 == keyed % 4 {
+                        t.sort_key = Some(format!("k{}", i % 3));
+                    }
+                    t
+                })
+                .collect();
+            let plan = build_tool_plan(&list, &AvailabilityEnv::default()).unwrap();
+            let mut expected: Vec<&ToolDescriptor> = list.iter().collect();
+            expected.sort_by(|a, b| {
+                let ka = a.sort_key.as_deref().unwrap_or(&a.name);
+                let kb = b.sort_key.as_deref().unwrap_or(&b.name);
+                icu_order(ka, kb).then_with(|| icu_order(&a.name, &b.name))
+            });
+            let expected: Vec<&str> = expected.iter().map(|t| t.name.as_str()).collect();
+            prop_assert_eq!(names(&plan), expected);
+            for pair in list.windows(2) {
+                prop_assert_eq!(
+                    compare_descriptors(&pair[0], &pair[1]),
+                    icu_order(
+                        pair[0].sort_key.as_deref().unwrap_or(&pair[0].name),
+                        pair[1].sort_key.as_deref().unwrap_or(&pair[1].name)
+                    )
+                    .then_with(|| icu_order(&pair[0].name, &pair[1].name))
+                );
+            }
+        }
+    }
+}

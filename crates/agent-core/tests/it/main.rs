@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 mod e2e;
 mod guarantees;
+mod loop_details;
 mod planned;
 mod random;
 
