@@ -1042,5 +1042,4 @@ fn place_message_markers(messages: &mut [WireMessage], cache: &Value, budget: us
 }
 
 #[cfg(test)]
-#[path = "convert_tests.rs"]
 mod tests;
