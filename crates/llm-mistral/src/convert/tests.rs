@@ -1,4 +1,3 @@
-
 use llm_core::ApiKey;
 
 use super::*;

@@ -1,4 +1,3 @@
-
 use llm_core::sse::SseDecoder;
 use llm_core::{AssistantEvent, MessageAssembler, Model};
 use serde_json::json;

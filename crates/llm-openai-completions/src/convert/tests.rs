@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::compat::OpenAiCompletionsCompat;
 use llm_core::{

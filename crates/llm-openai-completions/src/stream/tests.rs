@@ -1,4 +1,3 @@
-
 use super::*;
 use llm_core::sse::SseDecoder;
 use llm_core::{AssistantContent, AssistantEvent, MessageAssembler, Model};
