@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::StreamExt;
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseDecoder;
@@ -18,7 +17,7 @@ use llm_openai_completions::{
     API, Decoder, OpenAiCompletionsCompat, OpenAiCompletionsProvider, PROVIDER,
 };
 use llm_testkit::fixture::{self as testkit, Responses};
-use llm_testkit::server::{Chunking, Recorded, Server, ServerOptions};
+use llm_testkit::server::{Chunking, Server, ServerOptions};
 use serde_json::{Value, json};
 
 /// One canned HTTP response.
@@ -47,56 +46,19 @@ impl Canned {
     }
 }
 
-/// A received request.
-#[derive(Debug, Clone)]
-struct Received {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl Received {
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
-    }
-}
-
-/// llm-testkit's replay server, as these tests read it.
-struct Local(Server);
-
-impl Local {
-    /// The requests received so far, bodies parsed as JSON.
-    fn requests(&self) -> Vec<Received> {
-        let parse = |r: Recorded| Received {
-            body: serde_json::from_slice(&r.body).unwrap_or(Value::Null),
-            method: r.method,
-            path: r.path,
-            headers: r.headers,
-        };
-        self.0.recorded().into_iter().map(parse).collect()
-    }
-}
-
 /// Answers request *i* with `responses[i]` (the last one repeats).
-async fn serve(responses: Vec<Canned>) -> (String, Local) {
+async fn serve(responses: Vec<Canned>) -> (String, Server) {
     serve_with(responses, ServerOptions::default()).await
 }
 
 /// [`serve`] with `options` (the last reply always repeats).
-async fn serve_with(responses: Vec<Canned>, options: ServerOptions) -> (String, Local) {
-    let canned = responses
-        .into_iter()
-        .map(|c| testkit::Canned {
-            status: c.status,
-            headers: c.headers.into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
-            body: Bytes::from(c.body),
-        })
-        .collect();
+async fn serve_with(responses: Vec<Canned>, options: ServerOptions) -> (String, Server) {
+    let canned =
+        responses.into_iter().map(|c| testkit::Canned::new(c.status, c.headers, c.body)).collect();
     let options = ServerOptions { repeat_last: true, ..options };
     let server =
         Server::start_with(Responses::Sequence(canned), Chunking::Events, options).await.unwrap();
-    (format!("http://{}/v1", server.addr), Local(server))
+    (format!("http://{}/v1", server.addr), server)
 }
 
 fn model(base_url: &str) -> Model {
@@ -212,16 +174,16 @@ async fn tool_call_round_trip_over_http() {
     assert_eq!(message.response_model.as_deref(), Some("gpt-4o-mini-2024-07-18"));
     assert!(message.usage.cost.total > 0.0);
 
-    let requests = received.requests();
+    let requests = received.recorded();
     assert_eq!(requests.len(), 1);
     let r = &requests[0];
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/chat/completions"));
-    assert_eq!(r.header("authorization").as_deref(), Some("Bearer test-key"));
-    assert_eq!(r.header("content-type").as_deref(), Some("application/json"));
-    assert_eq!(r.body["model"], json!("gpt-4o-mini"));
-    assert_eq!(r.body["stream"], json!(true));
-    assert_eq!(r.body["tools"][0]["function"]["name"], json!("get_weather"));
-    assert_eq!(r.body["messages"][0], json!({"role": "system", "content": "You are terse."}));
+    assert_eq!(r.header("authorization"), Some("Bearer test-key"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json()["model"], json!("gpt-4o-mini"));
+    assert_eq!(r.json()["stream"], json!(true));
+    assert_eq!(r.json()["tools"][0]["function"]["name"], json!("get_weather"));
+    assert_eq!(r.json()["messages"][0], json!({"role": "system", "content": "You are terse."}));
 
     // Second turn: the call and its result go back in Chat Completions' shape.
     let mut messages = context.messages.clone();
@@ -245,7 +207,7 @@ async fn tool_call_round_trip_over_http() {
     let (reason, message) = terminal(&events);
     assert_eq!(reason, StopReason::Stop);
     assert_eq!(message.text(), "It is 17°C.");
-    let body = received2.requests()[0].body.clone();
+    let body = received2.recorded()[0].json();
     assert_eq!(
         body["messages"][2],
         json!({"role": "assistant", "content": null, "tool_calls": [
@@ -275,7 +237,7 @@ async fn auth_error_is_not_retried() {
     assert_eq!(error.kind, ErrorKind::Auth);
     assert_eq!(error.status, Some(401));
     assert_eq!(message.error_type.as_deref(), Some("auth"));
-    assert_eq!(received.requests().len(), 1);
+    assert_eq!(received.recorded().len(), 1);
 }
 
 #[tokio::test]
@@ -296,7 +258,7 @@ async fn rate_limit_is_retried_with_retry_after() {
         collect(OpenAiCompletionsProvider::new().stream(&model(&url), &Context::default(), &o))
             .await;
     assert_eq!(terminal(&events).0, StopReason::ToolUse);
-    assert_eq!(received.requests().len(), 2);
+    assert_eq!(received.recorded().len(), 2);
     assert_eq!(sleeper.delays(), vec![Duration::from_secs(2)]);
     // The retry is invisible: exactly one start.
     assert_eq!(events.iter().filter(|e| matches!(e, AssistantEvent::Start)).count(), 1);
@@ -323,7 +285,7 @@ async fn error_payload_after_text_keeps_text_and_is_not_retried() {
         message.error_message.as_deref(),
         Some("The server had an error processing your request.")
     );
-    assert_eq!(received.requests().len(), 1);
+    assert_eq!(received.recorded().len(), 1);
 }
 
 #[tokio::test]
@@ -340,7 +302,7 @@ async fn error_payload_before_content_is_retried() {
     ))
     .await;
     assert_eq!(terminal(&events).0, StopReason::ToolUse);
-    assert_eq!(received.requests().len(), 2);
+    assert_eq!(received.recorded().len(), 2);
 }
 
 #[tokio::test]
@@ -416,7 +378,7 @@ async fn missing_key_and_bad_tool_choice_fail_without_a_request() {
             "OpenAI Chat Completions tool_choice requested unavailable tool \"str_tool\" after schema conversion"
         )
     );
-    assert!(received.requests().is_empty());
+    assert!(received.recorded().is_empty());
 }
 
 #[tokio::test]

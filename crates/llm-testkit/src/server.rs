@@ -70,6 +70,18 @@ pub struct Recorded {
     pub body: Bytes,
 }
 
+impl Recorded {
+    /// The value of header `name` (any case), if it was sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON, `Value::Null` when it is not JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     responses: Responses,
@@ -379,6 +391,9 @@ mod tests {
         assert_eq!((recorded[0].method.as_str(), recorded[0].path.as_str()), ("POST", "/x"));
         assert_eq!(recorded[0].query.as_deref(), Some("alt=sse"));
         assert_eq!(&recorded[0].body[..], b"{}");
+        assert_eq!(recorded[0].header("Connection"), Some("close"));
+        assert_eq!(recorded[0].header("x-absent"), None);
+        assert_eq!(recorded[0].json(), serde_json::json!({}));
         let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
         let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
         assert!(head.contains("transfer-encoding: chunked"), "{head}");
