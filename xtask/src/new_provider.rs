@@ -650,6 +650,17 @@ mod tests {
     }
 
     #[test]
+    fn crate_files_have_the_layout_tidy_checks() {
+        for file in crate::tidy::PROVIDER_SRC_FILES {
+            let path = format!("src/{file}");
+            assert!(CRATE_FILES.contains(&path.as_str()), "{path} not scaffolded");
+        }
+        for file in CRATE_FILES {
+            assert!(!file.ends_with("_tests.rs"), "{file}: tests go in src/<module>/tests.rs");
+        }
+    }
+
+    #[test]
     fn templates_are_filled() {
         for (path, text) in
             crate_files("open-router").into_iter().chain(example_files("open-router"))

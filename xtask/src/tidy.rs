@@ -12,7 +12,10 @@
 //!   `xtask` nor `axum` (the shipped binary carries no dev tooling);
 //! - every provider crate is registered (`xtask/src/providers.rs`), has
 //!   `fixtures/<name>/` with every shared scenario its capabilities make apply,
-//!   and at least one shared scenario that is not skipped.
+//!   and at least one shared scenario that is not skipped;
+//! - every provider crate has the one layout ([`PROVIDER_SRC_FILES`] under `src/`,
+//!   and no `*_tests.rs` beside them: a module's unit tests live in
+//!   `src/<module>/tests.rs`, integration tests in `tests/`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -86,6 +89,9 @@ pub fn is_provider_crate(name: &str) -> bool {
     name.starts_with("llm-") && !SUPPORT_CRATES.contains(&name)
 }
 
+/// The files every provider crate has under `src/` (docs/adding-a-provider.md).
+pub const PROVIDER_SRC_FILES: &[&str] = &["lib.rs", "convert.rs", "stream.rs", "error.rs"];
+
 /// Crates the shipped `claw` binary must not pull in (dev tooling).
 const NOT_IN_CLAW: &[&str] = &["xtask", "axum"];
 
@@ -98,6 +104,11 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     check_dependencies(root, &metadata, &mut problems);
     check_toolchain(root, &metadata, &mut problems)?;
     check_fixture_folders(root, &metadata, &mut problems)?;
+    for package in members(&metadata).into_iter().filter(|p| is_provider_crate(&p.name)) {
+        if let Some(dir) = package.manifest_path.parent() {
+            problems.extend(layout_problems(&package.name, dir)?);
+        }
+    }
     problems.extend(scan_secrets(&root.join("fixtures"))?);
     Ok(problems)
 }
@@ -372,6 +383,37 @@ pub fn coverage_problems(
     Ok(problems)
 }
 
+/// What is wrong with the layout of provider crate `name` in `dir`: a file of
+/// [`PROVIDER_SRC_FILES`] missing, or a `*_tests.rs` file directly under `src/`.
+pub fn layout_problems(name: &str, dir: &Path) -> Result<Vec<String>> {
+    let src = dir.join("src");
+    let mut problems = Vec::new();
+    for file in PROVIDER_SRC_FILES {
+        if !src.join(file).is_file() {
+            problems.push(format!(
+                "{name}: missing src/{file} (every provider crate has {}; see docs/adding-a-provider.md)",
+                PROVIDER_SRC_FILES.join(", ")
+            ));
+        }
+    }
+    if src.is_dir() {
+        let entries = std::fs::read_dir(&src).map_err(|e| Error::io(&src, e))?;
+        let mut extra = Vec::new();
+        for entry in entries {
+            let file = entry.map_err(|e| Error::io(&src, e))?.file_name();
+            let file = file.to_string_lossy();
+            if let Some(module) = file.strip_suffix("_tests.rs") {
+                extra.push(format!(
+                    "{name}: src/{file} not allowed (move it to src/{module}/tests.rs with `mod tests;` in src/{module}.rs)"
+                ));
+            }
+        }
+        extra.sort();
+        problems.extend(extra);
+    }
+    Ok(problems)
+}
+
 /// Values that are obviously not real keys.
 fn is_test_value(token: &str) -> bool {
     let t = token.to_ascii_lowercase();
@@ -462,7 +504,7 @@ pub fn scan_secrets(dir: &Path) -> Result<Vec<String>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
 
@@ -549,6 +591,77 @@ mod tests {
             assert!(problems.iter().any(|p| p.starts_with(w)), "{w}\nnot in {problems:#?}");
         }
         assert_eq!(problems.len(), want.len(), "{problems:#?}");
+    }
+
+    /// A directory under the system temp dir, removed on drop.
+    struct TempDir(std::path::PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn crate_with(files: &[&str]) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            TempDir(std::env::temp_dir().join(format!("tidy-layout-{}-{n}", std::process::id())));
+        for file in files {
+            let path = dir.0.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "//! x\n").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn provider_layout_accepts_module_test_folders() {
+        let dir = crate_with(&[
+            "src/lib.rs",
+            "src/convert.rs",
+            "src/convert/tests.rs",
+            "src/stream.rs",
+            "src/stream/tests.rs",
+            "src/stream/tool_calls.rs",
+            "src/error.rs",
+            "src/compat.rs",
+            "tests/it.rs",
+        ]);
+        assert_eq!(layout_problems("llm-a", &dir.0).unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn provider_layout_names_crate_and_missing_or_extra_file() {
+        let dir =
+            crate_with(&["src/lib.rs", "src/convert.rs", "src/convert_tests.rs", "src/stream.rs"]);
+        let problems = layout_problems("llm-a", &dir.0).unwrap();
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(problems[0].starts_with("llm-a: missing src/error.rs"), "{problems:#?}");
+        assert!(
+            problems[1].starts_with(
+                "llm-a: src/convert_tests.rs not allowed (move it to src/convert/tests.rs"
+            ),
+            "{problems:#?}"
+        );
+        let empty = crate_with(&[]);
+        let problems = layout_problems("llm-b", &empty.0).unwrap();
+        let missing: Vec<&str> =
+            problems.iter().filter_map(|p| p.strip_prefix("llm-b: missing src/")).collect();
+        assert_eq!(missing.len(), PROVIDER_SRC_FILES.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn workspace_provider_crates_have_the_layout() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut seen = 0;
+        for (name, dir) in subdirs(&root.join("crates")).unwrap() {
+            if is_provider_crate(&name) {
+                seen += 1;
+                assert_eq!(layout_problems(&name, &dir).unwrap(), Vec::<String>::new());
+            }
+        }
+        assert!(seen >= 5, "only {seen} provider crates under crates/");
     }
 
     #[test]

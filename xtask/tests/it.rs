@@ -292,6 +292,9 @@ fn new_provider_scaffolds_registers_and_shows_its_skips() {
     want.extend(registration_files.iter().map(|f| (*f).to_owned()));
     want.sort();
     assert_eq!(files, want);
+    // The scaffold has the layout `cargo xtask tidy` requires of every provider crate.
+    let layout = tidy::layout_problems("llm-acme-ai", &tmp.0.join("crates/llm-acme-ai"));
+    assert_eq!(layout.unwrap(), Vec::<String>::new());
 
     // Registered above every marker, from the crate's INFO; the docs list the same files.
     let docs = std::fs::read_to_string(root.join("docs/adding-a-provider.md")).unwrap();

@@ -2,19 +2,34 @@
 //!
 //! The body is built from `serde_json::Map` in a fixed insertion order (the workspace enables
 //! `preserve_order`), so identical input always serializes to identical bytes.
+//!
+//! Model flags are in `compat`, Claude version detection in `model_version`, OAuth's
+//! key shape and tool-name casing in `oauth`, and prompt-cache markers in `cache`;
+//! this module converts tools, messages and options.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
-    AssistantContent, CacheRetention, Context, Error, ErrorKind, Message, Model, ReasoningLevel,
-    StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent, UserMessageContent,
+    AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
+    Tool, ToolChoice, ToolResultMessage, UserContent, UserMessageContent,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::PROVIDER;
+
+mod cache;
+mod compat;
+mod model_version;
+mod oauth;
+
+use cache::{cache_control, count_markers, place_message_markers, system_blocks, with_cache};
+pub use compat::AnthropicCompat;
+pub(crate) use compat::Settings;
+use model_version::claude_version;
+pub(crate) use oauth::{ToolNames, is_oauth_key, to_claude_code_name};
 
 /// Default API root when the model has no `base_url`.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -38,187 +53,6 @@ const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 const OAUTH_BETAS: [&str; 2] = ["claude-code-20250219", "oauth-2025-04-20"];
 /// Fallback `max_tokens` when neither the options nor the model give one (the API requires it).
 const FALLBACK_MAX_TOKENS: u64 = 4096;
-
-/// Claude Code's canonical tool names; OAuth requests use this casing on the wire.
-const CLAUDE_CODE_TOOLS: [&str; 17] = [
-    "Read",
-    "Write",
-    "Edit",
-    "Bash",
-    "Grep",
-    "Glob",
-    "AskUserQuestion",
-    "EnterPlanMode",
-    "ExitPlanMode",
-    "KillShell",
-    "NotebookEdit",
-    "Skill",
-    "Task",
-    "TaskOutput",
-    "TodoWrite",
-    "WebFetch",
-    "WebSearch",
-];
-
-/// Anthropic-specific model flags, parsed from [`Model::compat`].
-///
-/// Every field is optional; `None` means "use the default for this model's provider":
-/// everything is supported except on `fireworks`, and session-affinity headers are sent for
-/// `fireworks` and for `cloudflare-ai-gateway` routes whose base URL contains `anthropic`.
-/// JSON field names are camelCase, as in OpenClaw's `AnthropicMessagesCompat`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct AnthropicCompat {
-    /// Send `eager_input_streaming: true` on every tool (otherwise the
-    /// `fine-grained-tool-streaming-2025-05-14` beta header is sent when tools are present).
-    pub supports_eager_tool_input_streaming: Option<bool>,
-    /// Honour `CacheRetention::Long` with `ttl: "1h"` cache markers.
-    pub supports_long_cache_retention: Option<bool>,
-    /// Put a `cache_control` marker on the last tool.
-    pub supports_cache_control_on_tools: Option<bool>,
-    /// Send `x-session-affinity: <session id>` (API-key auth, caching on, session id given).
-    pub send_session_affinity_headers: Option<bool>,
-    /// The model uses adaptive thinking (`{type: "adaptive"}` + `output_config.effort`) instead
-    /// of a token budget. Defaults from the model id (Claude Opus/Sonnet 4.6 and later).
-    pub supports_adaptive_thinking: Option<bool>,
-}
-
-impl AnthropicCompat {
-    /// Parses `model.compat`; a missing or malformed value gives the defaults.
-    pub fn from_model(model: &Model) -> Self {
-        match &model.compat {
-            Some(value) => match serde_json::from_value(value.clone()) {
-                Ok(compat) => compat,
-                Err(e) => {
-                    tracing::warn!(model = %model.id, error = %e, "ignoring malformed anthropic compat");
-                    AnthropicCompat::default()
-                }
-            },
-            None => AnthropicCompat::default(),
-        }
-    }
-}
-
-/// [`AnthropicCompat`] with the defaults applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Settings {
-    pub(crate) eager_tool_input_streaming: bool,
-    pub(crate) long_cache_retention: bool,
-    pub(crate) cache_control_on_tools: bool,
-    pub(crate) session_affinity_headers: bool,
-    pub(crate) adaptive_thinking: bool,
-}
-
-impl Settings {
-    pub(crate) fn resolve(model: &Model) -> Settings {
-        let compat = AnthropicCompat::from_model(model);
-        let fireworks = model.provider == "fireworks";
-        let cf_anthropic =
-            model.provider == "cloudflare-ai-gateway" && model.base_url.contains("anthropic");
-        Settings {
-            eager_tool_input_streaming: compat
-                .supports_eager_tool_input_streaming
-                .unwrap_or(!fireworks),
-            long_cache_retention: compat.supports_long_cache_retention.unwrap_or(!fireworks),
-            cache_control_on_tools: compat.supports_cache_control_on_tools.unwrap_or(!fireworks),
-            session_affinity_headers: compat
-                .send_session_affinity_headers
-                .unwrap_or(fireworks || cf_anthropic),
-            adaptive_thinking: compat
-                .supports_adaptive_thinking
-                .unwrap_or_else(|| claude_version(&model.id).is_some_and(|v| v.adaptive())),
-        }
-    }
-}
-
-/// Family and version read from a Claude model id (`claude-opus-4-6`, `claude-sonnet-4.5-…`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ClaudeVersion {
-    family: Family,
-    major: u32,
-    minor: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    Opus,
-    Sonnet,
-    Haiku,
-    /// Fable / Mythos: always adaptive.
-    Frontier,
-}
-
-impl ClaudeVersion {
-    fn at_least(self, major: u32, minor: u32) -> bool {
-        (self.major, self.minor) >= (major, minor)
-    }
-
-    fn adaptive(self) -> bool {
-        match self.family {
-            Family::Frontier => true,
-            Family::Opus | Family::Sonnet => self.at_least(4, 6),
-            Family::Haiku => self.at_least(5, 0),
-        }
-    }
-
-    /// Models that reject a custom `temperature` (Opus 4.7 and later).
-    fn rejects_temperature(self) -> bool {
-        match self.family {
-            Family::Frontier => true,
-            Family::Opus => self.at_least(4, 7),
-            Family::Sonnet | Family::Haiku => self.at_least(5, 0),
-        }
-    }
-
-    fn native_xhigh(self) -> bool {
-        matches!(self.family, Family::Frontier)
-            || (self.family == Family::Opus && self.at_least(4, 7))
-    }
-
-    fn native_max(self) -> bool {
-        matches!(self.family, Family::Frontier)
-            || (self.family == Family::Opus && self.at_least(4, 6))
-    }
-}
-
-fn claude_version(id: &str) -> Option<ClaudeVersion> {
-    let id = id.to_ascii_lowercase().replace(['.', '_', ' '], "-");
-    for (word, family) in [
-        ("fable", Family::Frontier),
-        ("mythos", Family::Frontier),
-        ("opus", Family::Opus),
-        ("sonnet", Family::Sonnet),
-        ("haiku", Family::Haiku),
-    ] {
-        let Some(pos) = id.find(word) else { continue };
-        if family == Family::Frontier {
-            return Some(ClaudeVersion { family, major: 5, minor: 0 });
-        }
-        // `opus-4-6`, `opus-4`, or the old `3-5-sonnet` order.
-        let after: Vec<&str> = id.get(pos + word.len()..).unwrap_or("").split('-').collect();
-        let nums = |parts: &[&str]| -> Option<(u32, u32)> {
-            let mut it = parts.iter().filter(|p| !p.is_empty());
-            let major: u32 = it.next()?.parse().ok()?;
-            // A date suffix (`20250514`) is not a minor version.
-            let minor =
-                it.next().and_then(|m| m.parse::<u32>().ok()).filter(|m| *m < 100).unwrap_or(0);
-            (major < 100).then_some((major, minor))
-        };
-        if let Some((major, minor)) = nums(&after) {
-            return Some(ClaudeVersion { family, major, minor });
-        }
-        let before: Vec<&str> =
-            id.get(..pos).unwrap_or("").split('-').filter(|p| !p.is_empty()).collect();
-        let tail: Vec<&str> = before.iter().rev().take(2).rev().copied().collect();
-        let parsed: Vec<u32> = tail.iter().filter_map(|p| p.parse().ok()).collect();
-        return match parsed.as_slice() {
-            [major, minor] => Some(ClaudeVersion { family, major: *major, minor: *minor }),
-            [major] => Some(ClaudeVersion { family, major: *major, minor: 0 }),
-            _ => None,
-        };
-    }
-    None
-}
 
 /// Provider options this crate reads from [`StreamOptions::provider_options`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -250,35 +84,6 @@ impl AnthropicOptions {
     }
 }
 
-/// Maps Claude Code wire names back to the caller's tool names (OAuth only). Built per request
-/// from the request's own tool list: no process-wide cache.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ToolNames {
-    wire_to_original: Vec<(String, String)>,
-}
-
-impl ToolNames {
-    /// The wire -> original map of a projection.
-    pub(crate) fn from_projection(projection: &Projection) -> Self {
-        ToolNames {
-            wire_to_original: projection
-                .tools
-                .iter()
-                .map(|t| (t.wire_name.clone(), t.original_name.clone()))
-                .collect(),
-        }
-    }
-
-    /// The caller's name for a wire name; unknown names pass through.
-    pub(crate) fn original(&self, wire: &str) -> String {
-        self.wire_to_original
-            .iter()
-            .find(|(w, _)| w == wire)
-            .map(|(_, o)| o.clone())
-            .unwrap_or_else(|| wire.to_owned())
-    }
-}
-
 /// Everything needed to send one request.
 pub(crate) struct WireRequest {
     /// Full URL (base URL + endpoint).
@@ -299,20 +104,6 @@ impl fmt::Debug for WireRequest {
             .field("body", &self.body)
             .finish_non_exhaustive()
     }
-}
-
-/// Whether a key is an Anthropic OAuth token (Claude subscription): Bearer auth + Claude Code identity.
-pub(crate) fn is_oauth_key(key: &str) -> bool {
-    key.contains("sk-ant-oat")
-}
-
-/// The Claude Code casing of a tool name (case-insensitive match), else the name unchanged.
-pub(crate) fn to_claude_code_name(name: &str) -> String {
-    CLAUDE_CODE_TOOLS
-        .iter()
-        .find(|cc| cc.eq_ignore_ascii_case(name))
-        .map(|cc| (*cc).to_owned())
-        .unwrap_or_else(|| name.to_owned())
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -446,70 +237,11 @@ impl Headers {
     }
 }
 
-/// The `cache_control` marker for this request, or `None` when caching is off.
-fn cache_control(retention: CacheRetention, settings: Settings) -> Option<Value> {
-    match retention {
-        CacheRetention::None => None,
-        CacheRetention::Short => Some(json!({ "type": "ephemeral" })),
-        CacheRetention::Long if settings.long_cache_retention => {
-            Some(json!({ "type": "ephemeral", "ttl": "1h" }))
-        }
-        CacheRetention::Long => Some(json!({ "type": "ephemeral" })),
-    }
-}
-
-fn count_markers(blocks: &[Map<String, Value>]) -> usize {
-    blocks.iter().filter(|b| b.contains_key("cache_control")).count()
-}
-
 fn text_block(text: &str) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("type".into(), Value::String("text".into()));
     m.insert("text".into(), Value::String(text.to_owned()));
     m
-}
-
-fn with_cache(mut block: Map<String, Value>, cache: Option<&Value>) -> Map<String, Value> {
-    if let Some(c) = cache {
-        block.insert("cache_control".into(), c.clone());
-    }
-    block
-}
-
-/// System blocks: the Claude Code identity (OAuth), then the prompt, split at OpenClaw's cache
-/// boundary when caching (the stable prefix carries the marker, the dynamic suffix does not).
-fn system_blocks(
-    prompt: Option<&str>,
-    oauth: bool,
-    cache: Option<&Value>,
-) -> Vec<Map<String, Value>> {
-    let mut blocks = Vec::new();
-    if oauth {
-        blocks.push(with_cache(text_block(CLAUDE_CODE_IDENTITY), cache));
-    }
-    let Some(prompt) = prompt.filter(|p| !p.is_empty()) else { return blocks };
-    if cache.is_none() {
-        blocks.push(text_block(&prompt.replace(CACHE_BOUNDARY, "\n")));
-        return blocks;
-    }
-    match prompt.find(CACHE_BOUNDARY) {
-        None => blocks.push(with_cache(text_block(prompt), cache)),
-        Some(at) => {
-            let prefix = prompt.get(..at).unwrap_or("").trim_end();
-            let suffix = prompt.get(at + CACHE_BOUNDARY.len()..).unwrap_or("").trim_start();
-            let before = blocks.len();
-            if !prefix.is_empty() {
-                blocks.push(with_cache(text_block(prefix), cache));
-            }
-            if !suffix.is_empty() {
-                blocks.push(text_block(suffix));
-            }
-            if blocks.len() == before {
-                blocks.push(text_block(""));
-            }
-        }
-    }
-    blocks
 }
 
 /// A tool after schema projection.
@@ -985,62 +717,5 @@ fn convert_messages(
         .collect()
 }
 
-/// OpenClaw's message-level markers: the last user text/image block, plus the most recent
-/// `tool_result` after it when the budget allows (only that one when the budget is 1).
-fn place_message_markers(messages: &mut [WireMessage], cache: &Value, budget: usize) {
-    if budget == 0 {
-        return;
-    }
-    let mut fallback: Option<(usize, usize)> = None;
-    let mut target: Option<(usize, usize)> = None;
-    'outer: for mi in (0..messages.len()).rev() {
-        let Some(message) = messages.get_mut(mi) else { continue };
-        if message.role != "user" {
-            continue;
-        }
-        match &mut message.content {
-            WireContent::Blocks(blocks) => {
-                for bi in (0..blocks.len()).rev() {
-                    let kind = blocks.get(bi).and_then(|b| b.get("type")).and_then(Value::as_str);
-                    match kind {
-                        Some("text" | "image") => {
-                            target = Some((mi, bi));
-                            break 'outer;
-                        }
-                        Some("tool_result") if fallback.is_none() => fallback = Some((mi, bi)),
-                        _ => {}
-                    }
-                }
-            }
-            WireContent::Text(text) => {
-                if !(fallback.is_some() && budget == 1) {
-                    let text = std::mem::take(text);
-                    message.content = WireContent::Blocks(vec![text_block(&text)]);
-                }
-                target = Some((mi, 0));
-                break 'outer;
-            }
-        }
-    }
-    let mut mark = |(mi, bi): (usize, usize)| {
-        if let Some(WireContent::Blocks(blocks)) = messages.get_mut(mi).map(|m| &mut m.content)
-            && let Some(block) = blocks.get_mut(bi)
-        {
-            block.insert("cache_control".into(), cache.clone());
-        }
-    };
-    match (target, fallback) {
-        (Some(_), Some(f)) if budget == 1 => mark(f),
-        (Some(t), Some(f)) => {
-            mark(t);
-            mark(f);
-        }
-        (Some(t), None) => mark(t),
-        (None, Some(f)) => mark(f),
-        (None, None) => {}
-    }
-}
-
 #[cfg(test)]
-#[path = "convert_tests.rs"]
 mod tests;

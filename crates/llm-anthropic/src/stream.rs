@@ -712,5 +712,4 @@ const KNOWN_EVENTS: [&str; 7] = [
 ];
 
 #[cfg(test)]
-#[path = "stream_tests.rs"]
 mod tests;

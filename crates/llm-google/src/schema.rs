@@ -615,5 +615,4 @@ fn merge_into(target: &mut Map<String, Value>, member: &Map<String, Value>) {
 }
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
 mod tests;

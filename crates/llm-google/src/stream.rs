@@ -529,5 +529,4 @@ impl Decoder {
 }
 
 #[cfg(test)]
-#[path = "stream_tests.rs"]
 mod tests;

@@ -2,7 +2,7 @@
 //! driven by raw bytes, and a live smoke test when `OPENAI_API_KEY` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -16,9 +16,9 @@ use llm_core::{
 use llm_openai_completions::{
     API, Decoder, OpenAiCompletionsCompat, OpenAiCompletionsProvider, PROVIDER,
 };
+use llm_testkit::fixture::{self as testkit, Responses};
+use llm_testkit::server::{Chunking, Server, ServerOptions};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// One canned HTTP response.
 #[derive(Clone)]
@@ -26,8 +26,6 @@ struct Canned {
     status: u16,
     headers: Vec<(&'static str, String)>,
     body: String,
-    /// Stop after writing this many bytes of the body, keeping the connection open.
-    hang_after: Option<usize>,
 }
 
 impl Canned {
@@ -36,7 +34,6 @@ impl Canned {
             status: 200,
             headers: vec![("content-type", "text/event-stream".into())],
             body: body.into(),
-            hang_after: None,
         }
     }
 
@@ -45,95 +42,23 @@ impl Canned {
             status,
             headers: vec![("content-type", "application/json".into())],
             body: body.to_string(),
-            hang_after: None,
         }
     }
 }
 
-/// A received request.
-#[derive(Debug, Clone)]
-struct Received {
-    head: String,
-    body: Value,
+/// Answers request *i* with `responses[i]` (the last one repeats).
+async fn serve(responses: Vec<Canned>) -> (String, Server) {
+    serve_with(responses, ServerOptions::default()).await
 }
 
-impl Received {
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-}
-
-/// A tiny HTTP/1.1 server on 127.0.0.1: answers request *i* with `responses[i]`
-/// (the last one repeats) and closes the connection.
-async fn serve(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Received>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let received = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&received);
-    tokio::spawn(async move {
-        let mut n = 0usize;
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let canned = responses.get(n).or(responses.last()).cloned().unwrap();
-            n += 1;
-            let log = Arc::clone(&log);
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    let read = socket.read(&mut chunk).await.unwrap_or(0);
-                    if read == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                    if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break p + 4;
-                    }
-                };
-                let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        let (n, v) = l.split_once(':')?;
-                        n.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
-                    })
-                    .unwrap_or(0);
-                while buf.len() < head_end + length {
-                    let read = socket.read(&mut chunk).await.unwrap_or(0);
-                    if read == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                }
-                let body = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
-                log.lock().unwrap().push(Received { head, body });
-                let mut response = format!("HTTP/1.1 {} X\r\nconnection: close\r\n", canned.status);
-                for (n, v) in &canned.headers {
-                    response.push_str(&format!("{n}: {v}\r\n"));
-                }
-                if canned.status != 200 {
-                    response.push_str(&format!("content-length: {}\r\n", canned.body.len()));
-                }
-                response.push_str("\r\n");
-                let _ = socket.write_all(response.as_bytes()).await;
-                match canned.hang_after {
-                    Some(n) => {
-                        let _ = socket.write_all(&canned.body.as_bytes()[..n]).await;
-                        let _ = socket.flush().await;
-                        tokio::time::sleep(Duration::from_secs(30)).await;
-                    }
-                    None => {
-                        let _ = socket.write_all(canned.body.as_bytes()).await;
-                        let _ = socket.shutdown().await;
-                    }
-                }
-            });
-        }
-    });
-    (format!("http://{addr}/v1"), received)
+/// [`serve`] with `options` (the last reply always repeats).
+async fn serve_with(responses: Vec<Canned>, options: ServerOptions) -> (String, Server) {
+    let canned =
+        responses.into_iter().map(|c| testkit::Canned::new(c.status, c.headers, c.body)).collect();
+    let options = ServerOptions { repeat_last: true, ..options };
+    let server =
+        Server::start_with(Responses::Sequence(canned), Chunking::Events, options).await.unwrap();
+    (format!("http://{}/v1", server.addr), server)
 }
 
 fn model(base_url: &str) -> Model {
@@ -249,16 +174,16 @@ async fn tool_call_round_trip_over_http() {
     assert_eq!(message.response_model.as_deref(), Some("gpt-4o-mini-2024-07-18"));
     assert!(message.usage.cost.total > 0.0);
 
-    let requests = received.lock().unwrap().clone();
+    let requests = received.recorded();
     assert_eq!(requests.len(), 1);
     let r = &requests[0];
-    assert!(r.head.starts_with("POST /v1/chat/completions HTTP/1.1"), "{}", r.head);
-    assert_eq!(r.header("authorization").as_deref(), Some("Bearer test-key"));
-    assert_eq!(r.header("content-type").as_deref(), Some("application/json"));
-    assert_eq!(r.body["model"], json!("gpt-4o-mini"));
-    assert_eq!(r.body["stream"], json!(true));
-    assert_eq!(r.body["tools"][0]["function"]["name"], json!("get_weather"));
-    assert_eq!(r.body["messages"][0], json!({"role": "system", "content": "You are terse."}));
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/chat/completions"));
+    assert_eq!(r.header("authorization"), Some("Bearer test-key"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json()["model"], json!("gpt-4o-mini"));
+    assert_eq!(r.json()["stream"], json!(true));
+    assert_eq!(r.json()["tools"][0]["function"]["name"], json!("get_weather"));
+    assert_eq!(r.json()["messages"][0], json!({"role": "system", "content": "You are terse."}));
 
     // Second turn: the call and its result go back in Chat Completions' shape.
     let mut messages = context.messages.clone();
@@ -282,7 +207,7 @@ async fn tool_call_round_trip_over_http() {
     let (reason, message) = terminal(&events);
     assert_eq!(reason, StopReason::Stop);
     assert_eq!(message.text(), "It is 17°C.");
-    let body = received2.lock().unwrap()[0].body.clone();
+    let body = received2.recorded()[0].json();
     assert_eq!(
         body["messages"][2],
         json!({"role": "assistant", "content": null, "tool_calls": [
@@ -312,7 +237,7 @@ async fn auth_error_is_not_retried() {
     assert_eq!(error.kind, ErrorKind::Auth);
     assert_eq!(error.status, Some(401));
     assert_eq!(message.error_type.as_deref(), Some("auth"));
-    assert_eq!(received.lock().unwrap().len(), 1);
+    assert_eq!(received.recorded().len(), 1);
 }
 
 #[tokio::test]
@@ -333,7 +258,7 @@ async fn rate_limit_is_retried_with_retry_after() {
         collect(OpenAiCompletionsProvider::new().stream(&model(&url), &Context::default(), &o))
             .await;
     assert_eq!(terminal(&events).0, StopReason::ToolUse);
-    assert_eq!(received.lock().unwrap().len(), 2);
+    assert_eq!(received.recorded().len(), 2);
     assert_eq!(sleeper.delays(), vec![Duration::from_secs(2)]);
     // The retry is invisible: exactly one start.
     assert_eq!(events.iter().filter(|e| matches!(e, AssistantEvent::Start)).count(), 1);
@@ -360,7 +285,7 @@ async fn error_payload_after_text_keeps_text_and_is_not_retried() {
         message.error_message.as_deref(),
         Some("The server had an error processing your request.")
     );
-    assert_eq!(received.lock().unwrap().len(), 1);
+    assert_eq!(received.recorded().len(), 1);
 }
 
 #[tokio::test]
@@ -377,7 +302,7 @@ async fn error_payload_before_content_is_retried() {
     ))
     .await;
     assert_eq!(terminal(&events).0, StopReason::ToolUse);
-    assert_eq!(received.lock().unwrap().len(), 2);
+    assert_eq!(received.recorded().len(), 2);
 }
 
 #[tokio::test]
@@ -387,7 +312,7 @@ async fn cut_stream_is_an_error_with_partial_text() {
         chunk(json!({"role": "assistant"}), None),
         chunk(json!({"content": "Hal"}), None)
     );
-    let (url, _) = serve(vec![Canned::sse(&body)]).await;
+    let (url, _server) = serve(vec![Canned::sse(&body)]).await;
     let events = collect(OpenAiCompletionsProvider::new().stream(
         &model(&url),
         &Context::default(),
@@ -405,7 +330,8 @@ async fn cut_stream_is_an_error_with_partial_text() {
 async fn abort_mid_stream_keeps_partial_content() {
     let body = tool_call_body();
     let cut = body.find("ty\\\"").unwrap();
-    let (url, _) = serve(vec![Canned { hang_after: Some(cut), ..Canned::sse(&body) }]).await;
+    let stall = ServerOptions { stall_after: Some(cut), ..ServerOptions::default() };
+    let (url, _server) = serve_with(vec![Canned::sse(&body)], stall).await;
     let cancel = CancellationToken::new();
     let mut o = options();
     o.cancel = cancel.clone();
@@ -452,13 +378,13 @@ async fn missing_key_and_bad_tool_choice_fail_without_a_request() {
             "OpenAI Chat Completions tool_choice requested unavailable tool \"str_tool\" after schema conversion"
         )
     );
-    assert!(received.lock().unwrap().is_empty());
+    assert!(received.recorded().is_empty());
 }
 
 #[tokio::test]
 async fn secrets_never_appear_in_output() {
     let secret = "sk-SECRET-never-print-1234567890";
-    let (url, _) = serve(vec![Canned::json(
+    let (url, _server) = serve(vec![Canned::json(
         500,
         json!({"error": {"message": "boom", "type": "server_error"}}),
     )])

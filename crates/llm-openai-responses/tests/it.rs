@@ -2,7 +2,7 @@
 //! responses, and a live smoke test that runs only with `OPENAI_API_KEY`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -11,18 +11,16 @@ use llm_core::{
     RecordingSleeper, RetryPolicy, StopReason, StreamOptions, Tool, ToolResultMessage, UserContent,
 };
 use llm_openai_responses::{API, OpenAiResponsesCompat, OpenAiResponsesProvider, PROVIDER};
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use llm_testkit::fixture::{self as testkit, Responses};
+use llm_testkit::server::{Chunking, Server, ServerOptions};
+use serde_json::json;
 
-/// One canned answer: status line + headers + body, written whole, then the
-/// connection closes (or stays open, for the abort test).
+/// One canned answer.
 #[derive(Clone)]
 struct Canned {
     status: u16,
     headers: Vec<(&'static str, String)>,
     body: String,
-    hold_open: bool,
 }
 
 fn sse_ok(body: &str) -> Canned {
@@ -30,89 +28,21 @@ fn sse_ok(body: &str) -> Canned {
         status: 200,
         headers: vec![("content-type", "text/event-stream".into())],
         body: body.to_owned(),
-        hold_open: false,
     }
 }
 
-#[derive(Debug, Clone)]
-struct Received {
-    head: String,
-    body: Value,
+/// Answer *i* goes to request *i*.
+async fn serve(answers: Vec<Canned>) -> (String, Server) {
+    serve_with(answers, ServerOptions::default()).await
 }
 
-impl Received {
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|line| {
-            let (k, v) = line.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-
-    fn request_line(&self) -> &str {
-        self.head.lines().next().unwrap_or_default()
-    }
-}
-
-/// A minimal HTTP/1.1 server: answer *i* goes to connection *i*.
-async fn serve(answers: Vec<Canned>) -> (String, Arc<Mutex<Vec<Received>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let received = Arc::new(Mutex::new(Vec::new()));
-    let log = received.clone();
-    tokio::spawn(async move {
-        for answer in answers {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let (head, body_start) = loop {
-                let n = socket.read(&mut chunk).await.unwrap_or(0);
-                if n == 0 {
-                    return;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break (String::from_utf8_lossy(&buf[..pos]).into_owned(), pos + 4);
-                }
-            };
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().to_owned())
-                })
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            while buf.len() < body_start + length {
-                let n = socket.read(&mut chunk).await.unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let body = serde_json::from_slice(&buf[body_start..]).unwrap_or(Value::Null);
-            log.lock().unwrap().push(Received { head, body });
-            let mut response = format!("HTTP/1.1 {} X\r\n", answer.status);
-            for (k, v) in &answer.headers {
-                response.push_str(&format!("{k}: {v}\r\n"));
-            }
-            if answer.hold_open {
-                response.push_str("\r\n");
-            } else {
-                response.push_str(&format!(
-                    "content-length: {}\r\nconnection: close\r\n\r\n",
-                    answer.body.len()
-                ));
-            }
-            response.push_str(&answer.body);
-            let _ = socket.write_all(response.as_bytes()).await;
-            if answer.hold_open {
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            }
-            let _ = socket.shutdown().await;
-        }
-    });
-    (format!("http://{addr}/v1"), received)
+/// [`serve`] with `options`.
+async fn serve_with(answers: Vec<Canned>, options: ServerOptions) -> (String, Server) {
+    let canned =
+        answers.into_iter().map(|c| testkit::Canned::new(c.status, c.headers, c.body)).collect();
+    let server =
+        Server::start_with(Responses::Sequence(canned), Chunking::Events, options).await.unwrap();
+    (format!("http://{}/v1", server.addr), server)
 }
 
 fn model(base_url: &str) -> Model {
@@ -212,20 +142,20 @@ async fn end_to_end_tool_call_over_loopback() {
     );
     assert!(message.usage.cost.total > 0.0);
 
-    let received = received.lock().unwrap().clone();
+    let received = received.recorded();
     assert_eq!(received.len(), 1);
     let request = &received[0];
-    assert_eq!(request.request_line(), "POST /v1/responses HTTP/1.1");
-    assert_eq!(request.header("authorization").as_deref(), Some("Bearer sk-test-secret-123"));
-    assert_eq!(request.header("session_id").as_deref(), Some("sess-1"));
-    assert_eq!(request.header("x-client-request-id").as_deref(), Some("sess-1"));
-    assert_eq!(request.body["model"], json!("gpt-5.4-mini"));
-    assert_eq!(request.body["stream"], json!(true));
-    assert_eq!(request.body["store"], json!(false));
-    assert_eq!(request.body["prompt_cache_key"], json!("sess-1"));
-    assert_eq!(request.body["tools"][0]["strict"], json!(true));
-    assert_eq!(request.body["tools"][0]["parameters"]["additionalProperties"], json!(false));
-    assert_eq!(request.body["input"][0]["role"], json!("system"));
+    assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/v1/responses"));
+    assert_eq!(request.header("authorization"), Some("Bearer sk-test-secret-123"));
+    assert_eq!(request.header("session_id"), Some("sess-1"));
+    assert_eq!(request.header("x-client-request-id"), Some("sess-1"));
+    assert_eq!(request.json()["model"], json!("gpt-5.4-mini"));
+    assert_eq!(request.json()["stream"], json!(true));
+    assert_eq!(request.json()["store"], json!(false));
+    assert_eq!(request.json()["prompt_cache_key"], json!("sess-1"));
+    assert_eq!(request.json()["tools"][0]["strict"], json!(true));
+    assert_eq!(request.json()["tools"][0]["parameters"]["additionalProperties"], json!(false));
+    assert_eq!(request.json()["input"][0]["role"], json!("system"));
 }
 
 #[tokio::test]
@@ -234,7 +164,6 @@ async fn retry_after_429_then_success() {
         status: 429,
         headers: vec![("content-type", "application/json".into()), ("retry-after", "2".into())],
         body: r#"{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#.into(),
-        hold_open: false,
     };
     let (base, received) = serve(vec![limited, sse_ok(TOOL_STREAM)]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
@@ -252,7 +181,7 @@ async fn retry_after_429_then_success() {
     .await;
     assert_eq!(terminal(&events).stop_reason, StopReason::ToolUse);
     assert_eq!(sleeper.delays(), vec![Duration::from_secs(2)]);
-    let received = received.lock().unwrap().clone();
+    let received = received.recorded();
     assert_eq!(received.len(), 2);
     assert_eq!(received[0].body, received[1].body, "a retry sends the same bytes");
 }
@@ -263,7 +192,6 @@ async fn http_401_is_auth_without_retry_and_without_the_key() {
         status: 401,
         headers: vec![("content-type", "application/json".into())],
         body: "{\n  \"error\": {\n    \"message\": \"Incorrect API key provided: sk-test-***123.\",\n    \"type\": \"invalid_request_error\",\n    \"param\": null,\n    \"code\": \"invalid_api_key\"\n  }\n}\n".into(),
-        hold_open: false,
     };
     let (base, received) = serve(vec![denied]).await;
     let sleeper = Arc::new(RecordingSleeper::new());
@@ -285,7 +213,7 @@ async fn http_401_is_auth_without_retry_and_without_the_key() {
     assert!(message.error_body.as_deref().unwrap().contains("invalid_api_key"));
     let printed = format!("{error} {error:?} {message:?}");
     assert!(!printed.contains("sk-test-secret-123"));
-    assert_eq!(received.lock().unwrap().len(), 1);
+    assert_eq!(received.recorded().len(), 1);
     assert!(sleeper.delays().is_empty());
 }
 
@@ -303,13 +231,13 @@ async fn missing_key_fails_without_a_request() {
         (error.kind, error.message.as_str()),
         (ErrorKind::Auth, "No API key for provider: openai")
     );
-    assert!(received.lock().unwrap().is_empty());
+    assert!(received.recorded().is_empty());
 }
 
 #[tokio::test]
 async fn stream_cut_before_terminal_is_truncated_and_abort_is_single() {
     let cut = TOOL_STREAM.split("event: response.completed").next().unwrap().to_owned();
-    let (base, _) = serve(vec![sse_ok(&cut)]).await;
+    let (base, _server) = serve(vec![sse_ok(&cut)]).await;
     let events = collect(
         &OpenAiResponsesProvider::new(),
         &model(&base),
@@ -326,9 +254,9 @@ async fn stream_cut_before_terminal_is_truncated_and_abort_is_single() {
         status: 200,
         headers: vec![("content-type", "text/event-stream".into())],
         body: "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hel\",\"item_id\":\"msg_1\",\"output_index\":0}\n\n".into(),
-        hold_open: true,
     };
-    let (base, _) = serve(vec![stall]).await;
+    let stalls = ServerOptions { stall_after: Some(stall.body.len()), ..ServerOptions::default() };
+    let (base, _server) = serve_with(vec![stall], stalls).await;
     let options = options(Arc::new(RecordingSleeper::new()));
     let mut stream =
         OpenAiResponsesProvider::new().stream(&model(&base), &Context::default(), &options);

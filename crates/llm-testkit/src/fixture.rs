@@ -160,6 +160,16 @@ pub struct Canned {
 }
 
 impl Canned {
+    /// A response with `status`, `headers` (name, value) and `body`.
+    pub fn new<N: Into<String>, V: Into<String>>(
+        status: u16,
+        headers: impl IntoIterator<Item = (N, V)>,
+        body: impl Into<Bytes>,
+    ) -> Canned {
+        let headers = headers.into_iter().map(|(n, v)| (n.into(), v.into())).collect();
+        Canned { status, headers, body: body.into() }
+    }
+
     pub fn is_sse(&self) -> bool {
         self.headers.iter().any(|(k, v)| {
             k.eq_ignore_ascii_case("content-type")

@@ -44,6 +44,17 @@ impl Chunking {
     }
 }
 
+/// How the server departs from a plain replay (see [`Server::start_with`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// A request beyond a [`Responses::Sequence`] gets the sequence's last entry
+    /// again, instead of a 500 that says it is beyond the sequence.
+    pub repeat_last: bool,
+    /// Event-stream bodies stop after this many bytes: the connection stays open
+    /// and silent until the client closes it (a server that stalls mid-stream).
+    pub stall_after: Option<usize>,
+}
+
 /// One request as received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
@@ -59,10 +70,23 @@ pub struct Recorded {
     pub body: Bytes,
 }
 
+impl Recorded {
+    /// The value of header `name` (any case), if it was sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON, `Value::Null` when it is not JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     responses: Responses,
     chunking: Chunking,
+    options: ServerOptions,
     recorded: Mutex<Vec<Recorded>>,
 }
 
@@ -83,9 +107,19 @@ impl Server {
     /// Binds 127.0.0.1:0 and serves `responses` (request *i* gets entry *i* of a
     /// sequence; a request beyond it gets a 500 that says so).
     pub async fn start(responses: Responses, chunking: Chunking) -> std::io::Result<Server> {
+        Server::start_with(responses, chunking, ServerOptions::default()).await
+    }
+
+    /// [`Server::start`] with `options` (repeat the last reply, stall mid-stream).
+    pub async fn start_with(
+        responses: Responses,
+        chunking: Chunking,
+        options: ServerOptions,
+    ) -> std::io::Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared { responses, chunking, recorded: Mutex::new(Vec::new()) });
+        let recorded = Mutex::new(Vec::new());
+        let shared = Arc::new(Shared { responses, chunking, options, recorded });
         let accept_shared = Arc::clone(&shared);
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
@@ -127,10 +161,14 @@ async fn serve_connection(mut socket: TcpStream, shared: Arc<Shared>) {
         };
         let canned = match &shared.responses {
             Responses::Always(c) => Some(c),
-            Responses::Sequence(list) => list.get(index),
+            Responses::Sequence(list) => {
+                list.get(index).or_else(|| list.last().filter(|_| shared.options.repeat_last))
+            }
         };
         let written = match canned {
-            Some(canned) => respond(&mut socket, canned, shared.chunking).await,
+            Some(canned) => {
+                respond(&mut socket, canned, shared.chunking, shared.options.stall_after).await
+            }
             None => {
                 let text =
                     format!("replay server: request #{} is beyond exchanges.json", index + 1);
@@ -139,7 +177,7 @@ async fn serve_connection(mut socket: TcpStream, shared: Arc<Shared>) {
                     headers: vec![("content-type".to_owned(), "text/plain".to_owned())],
                     body: Bytes::from(text),
                 };
-                respond(&mut socket, &canned, Chunking::Whole).await
+                respond(&mut socket, &canned, Chunking::Whole, None).await
             }
         };
         if written.is_err() || close {
@@ -234,6 +272,7 @@ async fn respond(
     socket: &mut TcpStream,
     canned: &Canned,
     chunking: Chunking,
+    stall_after: Option<usize>,
 ) -> std::io::Result<()> {
     let mut head = format!("HTTP/1.1 {} {}\r\n", canned.status, reason(canned.status));
     for (name, value) in &canned.headers {
@@ -249,10 +288,14 @@ async fn respond(
     head.push_str("transfer-encoding: chunked\r\n\r\n");
     socket.write_all(head.as_bytes()).await?;
     socket.flush().await?;
+    let body = match stall_after {
+        Some(n) => canned.body.slice(..n.min(canned.body.len())),
+        None => canned.body.clone(),
+    };
     let pieces = match chunking {
-        Chunking::Whole => vec![canned.body.clone()],
-        Chunking::Bytewise => (0..canned.body.len()).map(|i| canned.body.slice(i..i + 1)).collect(),
-        Chunking::Events => split_events(&canned.body),
+        Chunking::Whole => vec![body.clone()],
+        Chunking::Bytewise => (0..body.len()).map(|i| body.slice(i..i + 1)).collect(),
+        Chunking::Events => split_events(&body),
     };
     for piece in pieces.iter().filter(|p| !p.is_empty()) {
         let mut chunk = format!("{:X}\r\n", piece.len()).into_bytes();
@@ -262,6 +305,13 @@ async fn respond(
         tokio::task::yield_now().await;
         socket.write_all(&chunk).await?;
         socket.flush().await?;
+    }
+    if stall_after.is_some() {
+        // Silent until the client gives up; then the connection ends (an error, so
+        // it is not reused).
+        let mut sink = [0u8; 1024];
+        while socket.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+        return Err(std::io::Error::other("stalled mid-stream"));
     }
     socket.write_all(b"0\r\n\r\n").await?;
     socket.flush().await
@@ -341,6 +391,9 @@ mod tests {
         assert_eq!((recorded[0].method.as_str(), recorded[0].path.as_str()), ("POST", "/x"));
         assert_eq!(recorded[0].query.as_deref(), Some("alt=sse"));
         assert_eq!(&recorded[0].body[..], b"{}");
+        assert_eq!(recorded[0].header("Connection"), Some("close"));
+        assert_eq!(recorded[0].header("x-absent"), None);
+        assert_eq!(recorded[0].json(), serde_json::json!({}));
         let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
         let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
         assert!(head.contains("transfer-encoding: chunked"), "{head}");
@@ -403,5 +456,72 @@ mod tests {
         assert!(text.contains("beyond exchanges.json"));
         assert_eq!(server.recorded().len(), 3);
         assert!(server.recorded().iter().all(|r| &r.body[..] == b"{}"));
+    }
+
+    #[test]
+    fn repeat_last_answers_beyond_the_sequence_with_its_last_entry() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let canned = |status: u16| Canned {
+            status,
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: Bytes::from_static(b"{}"),
+        };
+        let responses = Responses::Sequence(vec![canned(429), canned(503)]);
+        let options = ServerOptions { repeat_last: true, ..ServerOptions::default() };
+        let server =
+            runtime.block_on(Server::start_with(responses, Chunking::Whole, options)).unwrap();
+        let mut socket = std::net::TcpStream::connect(server.addr).unwrap();
+        for _ in 0..4 {
+            socket.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").unwrap();
+        }
+        socket.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut raw = Vec::new();
+        socket.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw);
+        let statuses: Vec<&str> =
+            text.match_indices("HTTP/1.1 ").map(|(i, _)| &text[i + 9..i + 12]).collect();
+        assert_eq!(statuses, ["429", "503", "503", "503"], "{text}");
+    }
+
+    #[test]
+    fn stall_after_sends_a_prefix_then_holds_the_connection_open() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let canned = Canned {
+            status: 200,
+            headers: vec![("content-type".to_owned(), "text/event-stream".to_owned())],
+            body: Bytes::from_static(b"data: one\n\ndata: two\n\n"),
+        };
+        let options = ServerOptions { stall_after: Some(13), ..ServerOptions::default() };
+        let server = runtime
+            .block_on(Server::start_with(Responses::Always(canned), Chunking::Events, options))
+            .unwrap();
+        let mut socket = std::net::TcpStream::connect(server.addr).unwrap();
+        socket.write_all(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 0\r\n\r\n").unwrap();
+        socket.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 1024];
+        let stalled = loop {
+            match socket.read(&mut buf) {
+                Ok(0) => break false,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ),
+                        "{e}"
+                    );
+                    break true;
+                }
+            }
+        };
+        assert!(stalled, "the server closed instead of stalling");
+        let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        // The first 13 bytes, cut into events, and no terminating chunk.
+        let sent = chunk_encoded(&[b"data: one\n\n", b"da"]);
+        assert_eq!(raw[head_end..], sent[..sent.len() - b"0\r\n\r\n".len()]);
+        // Once the client leaves, the server lets go of the connection too.
+        drop(socket);
     }
 }

@@ -428,3 +428,77 @@ fn headers_auth_and_user_override() {
     let e = build_request(&m, &context, &options, &Endpoint::GenerativeLanguage).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Auth);
 }
+
+#[test]
+fn signature_validation() {
+    assert!(is_valid_signature("CiQBExampleSig=="));
+    assert!(is_valid_signature("abcd"));
+    assert!(!is_valid_signature("abc"));
+    assert!(!is_valid_signature("ab-_"));
+    assert!(!is_valid_signature("a==="));
+    assert!(!is_valid_signature(""));
+    assert!(!is_valid_signature("ab=c"));
+}
+
+#[test]
+fn urls() {
+    let mut model = Model { id: "gemini-2.5-flash".into(), ..Model::default() };
+    assert_eq!(
+        endpoint_url(&model, &Endpoint::GenerativeLanguage),
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    let vertex = Endpoint::Vertex { project: "p1".into(), location: "us-central1".into() };
+    assert_eq!(
+        endpoint_url(&model, &vertex),
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/p1/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    let global = Endpoint::Vertex { project: "p1".into(), location: "global".into() };
+    assert!(
+        endpoint_url(&model, &global)
+            .starts_with("https://aiplatform.googleapis.com/v1/projects/p1/locations/global/")
+    );
+    model.base_url = "http://127.0.0.1:9/".into();
+    assert_eq!(
+        endpoint_url(&model, &Endpoint::GenerativeLanguage),
+        "http://127.0.0.1:9/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+}
+
+#[test]
+fn thinking_configs() {
+    let mut options = StreamOptions::default();
+    let model = |id: &str| Model { id: id.into(), reasoning: true, ..Model::default() };
+    assert_eq!(
+        thinking_config(&model("gemini-2.5-flash"), &options),
+        Some(json!({"thinkingBudget": 0}))
+    );
+    assert_eq!(thinking_config(&model("gemini-2.5-pro"), &options), None);
+    assert_eq!(
+        thinking_config(&model("gemini-3-pro-preview"), &options),
+        Some(json!({"thinkingLevel": "LOW"}))
+    );
+    assert_eq!(
+        thinking_config(&model("gemini-3-flash"), &options),
+        Some(json!({"thinkingLevel": "MINIMAL"}))
+    );
+    options.reasoning = Some(ReasoningLevel::Medium);
+    assert_eq!(
+        thinking_config(&model("gemini-2.5-flash"), &options),
+        Some(json!({"includeThoughts": true, "thinkingBudget": 8192}))
+    );
+    assert_eq!(
+        thinking_config(&model("gemini-3-pro-preview"), &options),
+        Some(json!({"includeThoughts": true, "thinkingLevel": "HIGH"}))
+    );
+    assert_eq!(
+        thinking_config(&model("gemini-3-flash"), &options),
+        Some(json!({"includeThoughts": true, "thinkingLevel": "MEDIUM"}))
+    );
+    options.provider_options.insert("thinkingBudget".into(), json!(-1));
+    assert_eq!(
+        thinking_config(&model("gemini-2.5-flash"), &options),
+        Some(json!({"includeThoughts": true, "thinkingBudget": -1}))
+    );
+    let plain = Model { id: "gemini-2.0-flash".into(), ..Model::default() };
+    assert_eq!(thinking_config(&plain, &options), None);
+}

@@ -1,11 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
 use llm_core::{
-    ApiKey, AssistantMessage, ImageContent, StopReason, TextContent, ThinkingContent, ToolCall,
-    UserMessage,
+    ApiKey, AssistantMessage, CacheRetention, ImageContent, StopReason, TextContent,
+    ThinkingContent, ToolCall, UserMessage,
 };
 use serde_json::json;
 
+use super::model_version::Family;
 use super::*;
 
 fn model() -> Model {

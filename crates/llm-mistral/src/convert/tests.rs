@@ -1,0 +1,58 @@
+use llm_core::ApiKey;
+
+use super::*;
+
+#[test]
+fn tool_result_text_rules() {
+    assert_eq!(tool_result_text("", false, false, true), "[tool error] (no tool output)");
+    assert_eq!(tool_result_text("  \n", false, true, false), "(no tool output)");
+    assert_eq!(tool_result_text(" boom ", false, true, true), "[tool error] boom");
+    assert_eq!(tool_result_text("", true, true, false), "(see attached image)");
+    assert_eq!(tool_result_text("", true, true, true), "[tool error] (see attached image)");
+    assert_eq!(
+        tool_result_text("", true, false, false),
+        "(image omitted: model does not support images)"
+    );
+    assert_eq!(
+        tool_result_text("shot", true, false, false),
+        "shot\n[tool image omitted: model does not support images]"
+    );
+}
+
+#[test]
+fn request_debug_redacts_the_key() {
+    let model = Model { id: "mistral-small-latest".into(), ..Model::default() };
+    let options =
+        StreamOptions { api_key: Some(ApiKey::new("sk-very-secret")), ..StreamOptions::default() };
+    let request = build_request(&model, &Context::default(), &options).unwrap();
+    let debug = format!("{request:?}");
+    assert!(!debug.contains("sk-very-secret"), "{debug}");
+    assert!(debug.contains("[REDACTED]"));
+}
+
+#[test]
+fn malformed_compat_falls_back_to_defaults() {
+    let mut model = Model { compat: Some(json!({"reasoningFormat": 3})), ..Model::default() };
+    assert_eq!(MistralCompat::from_model(&model), MistralCompat::default());
+    model.compat = Some(json!({"reasoningFormat": "promptMode", "unknown": true}));
+    assert_eq!(
+        MistralCompat::from_model(&model).reasoning_format,
+        Some(MistralReasoningFormat::PromptMode)
+    );
+}
+
+#[test]
+fn id_map_reuses_and_validates() {
+    let mut ids = ToolCallIds::default();
+    let a = ids.map("call_abc");
+    assert!(is_mistral_id(&a));
+    assert_eq!(ids.map("call_abc"), a);
+    assert_eq!(ids.map("Ab3dE5fG7"), "Ab3dE5fG7");
+    // A source that is itself the id another source already got is re-seeded.
+    let mut ids = ToolCallIds::default();
+    let first = ids.map("toolu_x");
+    let second = ids.map(&first);
+    assert_ne!(first, second);
+    assert!(is_mistral_id(&second));
+    assert!(!is_mistral_id("abc") && !is_mistral_id("Ab3dE5fG_") && !is_mistral_id("Ab3dE5fG78"));
+}

@@ -1,0 +1,184 @@
+//! The stream chunk as read from the wire, leniently, and its usage.
+
+use llm_core::{Usage, WireValue};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::compat::DEFAULT_REASONING_FIELDS;
+
+/// A stream chunk, as far as the decoder reads it. Leaves are `Value`s, so any
+/// JSON type is accepted there; unknown fields are skipped.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireChunk {
+    pub(super) id: Option<Value>,
+    pub(super) model: Option<Value>,
+    pub(super) choices: Option<Vec<WireChoice>>,
+    pub(super) usage: Option<Value>,
+    pub(super) error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireChoice {
+    pub(super) index: Option<Value>,
+    pub(super) delta: Option<WireDelta>,
+    pub(super) message: Option<Box<WireDelta>>,
+    pub(super) finish_reason: Option<Value>,
+    pub(super) usage: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireDelta {
+    pub(super) content: Option<WireValue>,
+    pub(super) refusal: Option<Value>,
+    pub(super) reasoning_content: Option<WireValue>,
+    pub(super) reasoning: Option<WireValue>,
+    pub(super) reasoning_text: Option<WireValue>,
+    pub(super) tool_calls: Option<Vec<WireToolCall>>,
+    pub(super) function_call: Option<WireFunction>,
+    pub(super) reasoning_details: Option<Value>,
+    /// Reasoning fields a compat names besides the three above.
+    #[serde(skip)]
+    pub(super) other_reasoning: Vec<(String, WireValue)>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireToolCall {
+    pub(super) index: Option<Value>,
+    pub(super) id: Option<Value>,
+    pub(super) function: Option<WireFunction>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireFunction {
+    pub(super) name: Option<Value>,
+    pub(super) arguments: Option<WireValue>,
+}
+
+impl WireFunction {
+    /// The non-empty name and the arguments.
+    pub(super) fn split(self) -> (Option<String>, Option<WireValue>) {
+        let name = match self.name {
+            Some(Value::String(n)) if !n.is_empty() => Some(n),
+            _ => None,
+        };
+        (name, self.arguments)
+    }
+
+    pub(super) fn lenient(value: Value) -> Option<Self> {
+        let Value::Object(mut m) = value else { return None };
+        Some(WireFunction {
+            name: m.remove("name"),
+            arguments: m.remove("arguments").map(WireValue::from),
+        })
+    }
+}
+
+impl WireChunk {
+    /// Picks a chunk apart by hand: parts of an unexpected shape are skipped.
+    pub(super) fn lenient(value: Value, reasoning_fields: &[String]) -> Self {
+        let Value::Object(mut m) = value else { return WireChunk::default() };
+        let choices = match m.remove("choices") {
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .filter_map(|c| WireChoice::lenient(c, reasoning_fields))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        WireChunk {
+            id: m.remove("id"),
+            model: m.remove("model"),
+            choices,
+            usage: m.remove("usage"),
+            error: m.remove("error"),
+        }
+    }
+}
+
+impl WireChoice {
+    pub(super) fn lenient(value: Value, reasoning_fields: &[String]) -> Option<Self> {
+        let Value::Object(mut m) = value else { return None };
+        Some(WireChoice {
+            index: m.remove("index"),
+            delta: m.remove("delta").and_then(|d| WireDelta::lenient(d, reasoning_fields)),
+            message: m
+                .remove("message")
+                .and_then(|d| WireDelta::lenient(d, reasoning_fields))
+                .map(Box::new),
+            finish_reason: m.remove("finish_reason"),
+            usage: m.remove("usage"),
+        })
+    }
+}
+
+impl WireDelta {
+    pub(super) fn lenient(value: Value, reasoning_fields: &[String]) -> Option<Self> {
+        let Value::Object(mut m) = value else { return None };
+        let tool_calls = match m.remove("tool_calls") {
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .filter_map(|item| {
+                        let Value::Object(mut t) = item else { return None };
+                        Some(WireToolCall {
+                            index: t.remove("index"),
+                            id: t.remove("id"),
+                            function: t.remove("function").and_then(WireFunction::lenient),
+                        })
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let other_reasoning = reasoning_fields
+            .iter()
+            .filter(|f| !DEFAULT_REASONING_FIELDS.contains(&f.as_str()))
+            .filter_map(|f| m.remove(f.as_str()).map(|v| (f.clone(), WireValue::from(v))))
+            .collect();
+        Some(WireDelta {
+            content: m.remove("content").map(WireValue::from),
+            refusal: m.remove("refusal"),
+            reasoning_content: m.remove("reasoning_content").map(WireValue::from),
+            reasoning: m.remove("reasoning").map(WireValue::from),
+            reasoning_text: m.remove("reasoning_text").map(WireValue::from),
+            tool_calls,
+            function_call: m.remove("function_call").and_then(WireFunction::lenient),
+            reasoning_details: m.remove("reasoning_details"),
+            other_reasoning,
+        })
+    }
+}
+
+/// A non-negative integer from a JSON number of any width (or a numeric string).
+pub(super) fn number(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64().filter(|f| f.is_finite() && *f >= 0.0).map(|f| f.round() as u64)
+        }),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// OpenClaw's `parseChunkUsage`: `input` excludes cache reads and writes.
+pub(crate) fn parse_usage(usage: &Value) -> Usage {
+    let get = |v: &Value, k: &str| v.get(k).and_then(number);
+    let prompt = get(usage, "prompt_tokens").unwrap_or(0);
+    let output = get(usage, "completion_tokens").unwrap_or(0);
+    let details = usage.get("prompt_tokens_details").filter(|d| d.is_object());
+    let cache_read = details
+        .and_then(|d| get(d, "cached_tokens"))
+        .or_else(|| get(usage, "prompt_cache_hit_tokens"))
+        .unwrap_or(0);
+    let cache_write = details.and_then(|d| get(d, "cache_write_tokens")).unwrap_or(0);
+    let input = prompt.saturating_sub(cache_read.saturating_add(cache_write));
+    Usage {
+        input,
+        output,
+        cache_read,
+        cache_write,
+        total_tokens: input + output + cache_read + cache_write,
+        ..Usage::default()
+    }
+}
