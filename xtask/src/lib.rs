@@ -16,7 +16,6 @@
 //! Every check is also a `#[test]` (`xtask/tests/it.rs`), so plain
 //! `cargo test --workspace` enforces the same things as `cargo xtask ci`.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod bench;
@@ -35,62 +34,8 @@ pub mod secrets;
 mod server;
 pub mod tidy;
 
-/// An xtask failure: what failed and where.
-#[derive(Debug)]
-pub enum Error {
-    /// Reading or writing a file failed.
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A JSON file did not parse or did not match its schema.
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// The parse error.
-        source: serde_json::Error,
-    },
-    /// Anything else, described for a human.
-    Msg(String),
-}
-
-impl Error {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
-        Error::Io { path: path.to_owned(), source }
-    }
-}
-
-impl From<llm_testkit::Error> for Error {
-    fn from(e: llm_testkit::Error) -> Self {
-        match e {
-            llm_testkit::Error::Io { path, source } => Error::Io { path, source },
-            llm_testkit::Error::Json { path, source } => Error::Json { path, source },
-            llm_testkit::Error::Msg(m) => Error::Msg(m),
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Json { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Msg(msg) => f.write_str(msg),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            Error::Json { source, .. } => Some(source),
-            Error::Msg(_) => None,
-        }
-    }
-}
+/// An xtask failure: the test kit's error type (what failed and where), one type for both.
+pub use llm_testkit::Error;
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -39,6 +39,13 @@ pub enum Error {
     Msg(String),
 }
 
+impl Error {
+    /// A failed file operation on `path`.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Error::Io { path: path.to_owned(), source }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
