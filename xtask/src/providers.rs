@@ -14,5 +14,6 @@ pub const PROVIDERS: &[ProviderEntry] = &[
     // One provider serves both google-generative-ai and google-vertex (by `model.api`).
     ProviderEntry::new(&llm_google::INFO, || Arc::new(llm_google::GoogleProvider::new())),
     ProviderEntry::new(&llm_mistral::INFO, || Arc::new(llm_mistral::MistralProvider::new())),
+    ProviderEntry::new(&llm_bedrock::INFO, || Arc::new(llm_bedrock::BedrockProvider::new())),
     // new-provider: insert above
 ];

@@ -22,6 +22,7 @@ pub(crate) const PROVIDERS: &[Registered] = &[
     Registered { info: &llm_openai_responses::INFO, make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()) },
     Registered { info: &llm_google::INFO, make: || Arc::new(llm_google::GoogleProvider::new()) },
     Registered { info: &llm_mistral::INFO, make: || Arc::new(llm_mistral::MistralProvider::new()) },
+    Registered { info: &llm_bedrock::INFO, make: || Arc::new(llm_bedrock::BedrockProvider::new()) },
     // new-provider: insert above
 ];
 
