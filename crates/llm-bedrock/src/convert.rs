@@ -1,117 +1,469 @@
-//! Pure conversion: neutral model, context and options to the wire request.
+//! Neutral request -> Bedrock `ConverseStream` wire request (spec A.4). Pure: the
+//! environment comes in as a lookup function, there is no IO, clock or randomness.
+//!
+//! The body is built from `serde_json::Map` in a fixed order (the workspace enables
+//! `preserve_order`), so identical input serializes to identical bytes. The model id goes
+//! in the path, not the body. Model classification is in `claude`, the endpoint and path
+//! in `endpoint`; this module converts messages, tools and options.
 
-use llm_core::transform::transform_messages;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use base64::Engine as _;
+use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
-    AssistantContent, Context, Error, ErrorKind, Message, Model, StreamOptions, UserContent,
+    AssistantContent, CacheRetention, Context, Error, ErrorKind, Message, Model, ReasoningLevel,
+    StreamOptions, ThinkingContent, ToolChoice, UserContent, UserMessageContent,
 };
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::{INFO, PROVIDER};
+use crate::PROVIDER;
 
-/// Everything `lib.rs` needs to send one request (its `Debug` redacts the key).
+mod claude;
+mod endpoint;
+
+pub(crate) use claude::ClaudeTraits;
+pub(crate) use endpoint::{Endpoint, EndpointInputs};
+
+/// The thinking signature OpenAI-compatible providers use as a marker, not a signature.
+const REASONING_CONTENT_MARKER: &str = "reasoning_content";
+const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+/// The service tiers Bedrock knows.
+const SERVICE_TIERS: [&str; 4] = ["flex", "priority", "default", "reserved"];
+
+/// Looks up an environment variable (a function, so conversion stays pure and testable).
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Provider options this crate reads from [`StreamOptions::provider_options`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct BedrockOptions {
+    /// The AWS region (wins over `AWS_REGION` and `AWS_DEFAULT_REGION`).
+    pub(crate) region: Option<String>,
+    /// The shared-config profile (wins over `AWS_PROFILE`).
+    pub(crate) profile: Option<String>,
+    /// `summarized` (default) or `omitted`.
+    thinking_display: Option<String>,
+    /// Budget-thinking Claude models get the interleaved-thinking beta unless this is false.
+    interleaved_thinking: Option<bool>,
+    /// Thinking budget per reasoning level name (`low`, `high`, ...).
+    thinking_budgets: BTreeMap<String, u64>,
+    /// Sent as `requestMetadata`.
+    request_metadata: Option<Map<String, Value>>,
+    /// Sent as `guardrailConfig` (`guardrailIdentifier`, `guardrailVersion`, ...).
+    guardrail_config: Option<Map<String, Value>>,
+    /// `flex`, `priority`, `default` or `reserved`: sent as `serviceTier: {type}`.
+    service_tier: Option<String>,
+    /// Cache points for non-Claude models too (as `AWS_BEDROCK_FORCE_CACHE=1`).
+    force_cache: Option<bool>,
+}
+
+impl BedrockOptions {
+    pub(crate) fn from_options(options: &StreamOptions) -> Result<Self, Error> {
+        let map: Map<String, Value> =
+            options.provider_options.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        serde_json::from_value(Value::Object(map))
+            .map_err(|e| invalid(format!("Invalid Bedrock provider option: {e}")))
+    }
+}
+
+/// Everything `lib.rs` needs to send one request (its `Debug` redacts secret headers).
 #[derive(Clone)]
 pub(crate) struct WireRequest {
     /// The full URL (never with a key in it).
     pub(crate) url: String,
-    /// Provider defaults, then auth, then the model's, then the caller's headers.
+    /// Provider defaults, then the model's, then the caller's headers; auth is added last,
+    /// on the final request, because SigV4 signs the headers.
     pub(crate) headers: Vec<(String, String)>,
-    /// The JSON body, built with `serde_json::Map` so its bytes are deterministic.
+    /// The JSON body.
     pub(crate) body: Value,
+    /// The region the request is signed for.
+    pub(crate) region: String,
 }
 
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for WireRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WireRequest")
             .field("url", &self.url)
             .field("headers", &llm_http::RedactedHeaders(&self.headers))
             .field("body", &self.body)
+            .field("region", &self.region)
             .finish()
     }
 }
 
-/// Builds the request. Fails on a missing key or an input the API cannot express.
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// The endpoint inputs from the options and the environment (spec A.2).
+pub(crate) fn endpoint_inputs<'a>(
+    model: &'a Model,
+    extra: &BedrockOptions,
+    env: Env<'_>,
+) -> EndpointInputs<'a> {
+    let configured_region = non_empty(extra.region.clone())
+        .or_else(|| non_empty(env("AWS_REGION")))
+        .or_else(|| non_empty(env("AWS_DEFAULT_REGION")));
+    let has_profile =
+        non_empty(extra.profile.clone()).is_some() || non_empty(env("AWS_PROFILE")).is_some();
+    let fips = env("AWS_USE_FIPS_ENDPOINT").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    EndpointInputs {
+        base_url: &model.base_url,
+        configured_region,
+        profile_region: None,
+        has_profile,
+        fips,
+    }
+}
+
+/// Builds the request. Fails on an input Bedrock cannot express (an unknown image type,
+/// invalid base64, a bad provider option).
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
+    env: Env<'_>,
+    profile_region: Option<String>,
 ) -> Result<WireRequest, Error> {
-    let Some(key) = &options.api_key else {
-        return Err(Error::new(ErrorKind::Auth, PROVIDER, "No API key for provider: bedrock")
-            .with_retryable(false));
+    let extra = BedrockOptions::from_options(options)?;
+    let traits = ClaudeTraits::of(model);
+    let mut inputs = endpoint_inputs(model, &extra, env);
+    inputs.profile_region = profile_region;
+    let endpoint = Endpoint::resolve(&inputs);
+
+    let force_cache = extra.force_cache.unwrap_or(false)
+        || env("AWS_BEDROCK_FORCE_CACHE").is_some_and(|v| v.trim() == "1");
+    let cache_point = match options.cache_retention {
+        CacheRetention::None => None,
+        _ if !(traits.caching || force_cache) => None,
+        CacheRetention::Short => Some(json!({"cachePoint": {"type": "default"}})),
+        CacheRetention::Long => Some(json!({"cachePoint": {"type": "default", "ttl": "1h"}})),
     };
-    let mut headers = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("authorization".to_owned(), format!("Bearer {}", key.expose())),
-    ];
-    headers.extend(model.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    headers.extend(options.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let thinking = resolve_thinking(model, options, &extra, traits, &endpoint.region);
 
     let mut body = Map::new();
-    body.insert("model".to_owned(), json!(model.id));
-    body.insert("messages".to_owned(), Value::Array(convert_messages(model, context)));
-    if !context.tools.is_empty() {
-        let tools: Vec<Value> = context
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
-            .collect();
-        body.insert("tools".to_owned(), Value::Array(tools));
+    let messages = convert_messages(&context.messages, model, traits, cache_point.as_ref())?;
+    body.insert("messages".into(), Value::Array(messages));
+    if let Some(prompt) = context.system_prompt.as_deref().filter(|p| !p.is_empty()) {
+        let mut system = vec![json!({"text": prompt})];
+        system.extend(cache_point.clone());
+        body.insert("system".into(), Value::Array(system));
     }
-    body.insert("max_tokens".to_owned(), json!(options.max_tokens.unwrap_or(model.max_tokens)));
-    if let Some(t) = options.temperature {
-        body.insert("temperature".to_owned(), json!(t));
+    let mut inference = Map::new();
+    if let Some(max) = thinking.max_tokens {
+        inference.insert("maxTokens".into(), json!(max));
     }
-    body.insert("stream".to_owned(), Value::Bool(true));
-    let base = if model.base_url.is_empty() { INFO.default_base_url } else { &model.base_url };
+    if let Some(t) = options.temperature
+        && !thinking.adaptive
+        && !traits.rejects_temperature
+    {
+        inference.insert("temperature".into(), json!(t));
+    }
+    // OpenClaw drops stop sequences (spec A.1); Bedrock takes them here.
+    if !options.stop.is_empty() {
+        inference.insert("stopSequences".into(), json!(options.stop));
+    }
+    body.insert("inferenceConfig".into(), Value::Object(inference));
+    if let Some(tools) = tool_config(context, options.tool_choice.as_ref()) {
+        body.insert("toolConfig".into(), tools);
+    }
+    if let Some(fields) = thinking.fields {
+        body.insert("additionalModelRequestFields".into(), Value::Object(fields));
+    }
+    if let Some(metadata) = extra.request_metadata.clone() {
+        body.insert("requestMetadata".into(), Value::Object(metadata));
+    }
+    if let Some(guardrail) = extra.guardrail_config.clone() {
+        body.insert("guardrailConfig".into(), Value::Object(guardrail));
+    }
+    if let Some(tier) = &extra.service_tier {
+        let tier = tier.trim().to_ascii_lowercase();
+        if !SERVICE_TIERS.contains(&tier.as_str()) {
+            return Err(invalid(format!(
+                "Invalid Bedrock serviceTier \"{tier}\": expected one of flex, priority, default, reserved"
+            )));
+        }
+        body.insert("serviceTier".into(), json!({"type": tier}));
+    }
+
+    let mut headers = Headers::default();
+    headers.set("content-type", "application/json");
+    headers.set("accept", "application/vnd.amazon.eventstream");
+    for (k, v) in model.headers.iter().chain(&options.headers) {
+        headers.set(k, v);
+    }
     Ok(WireRequest {
-        url: format!("{}/v1/chat", base.trim_end_matches('/')),
-        headers,
+        url: endpoint.url(&model.id),
+        headers: headers.0,
         body: Value::Object(body),
+        region: endpoint.region,
     })
 }
 
-/// The transcript in the provider's shape: user text, assistant text and tool
-/// calls, tool results. Add images and thinking as the API allows.
-fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
-    let mut out = Vec::new();
-    if let Some(system) = &context.system_prompt {
-        out.push(json!({"role": "system", "content": system}));
+/// Header list with case-insensitive replacement.
+#[derive(Default)]
+struct Headers(Vec<(String, String)>);
+
+impl Headers {
+    fn set(&mut self, name: &str, value: &str) {
+        self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+        self.0.push((name.to_owned(), value.to_owned()));
     }
-    for message in transform_messages(&context.messages, model, None) {
+}
+
+/// `toolConfig`: every tool in input order as `{toolSpec: {name, description,
+/// inputSchema: {json}}}`, and the tool choice; none without tools or with choice `none`.
+fn tool_config(context: &Context, choice: Option<&ToolChoice>) -> Option<Value> {
+    if context.tools.is_empty() || matches!(choice, Some(ToolChoice::None)) {
+        return None;
+    }
+    let tools: Vec<Value> = context
+        .tools
+        .iter()
+        .map(|tool| {
+            let mut spec = Map::new();
+            spec.insert("name".into(), json!(tool.name));
+            // Bedrock rejects an empty description (length >= 1 when present).
+            if !tool.description.is_empty() {
+                spec.insert("description".into(), json!(tool.description));
+            }
+            let schema = match &tool.parameters {
+                Value::Null => json!({"type": "object", "properties": {}}),
+                other => other.clone(),
+            };
+            spec.insert("inputSchema".into(), json!({ "json": schema }));
+            json!({ "toolSpec": spec })
+        })
+        .collect();
+    let mut config = Map::new();
+    config.insert("tools".into(), Value::Array(tools));
+    let choice = match choice {
+        Some(ToolChoice::Auto) => Some(json!({"auto": {}})),
+        Some(ToolChoice::Required) => Some(json!({"any": {}})),
+        Some(ToolChoice::Tool(name)) => Some(json!({"tool": {"name": name}})),
+        Some(ToolChoice::None) | None => None,
+    };
+    if let Some(choice) = choice {
+        config.insert("toolChoice".into(), choice);
+    }
+    Some(Value::Object(config))
+}
+
+/// How thinking shapes the request.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Thinking {
+    /// `additionalModelRequestFields`, if thinking is sent.
+    fields: Option<Map<String, Value>>,
+    /// `inferenceConfig.maxTokens`.
+    max_tokens: Option<u64>,
+    /// Adaptive thinking is sent (temperature is then omitted).
+    adaptive: bool,
+}
+
+/// Spec A.1 step 4 and A.4.6: adaptive Claude models get a type and an effort, other
+/// reasoning Claude models a token budget that fits under `maxTokens`; non-Claude models
+/// get no reasoning fields.
+fn resolve_thinking(
+    model: &Model,
+    options: &StreamOptions,
+    extra: &BedrockOptions,
+    traits: ClaudeTraits,
+    region: &str,
+) -> Thinking {
+    let caller_max = options.max_tokens.filter(|m| *m > 0);
+    let level = options.reasoning.or(traits.mandatory_adaptive.then_some(ReasoningLevel::High));
+    let capable = model.reasoning || traits.adaptive;
+    let Some(level) = level.filter(|_| capable && traits.claude) else {
+        return Thinking { max_tokens: caller_max, ..Thinking::default() };
+    };
+    let lower_id = model.id.to_ascii_lowercase();
+    let gov_cloud = region.starts_with("us-gov-")
+        || lower_id.starts_with("us-gov.")
+        || lower_id.starts_with("arn:aws-us-gov:");
+    let display = (!gov_cloud)
+        .then(|| extra.thinking_display.clone().unwrap_or_else(|| "summarized".to_owned()));
+    let mut thinking = Map::new();
+    let mut fields = Map::new();
+    if traits.adaptive {
+        thinking.insert("type".into(), json!("adaptive"));
+        if let Some(display) = display {
+            thinking.insert("display".into(), json!(display));
+        }
+        fields.insert("thinking".into(), Value::Object(thinking));
+        fields.insert("output_config".into(), json!({"effort": effort(level, traits)}));
+        return Thinking { fields: Some(fields), max_tokens: caller_max, adaptive: true };
+    }
+    let level_name = match level {
+        ReasoningLevel::Xhigh => ReasoningLevel::High,
+        other => other,
+    };
+    let mut budget = extra
+        .thinking_budgets
+        .get(level_name.as_str())
+        .copied()
+        .unwrap_or_else(|| level.default_budget());
+    let model_max = model.max_tokens;
+    let max_tokens = match caller_max {
+        None if model_max > 0 => Some(model_max),
+        None => None,
+        Some(m) if model_max > 0 => Some(m.saturating_add(budget).min(model_max)),
+        Some(m) => Some(m.saturating_add(budget)),
+    };
+    if let Some(max) = max_tokens
+        && max <= budget
+    {
+        budget = max.saturating_sub(1024);
+    }
+    thinking.insert("type".into(), json!("enabled"));
+    thinking.insert("budget_tokens".into(), json!(budget));
+    if let Some(display) = display {
+        thinking.insert("display".into(), json!(display));
+    }
+    fields.insert("thinking".into(), Value::Object(thinking));
+    if extra.interleaved_thinking != Some(false) {
+        fields.insert("anthropic_beta".into(), json!([INTERLEAVED_THINKING_BETA]));
+    }
+    Thinking { fields: Some(fields), max_tokens, adaptive: false }
+}
+
+/// Spec A.5.3: `xhigh` and `max` only where the model has them natively, else `high`.
+fn effort(level: ReasoningLevel, traits: ClaudeTraits) -> &'static str {
+    match level {
+        ReasoningLevel::Minimal | ReasoningLevel::Low => "low",
+        ReasoningLevel::Medium => "medium",
+        ReasoningLevel::High => "high",
+        ReasoningLevel::Xhigh if traits.native_xhigh => "xhigh",
+        ReasoningLevel::Max if traits.native_max => "max",
+        ReasoningLevel::Xhigh | ReasoningLevel::Max => "high",
+    }
+}
+
+/// `{image: {format, source: {bytes}}}`; an unknown MIME type or invalid base64 is an error.
+fn image_block(data: &str, mime_type: &str) -> Result<Value, Error> {
+    let format = match mime_type.trim().to_ascii_lowercase().as_str() {
+        "image/jpeg" | "image/jpg" => "jpeg",
+        "image/png" => "png",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        _ => return Err(invalid(format!("Unknown image type: {mime_type}"))),
+    };
+    if base64::engine::general_purpose::STANDARD.decode(data.trim()).is_err() {
+        return Err(invalid(format!("Invalid base64 image data ({mime_type})")));
+    }
+    Ok(json!({"image": {"format": format, "source": {"bytes": data.trim()}}}))
+}
+
+fn user_block(content: &UserContent) -> Result<Value, Error> {
+    match content {
+        UserContent::Text(t) => Ok(json!({"text": t.text})),
+        UserContent::Image(image) => image_block(&image.data, &image.mime_type),
+    }
+}
+
+/// A replayed thinking block (spec A.4.3): for Claude, with its signature, as text without
+/// one, dropped for the `reasoning_content` marker; redacted reasoning goes back as
+/// `redactedContent` (OpenClaw drops it). Other models get the text only.
+fn thinking_block(thinking: &ThinkingContent, claude: bool) -> Option<Value> {
+    let signature = thinking.thinking_signature.as_deref().unwrap_or_default();
+    if thinking.redacted {
+        return (claude && !signature.is_empty())
+            .then(|| json!({"reasoningContent": {"redactedContent": signature}}));
+    }
+    let has_text = !thinking.thinking.trim().is_empty();
+    if !claude {
+        return has_text.then(|| json!({"text": thinking.thinking}));
+    }
+    let trimmed = signature.trim();
+    if trimmed == REASONING_CONTENT_MARKER {
+        return None;
+    }
+    if trimmed.is_empty() {
+        return has_text.then(|| json!({"text": thinking.thinking}));
+    }
+    Some(json!({"reasoningContent": {"reasoningText": {
+        "text": thinking.thinking,
+        "signature": signature,
+    }}}))
+}
+
+/// The transcript (after llm-core's cross-provider transform) as Bedrock messages: every
+/// consecutive run of tool results is one user message, and the cache point ends the last
+/// message when it is a user message.
+fn convert_messages(
+    messages: &[Message],
+    model: &Model,
+    traits: ClaudeTraits,
+    cache_point: Option<&Value>,
+) -> Result<Vec<Value>, Error> {
+    let messages = transform_messages(messages, model, Some(&IdRules::ALNUM_DASH_64));
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut in_results = false;
+    for message in &messages {
+        let results = matches!(message, Message::ToolResult(_));
         match message {
             Message::User(user) => {
-                let text: Vec<String> = user
-                    .content
-                    .blocks()
-                    .into_iter()
-                    .filter_map(|block| match block {
-                        UserContent::Text(t) => Some(t.text),
-                        _ => None,
-                    })
-                    .collect();
-                out.push(json!({"role": "user", "content": text.join("\n")}));
+                let blocks = match &user.content {
+                    UserMessageContent::Text(t) => vec![json!({"text": t})],
+                    UserMessageContent::Blocks(items) => {
+                        items.iter().map(user_block).collect::<Result<Vec<_>, _>>()?
+                    }
+                };
+                if !blocks.is_empty() {
+                    out.push(("user", blocks));
+                }
             }
             Message::Assistant(assistant) => {
-                let mut text = String::new();
-                let mut calls = Vec::new();
+                let mut blocks = Vec::new();
                 for block in &assistant.content {
                     match block {
-                        AssistantContent::Text(t) => text.push_str(&t.text),
-                        AssistantContent::ToolCall(c) => calls.push(json!({
-                            "id": c.id, "name": c.name, "arguments": c.arguments,
-                        })),
-                        _ => {}
+                        AssistantContent::Text(t) if !t.text.trim().is_empty() => {
+                            blocks.push(json!({"text": t.text}));
+                        }
+                        AssistantContent::Text(_) | AssistantContent::ProviderContent(_) => {}
+                        AssistantContent::ToolCall(call) => blocks.push(json!({"toolUse": {
+                            "toolUseId": call.id,
+                            "name": call.name,
+                            "input": call.arguments,
+                        }})),
+                        AssistantContent::Thinking(t) => {
+                            blocks.extend(thinking_block(t, traits.claude));
+                        }
                     }
                 }
-                out.push(json!({"role": "assistant", "content": text, "tool_calls": calls}));
+                // Bedrock rejects an assistant message with no content.
+                if !blocks.is_empty() {
+                    out.push(("assistant", blocks));
+                }
             }
-            Message::ToolResult(result) => out.push(json!({
-                "role": "tool",
-                "tool_call_id": result.tool_call_id,
-                "content": result.text(),
-                "is_error": result.is_error,
-            })),
+            Message::ToolResult(result) => {
+                let content =
+                    result.content.iter().map(user_block).collect::<Result<Vec<_>, _>>()?;
+                let status = if result.is_error { "error" } else { "success" };
+                let block = json!({"toolResult": {
+                    "toolUseId": result.tool_call_id,
+                    "content": content,
+                    "status": status,
+                }});
+                // Bedrock wants all results of one turn in one user message.
+                match out.last_mut() {
+                    Some((_, blocks)) if in_results => blocks.push(block),
+                    _ => out.push(("user", vec![block])),
+                }
+            }
         }
+        in_results = results;
     }
-    out
+    if let (Some(point), Some(("user", blocks))) = (cache_point, out.last_mut()) {
+        blocks.push(point.clone());
+    }
+    Ok(out.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect())
 }
+
+#[cfg(test)]
+mod tests;

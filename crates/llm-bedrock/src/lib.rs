@@ -1,21 +1,47 @@
-//! The bedrock provider for clawcall (scaffolded by `cargo xtask new-provider`).
+//! Amazon Bedrock's `ConverseStream` API for clawcall (api `bedrock-converse-stream`,
+//! provider `amazon-bedrock`).
 //!
 //! What it supports is declared as data in [`INFO`] (`capabilities`): the conformance
 //! grid runs the shared scenarios those capabilities make apply and skips the others,
 //! `claw --provider bedrock` and the docs read the rest of [`INFO`].
-//! Declare a capability once its fixtures exist (docs/adding-a-provider.md).
 //!
 //! The HTTP exchange, retries, timeouts, cancellation and tracing are `llm-http`'s;
-//! this crate converts requests (`convert.rs`), decodes its stream (`stream.rs`)
-//! and maps its error bodies (`error.rs`).
+//! this crate converts requests (`convert.rs`: body, endpoint and region, model-id path
+//! encoding), decodes the AWS event stream (`stream.rs`, binary frames instead of SSE)
+//! and maps Bedrock's exceptions (`error.rs`).
+//!
+//! # Configuration
+//!
+//! - Authentication: a Bedrock API key as a bearer token, from
+//!   [`StreamOptions::api_key`] or `AWS_BEARER_TOKEN_BEDROCK`.
+//! - Region: the `region` provider option, else `AWS_REGION`, else `AWS_DEFAULT_REGION`,
+//!   else the region of a standard `bedrock-runtime.<region>.amazonaws.com` base URL, else
+//!   `us-east-1`. A custom base URL (VPC endpoint, proxy) is always used as is; a standard
+//!   one is replaced by the configured region's endpoint.
+//! - Provider options (`StreamOptions::provider_options`, camelCase): `region`, `profile`,
+//!   `thinkingDisplay`, `interleavedThinking`, `thinkingBudgets`, `requestMetadata`,
+//!   `guardrailConfig`, `serviceTier`, `forceCache`.
+//!
+//! # OpenClaw bugs fixed here
+//!
+//! OpenClaw's Bedrock adapter (spec `bedrock-azure.md` A.14) has gaps this crate closes:
+//! - stop sequences (`StreamOptions::stop`) are sent as `inferenceConfig.stopSequences`;
+//!   OpenClaw never sends them;
+//! - redacted reasoning (`reasoningContent.redactedContent`) is kept as a redacted thinking
+//!   block and replayed to the same model; OpenClaw drops it;
+//! - the `guardrail_intervened` and `content_filtered` stop reasons end the stream with a
+//!   `refused` error that names the reason; OpenClaw reports "An unknown error occurred";
+//! - a stream that ends before `messageStop` is a `truncated` error, not a success.
 #![warn(missing_docs)]
 
 mod convert;
 mod error;
 mod stream;
 
+use llm_core::framing::EventStreamFraming;
 use llm_core::{
-    AssistantStream, Capabilities, Context, Model, ModelInfo, Provider, ProviderInfo, StreamOptions,
+    AssistantStream, Capabilities, Context, Error, ErrorKind, Model, ModelInfo, Provider,
+    ProviderInfo, StreamOptions,
 };
 use llm_http::HttpRequest;
 
@@ -27,14 +53,16 @@ pub const API: &str = "bedrock-converse-stream";
 /// The provider name used in errors.
 pub const PROVIDER: &str = "amazon-bedrock";
 
+/// The environment variable holding a Bedrock API key.
+pub const BEARER_TOKEN_ENV: &str = "AWS_BEARER_TOKEN_BEDROCK";
+
 /// What this crate declares about itself.
 pub const INFO: ProviderInfo = ProviderInfo {
     name: "bedrock",
     api: API,
     provider: PROVIDER,
     default_base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
-    key_env: &["AWS_BEARER_TOKEN_BEDROCK"],
-    // Add `Capability::Streaming`, `Capability::Tools`, ... as the fixtures land.
+    key_env: &[BEARER_TOKEN_ENV],
     capabilities: Capabilities::NONE,
     // Known models with limits and prices; the first is `claw`'s default.
     models: &[
@@ -59,8 +87,51 @@ pub const INFO: ProviderInfo = ProviderInfo {
 };
 
 llm_http::http_provider! {
-    /// The bedrock provider.
+    /// The Amazon Bedrock `ConverseStream` provider.
     pub struct BedrockProvider;
+}
+
+/// The process environment.
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Adds `Authorization: Bearer <key>` from the options' key or `AWS_BEARER_TOKEN_BEDROCK`.
+fn authorize(
+    options: &StreamOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+    request: &mut HttpRequest,
+) -> Result<(), Error> {
+    let key = options
+        .api_key
+        .as_ref()
+        .map(|k| k.expose().to_owned())
+        .or_else(|| env(BEARER_TOKEN_ENV))
+        .filter(|k| !k.trim().is_empty());
+    let Some(key) = key else {
+        return Err(Error::new(
+            ErrorKind::Auth,
+            PROVIDER,
+            format!("No API key for provider: {PROVIDER} (set {BEARER_TOKEN_ENV})"),
+        )
+        .with_retryable(false));
+    };
+    request.headers.retain(|(k, _)| !k.eq_ignore_ascii_case("authorization"));
+    request.headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+    Ok(())
+}
+
+/// The request as sent: converted, serialized and authorized.
+fn prepare(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<HttpRequest, Error> {
+    let request = convert::build_request(model, context, options, env, None)?;
+    let mut http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body)?;
+    authorize(options, env, &mut http)?;
+    Ok(http)
 }
 
 impl Provider for BedrockProvider {
@@ -73,17 +144,17 @@ impl Provider for BedrockProvider {
     }
 
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let request = match convert::build_request(model, context, options) {
-            Ok(request) => request,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
-        self.http.stream_sse(
+        let http = prepare(model, context, options, &process_env);
+        self.http.stream(
             model,
             options,
             PROVIDER,
             http,
             |r| error::http_error(r.status, r.retry_after, r.body),
+            |max| match max {
+                Some(limit) => EventStreamFraming::with_max_frame_bytes(limit),
+                None => EventStreamFraming::new(),
+            },
             Decoder::new,
         )
     }

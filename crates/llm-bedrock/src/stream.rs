@@ -1,93 +1,391 @@
-//! Pure stream decoding: SSE events in, `llm_core::Delta`s out.
+//! Bedrock event-stream messages -> llm-core's neutral [`Delta`]s (spec A.7-A.10). A pure
+//! state machine: the framing (prelude, headers, CRCs) is done before it is called.
 //!
-//! Scaffold wire format (replace with the provider's): one JSON object per event,
-//! `{"type": "text", "text"}`, `{"type": "tool_call", "index", "id", "name"}`,
-//! `{"type": "tool_call_delta", "index", "arguments"}`, `{"type": "usage", "input",
-//! "output"}`, `{"type": "stop", "reason"}`, `{"type": "error", "message"}`, then
-//! `[DONE]`. Unknown types are ignored; malformed JSON is a `decode` error.
+//! `:message-type` `event` messages carry one `ConverseStream` event named by
+//! `:event-type` with its JSON payload (no wrapper key): `messageStart`,
+//! `contentBlockStart` (tool use only), `contentBlockDelta` (text, tool-use input,
+//! reasoning text, signature or redacted content), `contentBlockStop`, `messageStop`
+//! and `metadata` (usage, last). Unknown event types and unknown fields (the random `p`
+//! padding) are ignored. `exception` messages become typed errors, `error` messages
+//! provider errors. Blocks are keyed by their wire `contentBlockIndex`.
+//!
+//! The response is complete at `metadata` after `messageStop`, or at the end of the body
+//! after `messageStop`; a body that ends before `messageStop` is a truncation (OpenClaw
+//! reports it as a success).
+//!
+//! Where OpenClaw loses information we keep it: redacted reasoning becomes a redacted
+//! thinking block (replayed as `redactedContent`), and the `guardrail_intervened` and
+//! `content_filtered` stop reasons are `refused` errors that name the reason instead of
+//! "An unknown error occurred".
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
-use llm_core::{Delta, StopReason, Usage};
+use std::collections::HashMap;
+
+use llm_core::drive::FrameDecoder;
+use llm_core::framing::EventStreamMessage;
+use llm_core::{Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::stream_error;
+use crate::PROVIDER;
+use crate::error::{stream_error, stream_exception};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireEvent {
+    role: Option<String>,
+    content_block_index: Option<Value>,
+    start: Option<WireStart>,
+    delta: Option<WireDelta>,
+    stop_reason: Option<String>,
+    additional_model_response_fields: Option<Value>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireStart {
+    tool_use: Option<WireToolStart>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireToolStart {
+    tool_use_id: Option<String>,
+    name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireDelta {
+    text: Option<WireText>,
+    tool_use: Option<WireToolDelta>,
+    reasoning_content: Option<WireReasoning>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireToolDelta {
+    input: Option<WireText>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireReasoning {
+    text: Option<WireText>,
+    signature: Option<String>,
+    redacted_content: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireUsage {
+    input_tokens: Option<Value>,
+    output_tokens: Option<Value>,
+    cache_read_input_tokens: Option<Value>,
+    cache_write_input_tokens: Option<Value>,
+}
+
+/// A count of any JSON number width; anything else is 0.
+fn count(value: Option<&Value>) -> u64 {
+    match value {
+        Some(Value::Number(n)) => {
+            n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)).unwrap_or(0)
+        }
+        _ => 0,
+    }
+}
+
+/// What an open wire block is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Block {
+    Text,
+    Thinking,
+    /// Redacted reasoning, its base64 pieces gathered until the block stops.
+    Redacted(String),
+    Tool,
+}
 
 /// The wire state machine (one per attempt).
 #[derive(Debug, Default)]
 pub struct Decoder {
-    /// Whether a stop reason arrived (a `[DONE]` without one is a truncation).
-    stopped: bool,
+    blocks: HashMap<u64, Block>,
+    surrogates: SurrogateJoiner,
+    /// The outcome `messageStop` announced, emitted at `metadata` or the end of the body.
+    stop: Option<Result<StopReason, Error>>,
+    /// A terminal delta was emitted; everything after it is ignored.
+    finished: bool,
 }
-
-/// Block key of the text block; tool call `i` is block `i + 1`.
-const TEXT: u64 = 0;
 
 impl Decoder {
     /// A fresh decoder.
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl WireDecoder for Decoder {
-    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            if self.stopped {
+    fn fail(&mut self, error: Error, out: &mut Vec<Delta>) {
+        if !self.finished {
+            self.finished = true;
+            out.push(Delta::Error(error));
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Delta>) {
+        match self.stop.take() {
+            Some(Ok(reason)) => {
+                self.finished = true;
+                out.push(Delta::Stop(reason));
                 out.push(Delta::Done);
             }
+            Some(Err(error)) => self.fail(error, out),
+            None => {}
+        }
+    }
+
+    fn decode(&mut self, message: &EventStreamMessage, out: &mut Vec<Delta>) {
+        if self.finished {
             return;
         }
-        let value: Value = match serde_json::from_str(data) {
-            Ok(value) => value,
-            Err(e) => {
-                out.push(Delta::Error(
-                    llm_core::Error::new(
-                        llm_core::ErrorKind::Decode,
-                        crate::PROVIDER,
-                        format!("Malformed event: {e}"),
-                    )
-                    .with_retryable(false),
+        let payload = String::from_utf8_lossy(&message.payload);
+        match message.header(":message-type") {
+            Some("event") => {}
+            Some("exception") => {
+                let kind = message.header(":exception-type").unwrap_or("UnknownException");
+                self.fail(stream_exception(kind, &payload), out);
+                return;
+            }
+            Some("error") => {
+                let error =
+                    stream_error(message.header(":error-code"), message.header(":error-message"));
+                self.fail(error, out);
+                return;
+            }
+            other => {
+                let error = decode_error(format!(
+                    "Unrecognizable event type: {} (message type {})",
+                    message.header(":event-type").unwrap_or("none"),
+                    other.unwrap_or("none"),
                 ));
+                self.fail(error, out);
+                return;
+            }
+        }
+        let name = message.header(":event-type").unwrap_or_default();
+        if !KNOWN_EVENTS.contains(&name) {
+            return;
+        }
+        let event: WireEvent = match serde_json::from_slice(&message.payload) {
+            Ok(event) => event,
+            Err(e) => {
+                let error = decode_error(format!("Could not parse Bedrock event {name}: {e}"))
+                    .with_body(payload.into_owned());
+                self.fail(error, out);
                 return;
             }
         };
-        let str_of = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-        let key = || value.get("index").and_then(Value::as_u64).unwrap_or(0).saturating_add(1);
-        match value.get("type").and_then(Value::as_str) {
-            Some("text") => out.push(Delta::Text { key: TEXT, text: str_of("text") }),
-            Some("tool_call") => out.push(Delta::ToolCallStart {
-                key: key(),
-                id: str_of("id"),
-                name: str_of("name"),
-                arguments: None,
-            }),
-            Some("tool_call_delta") => {
-                out.push(Delta::ToolCallArgs { key: key(), fragment: str_of("arguments") })
+        self.event(name, event, out);
+    }
+
+    fn event(&mut self, name: &str, event: WireEvent, out: &mut Vec<Delta>) {
+        match name {
+            "messageStart" => match event.role.as_deref() {
+                None | Some("assistant") => {
+                    out.push(Delta::Metadata { response_id: None, response_model: None })
+                }
+                Some(role) => self.fail(
+                    decode_error(format!(
+                        "Unexpected assistant message start but got {role} message start instead"
+                    )),
+                    out,
+                ),
+            },
+            "contentBlockStart" | "contentBlockDelta" | "contentBlockStop" => {
+                let Some(key) = event.content_block_index.as_ref().and_then(Value::as_u64) else {
+                    let error = decode_error(format!("Bedrock {name} without a contentBlockIndex"));
+                    self.fail(error, out);
+                    return;
+                };
+                match name {
+                    "contentBlockStart" => self.block_start(key, event.start, out),
+                    "contentBlockDelta" => self.block_delta(key, event.delta, out),
+                    _ => self.block_stop(key, out),
+                }
             }
-            Some("usage") => {
-                let n = |k: &str| value.get(k).and_then(Value::as_u64).unwrap_or(0);
-                out.push(Delta::Usage(Usage {
-                    input: n("input"),
-                    output: n("output"),
-                    ..Usage::default()
-                }));
+            "messageStop" => {
+                self.stop = Some(stop_outcome(
+                    event.stop_reason.as_deref(),
+                    event.additional_model_response_fields.as_ref(),
+                ));
             }
-            Some("stop") => {
-                self.stopped = true;
-                out.push(Delta::Stop(match value.get("reason").and_then(Value::as_str) {
-                    Some("tool_use") => StopReason::ToolUse,
-                    Some("length") => StopReason::Length,
-                    _ => StopReason::Stop,
-                }));
+            "metadata" => {
+                if let Some(usage) = event.usage {
+                    out.push(Delta::Usage(Usage {
+                        input: count(usage.input_tokens.as_ref()),
+                        output: count(usage.output_tokens.as_ref()),
+                        cache_read: count(usage.cache_read_input_tokens.as_ref()),
+                        cache_write: count(usage.cache_write_input_tokens.as_ref()),
+                        ..Usage::default()
+                    }));
+                }
+                self.finish(out);
             }
-            Some("error") => out.push(Delta::Error(stream_error(&value))),
             _ => {}
         }
     }
 
-    fn end(&mut self, _out: &mut Vec<Delta>) {
-        // The body ended without `[DONE]`: emit nothing, the driver reports `truncated`.
+    fn block_start(&mut self, key: u64, start: Option<WireStart>, out: &mut Vec<Delta>) {
+        // Text and reasoning blocks open with their first delta; only tool use starts.
+        let Some(tool) = start.and_then(|s| s.tool_use) else { return };
+        self.blocks.insert(key, Block::Tool);
+        out.push(Delta::ToolCallStart {
+            key,
+            id: tool.tool_use_id.unwrap_or_default(),
+            name: tool.name.unwrap_or_default(),
+            arguments: None,
+        });
+    }
+
+    fn block_delta(&mut self, key: u64, delta: Option<WireDelta>, out: &mut Vec<Delta>) {
+        let Some(delta) = delta else { return };
+        let surrogates = &mut self.surrogates;
+        if let Some(text) = delta.text {
+            let block = self.blocks.entry(key).or_insert(Block::Text);
+            if *block == Block::Text {
+                let text = surrogates.join(key, Channel::Text, text);
+                if !text.is_empty() {
+                    out.push(Delta::Text { key, text });
+                }
+            }
+        } else if let Some(input) = delta.tool_use.map(|t| t.input.unwrap_or_default()) {
+            // Input for a block that never started is dropped (no call without an id).
+            if self.blocks.get(&key) == Some(&Block::Tool) {
+                let fragment = surrogates.join(key, Channel::ToolArgs, input);
+                if !fragment.is_empty() {
+                    out.push(Delta::ToolCallArgs { key, fragment });
+                }
+            }
+        } else if let Some(reasoning) = delta.reasoning_content {
+            let redacted = reasoning.redacted_content.filter(|r| !r.is_empty());
+            let fresh =
+                if redacted.is_some() { Block::Redacted(String::new()) } else { Block::Thinking };
+            match self.blocks.entry(key).or_insert(fresh) {
+                Block::Thinking => {
+                    if let Some(text) = reasoning
+                        .text
+                        .map(|t| surrogates.join(key, Channel::Thinking, t))
+                        .filter(|t| !t.is_empty())
+                    {
+                        out.push(Delta::Thinking { key, text });
+                    }
+                    if let Some(signature) = reasoning.signature.filter(|s| !s.is_empty()) {
+                        out.push(Delta::ThinkingSignature { key, signature });
+                    }
+                }
+                Block::Redacted(data) => {
+                    if let Some(piece) = redacted {
+                        data.push_str(&piece);
+                    }
+                }
+                Block::Text | Block::Tool => {}
+            }
+        }
+    }
+
+    fn block_stop(&mut self, key: u64, out: &mut Vec<Delta>) {
+        match self.blocks.remove(&key) {
+            Some(Block::Redacted(data)) => {
+                out.push(Delta::RedactedThinking { key, data });
+                out.push(Delta::BlockEnd { key });
+            }
+            Some(_) => out.push(Delta::BlockEnd { key }),
+            None => {}
+        }
     }
 }
+
+const KNOWN_EVENTS: [&str; 6] = [
+    "messageStart",
+    "contentBlockStart",
+    "contentBlockDelta",
+    "contentBlockStop",
+    "messageStop",
+    "metadata",
+];
+
+fn decode_error(message: String) -> Error {
+    Error::new(ErrorKind::Decode, PROVIDER, message).with_retryable(false)
+}
+
+/// Spec A.9: the stop reason, or the error a stop reason stands for.
+fn stop_outcome(reason: Option<&str>, fields: Option<&Value>) -> Result<StopReason, Error> {
+    let refused = |code: &str, message: &str| {
+        Err(Error::new(ErrorKind::Refused, PROVIDER, message).with_code(code).with_retryable(false))
+    };
+    match reason.unwrap_or("end_turn") {
+        "end_turn" | "stop_sequence" => Ok(StopReason::Stop),
+        "max_tokens" | "model_context_window_exceeded" => Ok(StopReason::Length),
+        "tool_use" => Ok(StopReason::ToolUse),
+        "guardrail_intervened" => refused(
+            "guardrail_intervened",
+            "Bedrock guardrail intervened (stopReason guardrail_intervened)",
+        ),
+        "content_filtered" => refused(
+            "content_filtered",
+            "Bedrock content filter blocked the response (stopReason content_filtered)",
+        ),
+        "refusal" => Err(refusal_error(fields)),
+        other => Err(Error::new(
+            ErrorKind::Provider,
+            PROVIDER,
+            format!("Bedrock stopped with stopReason {other}"),
+        )
+        .with_code(other)
+        .with_retryable(false)),
+    }
+}
+
+/// `Anthropic refusal[ (category: C)][: explanation | .]` from
+/// `additionalModelResponseFields.stop_details` (or `stopDetails`).
+fn refusal_error(fields: Option<&Value>) -> Error {
+    let details = fields
+        .and_then(|f| f.get("stop_details").or_else(|| f.get("stopDetails")))
+        .filter(|d| d.is_object());
+    let field = |name: &str| {
+        details
+            .and_then(|d| d.get(name))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    };
+    let mut message = String::from("Anthropic refusal");
+    if let Some(category) = field("category") {
+        message.push_str(&format!(" (category: {category})"));
+    }
+    match field("explanation") {
+        Some(explanation) => message.push_str(&format!(": {explanation}")),
+        None => message.push('.'),
+    }
+    Error::new(ErrorKind::Refused, PROVIDER, message)
+        .with_code("provider_refusal")
+        .with_retryable(false)
+}
+
+impl FrameDecoder<EventStreamMessage> for Decoder {
+    fn frame(&mut self, frame: EventStreamMessage, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode(&frame, out);
+        self.surrogates.settle(out, from);
+    }
+
+    fn end(&mut self, out: &mut Vec<Delta>) {
+        let from = out.len();
+        if !self.finished {
+            // After `messageStop` a missing `metadata` only loses usage; before it the
+            // body is cut short and nothing is emitted (the driver reports `truncated`).
+            self.finish(out);
+        }
+        self.surrogates.settle(out, from);
+    }
+}
+
+#[cfg(test)]
+mod tests;
