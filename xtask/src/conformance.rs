@@ -289,6 +289,12 @@ pub fn run(options: &Options) -> Result<Report> {
     if !root.is_dir() {
         return Err(Error::Msg(format!("{}: no fixtures folder", root.display())));
     }
+    if options.update {
+        // Binary bodies follow their readable sources before anything is replayed.
+        for path in llm_testkit::eventstream::regenerate(root)? {
+            println!("encoded {}", display_path(&path));
+        }
+    }
     let shared = crate::shared_scenarios(root)?;
     let needs = crate::scenario_needs(root)?;
     let folders = subdirs(root)?;

@@ -40,8 +40,8 @@ mod stream;
 
 use llm_core::framing::EventStreamFraming;
 use llm_core::{
-    AssistantStream, Capabilities, Context, Error, ErrorKind, Model, ModelInfo, Provider,
-    ProviderInfo, StreamOptions,
+    AssistantStream, Capabilities, Capability, Context, Error, ErrorKind, Model, ModelInfo,
+    Provider, ProviderInfo, StreamOptions,
 };
 use llm_http::HttpRequest;
 
@@ -63,7 +63,16 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
     key_env: &[BEARER_TOKEN_ENV],
-    capabilities: Capabilities::NONE,
+    capabilities: Capabilities::of(&[
+        Capability::Streaming,
+        Capability::Tools,
+        Capability::ParallelToolCalls,
+        Capability::StreamingToolArguments,
+        Capability::Thinking,
+        Capability::ImagesInUserMessages,
+        Capability::ImagesInToolResults,
+        Capability::PromptCaching,
+    ]),
     // Known models with limits and prices; the first is `claw`'s default.
     models: &[
         ModelInfo::new(

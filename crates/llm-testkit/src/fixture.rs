@@ -10,7 +10,7 @@ use llm_core::{CacheRetention, Context, Model, ReasoningLevel, ToolChoice};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{Error, Result};
+use crate::{Error, Result, eventstream};
 
 /// What a scenario folder holds.
 #[derive(Debug)]
@@ -38,8 +38,8 @@ impl Fixture {
     /// Whether any response is an event stream (replayed three ways).
     pub fn is_streaming(&self) -> bool {
         match &self.responses {
-            Responses::Always(r) => r.is_sse(),
-            Responses::Sequence(list) => list.iter().any(Canned::is_sse),
+            Responses::Always(r) => r.is_stream(),
+            Responses::Sequence(list) => list.iter().any(Canned::is_stream),
         }
     }
 
@@ -171,9 +171,22 @@ impl Canned {
     }
 
     pub fn is_sse(&self) -> bool {
+        self.content_type_is("text/event-stream")
+    }
+
+    /// An AWS event-stream body (binary frames, `application/vnd.amazon.eventstream`).
+    pub fn is_eventstream(&self) -> bool {
+        self.content_type_is(crate::eventstream::CONTENT_TYPE)
+    }
+
+    /// A streaming body of either kind (cut into writes by the replay server).
+    pub fn is_stream(&self) -> bool {
+        self.is_sse() || self.is_eventstream()
+    }
+
+    fn content_type_is(&self, prefix: &str) -> bool {
         self.headers.iter().any(|(k, v)| {
-            k.eq_ignore_ascii_case("content-type")
-                && v.to_ascii_lowercase().starts_with("text/event-stream")
+            k.eq_ignore_ascii_case("content-type") && v.to_ascii_lowercase().starts_with(prefix)
         })
     }
 }
@@ -181,7 +194,7 @@ impl Canned {
 /// The server's answers.
 #[derive(Debug, Clone)]
 pub enum Responses {
-    /// No `exchanges.json`: every request gets `response.sse`.
+    /// No `exchanges.json`: every request gets `response.sse` (or `response.eventstream`).
     Always(Canned),
     /// `exchanges.json`: request *i* gets entry *i*.
     Sequence(Vec<Canned>),
@@ -299,20 +312,37 @@ pub fn load_files(files: &dyn FixtureFiles) -> Result<Scenario> {
                             "{where_}/exchanges.json: body {file:?} must name a file in the scenario folder"
                         )));
                     }
-                    files.read(file)?.ok_or_else(|| {
+                    let body = files.read(file)?.ok_or_else(|| {
                         Error::Msg(format!("{where_}/{file}: missing (named in exchanges.json)"))
-                    })?
+                    })?;
+                    check_eventstream(files, file, &body)?;
+                    (body, file.ends_with(eventstream::EXTENSION))
                 }
-                None => Bytes::new(),
+                None => (Bytes::new(), false),
             };
-            list.push(canned(entry.status, entry.headers, body));
+            list.push(canned(entry.status, entry.headers, body.0, body.1));
         }
         Responses::Sequence(list)
     } else {
-        let Some(sse) = files.read("response.sse")? else {
-            return Err(Error::Msg(format!("{where_}: needs response.sse or exchanges.json")));
-        };
-        Responses::Always(canned(200, BTreeMap::new(), sse))
+        let sse = files.read("response.sse")?;
+        let binary = files.read("response.eventstream")?;
+        match (sse, binary) {
+            (Some(sse), None) => Responses::Always(canned(200, BTreeMap::new(), sse, false)),
+            (None, Some(body)) => {
+                check_eventstream(files, "response.eventstream", &body)?;
+                Responses::Always(canned(200, BTreeMap::new(), body, true))
+            }
+            (Some(_), Some(_)) => {
+                return Err(Error::Msg(format!(
+                    "{where_}: has both response.sse and response.eventstream; keep one"
+                )));
+            }
+            (None, None) => {
+                return Err(Error::Msg(format!(
+                    "{where_}: needs response.sse, response.eventstream or exchanges.json"
+                )));
+            }
+        }
     };
     let expected = text(files, "expected.txt")?;
     Ok(Scenario::Fixture(Box::new(Fixture {
@@ -327,10 +357,29 @@ pub fn load_files(files: &dyn FixtureFiles) -> Result<Scenario> {
     })))
 }
 
-fn canned(status: u16, headers: BTreeMap<String, String>, body: Bytes) -> Canned {
+/// A `*.eventstream` body must be the encoding of its `*.frames.json` source.
+fn check_eventstream(files: &dyn FixtureFiles, name: &str, body: &[u8]) -> Result<()> {
+    let Some(source_name) = eventstream::source_name(name) else { return Ok(()) };
+    let where_ = files.describe();
+    let source = files.read(&source_name)?.ok_or_else(|| {
+        Error::Msg(format!("{where_}/{name}: its readable source {source_name} is missing"))
+    })?;
+    eventstream::check_body(body, &source, &PathBuf::from(format!("{where_}/{source_name}")))
+}
+
+fn canned(
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Bytes,
+    eventstream_body: bool,
+) -> Canned {
     let mut list: Vec<(String, String)> = headers.into_iter().collect();
     if !list.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
-        let default = if status == 200 { "text/event-stream" } else { "application/json" };
+        let default = match (status, eventstream_body) {
+            (200, true) => eventstream::CONTENT_TYPE,
+            (200, false) => "text/event-stream",
+            _ => "application/json",
+        };
         list.push(("content-type".to_owned(), default.to_owned()));
     }
     Canned { status, headers: list, body }

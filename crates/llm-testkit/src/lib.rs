@@ -1,6 +1,7 @@
 //! The test kit of clawcall's provider crates (`publish = false`).
 //!
 //! - [`fixture`]: the fixture format (`fixtures/README.md`), from disk or embedded;
+//! - [`eventstream`]: AWS event-stream bodies (binary, with a readable source) for fixtures;
 //! - [`server`]: the one loopback replay server (hand-written HTTP/1.1 on tokio TCP:
 //!   no axum, no hyper server), recording requests and cutting streams into writes;
 //! - [`replay`]: replaying a recorded multi-turn session (`claw`'s offline mode, the
@@ -13,6 +14,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+pub mod eventstream;
 pub mod fixture;
 pub mod replay;
 pub mod server;

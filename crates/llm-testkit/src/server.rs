@@ -26,7 +26,7 @@ pub enum Chunking {
     Whole,
     /// One byte per write, flushed each time.
     Bytewise,
-    /// One write per SSE event (split after each blank line).
+    /// One write per event (SSE: after each blank line; AWS event stream: after each message).
     Events,
 }
 
@@ -278,7 +278,7 @@ async fn respond(
     for (name, value) in &canned.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    if !canned.is_sse() {
+    if !canned.is_stream() {
         head.push_str(&format!("content-length: {}\r\n\r\n", canned.body.len()));
         let mut bytes = head.into_bytes();
         bytes.extend_from_slice(&canned.body);
@@ -295,7 +295,7 @@ async fn respond(
     let pieces = match chunking {
         Chunking::Whole => vec![body.clone()],
         Chunking::Bytewise => (0..body.len()).map(|i| body.slice(i..i + 1)).collect(),
-        Chunking::Events => split_events(&body),
+        Chunking::Events => split_stream(canned, &body),
     };
     for piece in pieces.iter().filter(|p| !p.is_empty()) {
         let mut chunk = format!("{:X}\r\n", piece.len()).into_bytes();
@@ -331,6 +331,16 @@ fn reason(status: u16) -> &'static str {
         503 => "Service Unavailable",
         529 => "Overloaded",
         _ => "Status",
+    }
+}
+
+/// Splits a streaming body of `canned` after every event: SSE at blank lines, AWS event
+/// streams after each message.
+pub fn split_stream(canned: &Canned, body: &Bytes) -> Vec<Bytes> {
+    if canned.is_eventstream() {
+        crate::eventstream::split_messages(body)
+    } else {
+        split_events(body)
     }
 }
 
