@@ -30,9 +30,9 @@ use llm_core::{AssistantEvent, AssistantMessage, ErrorKind, RecordingSleeper};
 
 use crate::conformance::{ProviderEntry, loopback_base_url, stream_options};
 use crate::faults::{Options, events_agree, is_prefix};
-use crate::fixture::{self, Fixture, Responses, Scenario};
-use crate::rawserver::{RawServer, Script, Step, chunk, end_chunks, sse_head};
-use crate::server::split_events;
+use crate::fixture::{self, Canned, Fixture, Responses, Scenario};
+use crate::rawserver::{RawServer, Script, Step, chunk, end_chunks, stream_head};
+use crate::server::split_stream;
 use crate::{Error, Result};
 
 /// The multi-tool fixtures swept, where a provider has them.
@@ -131,23 +131,28 @@ fn load(provider: &str, scenario: &str, root: &std::path::Path) -> Result<Option
     }
 }
 
-fn body_of(fixture: &Fixture) -> Result<Bytes> {
+fn body_of(fixture: &Fixture) -> Result<Canned> {
     match &fixture.responses {
-        Responses::Always(canned) if canned.status == 200 => Ok(canned.body.clone()),
-        _ => Err(Error::Msg(format!("{}: needs a plain 200 response.sse", fixture.dir.display()))),
+        Responses::Always(canned) if canned.status == 200 && canned.is_stream() => {
+            Ok(canned.clone())
+        }
+        _ => Err(Error::Msg(format!(
+            "{}: needs a plain 200 streaming response (response.sse or response.eventstream)",
+            fixture.dir.display()
+        ))),
     }
 }
 
 /// The whole stream as one write or one write per event; `hold` keeps the
 /// connection open after the last event instead of ending the body.
-fn stream_script(body: &Bytes, per_event: bool, hold: bool) -> Script {
-    let mut steps = vec![Step::Write(sse_head())];
+fn stream_script(response: &Canned, per_event: bool, hold: bool) -> Script {
+    let mut steps = vec![Step::Write(stream_head(response))];
     if per_event {
-        for e in split_events(body) {
+        for e in split_stream(response, &response.body) {
             steps.push(Step::Write(Bytes::from(chunk(&e))));
         }
     } else {
-        steps.push(Step::Write(Bytes::from(chunk(body))));
+        steps.push(Step::Write(Bytes::from(chunk(&response.body))));
     }
     steps.push(if hold { Step::Hold } else { Step::Write(end_chunks()) });
     steps
@@ -414,7 +419,7 @@ fn reason_name(reason: EndReason) -> String {
 }
 
 /// Sweeps an agent run whose first response is `tools_fixture`'s stream.
-async fn sweep_agent(entry: ProviderEntry, tools_fixture: Arc<Fixture>, text: Bytes) -> SweepLine {
+async fn sweep_agent(entry: ProviderEntry, tools_fixture: Arc<Fixture>, text: Canned) -> SweepLine {
     let mut line = SweepLine {
         provider: entry.name.to_owned(),
         what: format!(

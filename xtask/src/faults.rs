@@ -30,11 +30,11 @@ use llm_core::{
 };
 
 use crate::conformance::{PROVIDERS, ProviderEntry, loopback_base_url, stream_options};
-use crate::fixture::{self, Fixture, Responses, Scenario};
+use crate::fixture::{self, Canned, Fixture, Responses, Scenario};
 use crate::rawserver::{
-    self, RawServer, Script, Step, chunk, end_chunks, sse_head, status_response,
+    self, RawServer, Script, Step, chunk, end_chunks, status_response, stream_head,
 };
-use crate::server::split_events;
+use crate::server::split_stream;
 use crate::{Error, Result};
 
 /// The short timeout used by the timeout rows (a behaviour check, not a timing assertion).
@@ -311,6 +311,8 @@ impl Fault {
 #[derive(Debug)]
 struct Recorded {
     fixture: Box<Fixture>,
+    /// The recorded 200 response (its content type says SSE or AWS event stream).
+    response: Canned,
     events: Vec<Bytes>,
     /// Mid-stream faults happen after this many events.
     cut: usize,
@@ -325,21 +327,27 @@ impl Recorded {
                 return Err(Error::Msg(format!("{}: declared skip ({why})", dir.display())));
             }
         };
-        let body = match &fixture.responses {
-            Responses::Always(canned) if canned.status == 200 => canned.body.clone(),
+        let response = match &fixture.responses {
+            Responses::Always(canned) if canned.status == 200 && canned.is_stream() => {
+                canned.clone()
+            }
             _ => {
                 return Err(Error::Msg(format!(
-                    "{}: needs a plain 200 response.sse (no exchanges.json)",
+                    "{}: needs a plain 200 response.sse or response.eventstream (no exchanges.json)",
                     dir.display()
                 )));
             }
         };
-        let events = split_events(&body);
+        let events = split_stream(&response, &response.body);
         if events.len() < 2 {
             return Err(Error::Msg(format!("{}: needs at least two events to cut", dir.display())));
         }
         let cut = (events.len() / 2).max(1);
-        Ok(Recorded { fixture, events, cut })
+        Ok(Recorded { fixture, response, events, cut })
+    }
+
+    fn head(&self) -> Bytes {
+        stream_head(&self.response)
     }
 
     fn line_end(&self) -> &'static str {
@@ -355,13 +363,13 @@ impl Recorded {
         match writes {
             Writes::Whole => {
                 let joined: Vec<u8> = events.iter().flat_map(|e| e.iter().copied()).collect();
-                let mut bytes = sse_head().to_vec();
+                let mut bytes = self.head().to_vec();
                 if !joined.is_empty() {
                     bytes.extend(chunk(&joined));
                 }
                 vec![Step::Write(Bytes::from(bytes))]
             }
-            Writes::PerEvent => std::iter::once(Step::Write(sse_head()))
+            Writes::PerEvent => std::iter::once(Step::Write(self.head()))
                 .chain(events.iter().map(|e| Step::Write(Bytes::from(chunk(e)))))
                 .collect(),
         }
@@ -379,8 +387,18 @@ impl Recorded {
 
     /// The event after the cut with its data line changed by `f` (which gets the data
     /// value and returns the replacement bytes).
+    /// In an AWS event stream the message's JSON payload is changed and the message
+    /// re-encoded with valid CRCs, so the fault reaches the decoder, not the framing.
     fn corrupt(&self, f: impl Fn(&str) -> Vec<u8>) -> Bytes {
         let event = self.events.get(self.cut).cloned().unwrap_or_default();
+        if self.response.is_eventstream() {
+            let Some((headers, payload)) = llm_testkit::eventstream::parse_message(&event) else {
+                return event;
+            };
+            let bad = f(&String::from_utf8_lossy(&payload));
+            return llm_testkit::eventstream::encode_message(&headers, &bad)
+                .map_or(event, Bytes::from);
+        }
         let text = String::from_utf8_lossy(&event).into_owned();
         let mut out = Vec::new();
         for line in text.split_inclusive('\n') {
@@ -421,12 +439,12 @@ impl Recorded {
             }
             Fault::ResetBeforeHeaders { exhausted: true } => vec![vec![Step::Reset]; 3],
             Fault::ResetAfterHeaders => vec![
-                vec![Step::Write(sse_head()), Step::Sleep(BEFORE_RESET), Step::Reset],
+                vec![Step::Write(self.head()), Step::Sleep(BEFORE_RESET), Step::Reset],
                 self.success(),
             ],
             Fault::FirstByteTimeout => vec![vec![Step::Hold]; 3],
             Fault::IdleBeforeContent => {
-                vec![vec![Step::Write(sse_head()), Step::Hold], self.success()]
+                vec![vec![Step::Write(self.head()), Step::Hold], self.success()]
             }
             Fault::ResetMidStream => {
                 let mut steps = self.body(self.prefix(), writes);
@@ -471,6 +489,18 @@ impl Recorded {
                 bytes.extend_from_slice(b"\"}}{,");
                 bytes
             }))],
+            Fault::Oversize if self.response.is_eventstream() => {
+                // A prelude announcing a message far over the limit, then endless bytes.
+                let mut steps = self.body(self.prefix(), writes);
+                let total = u32::try_from(ENDLESS_MAX * 2).unwrap_or(u32::MAX);
+                let start = llm_testkit::eventstream::prelude(total, 0);
+                steps.push(Step::Endless {
+                    prefix: Bytes::from(chunk(&start)),
+                    fill: b'a',
+                    max: ENDLESS_MAX,
+                });
+                vec![steps]
+            }
             Fault::Oversize => {
                 let mut steps = self.body(self.prefix(), writes);
                 let mut start = self.event_line().into_bytes();

@@ -2,7 +2,7 @@
 //! tests and `claw`).
 
 pub(crate) use llm_testkit::fixture::{
-    ExpectedRequest, ExpectedRequests, Fixture, InputOptions, Responses, Scenario,
+    Canned, ExpectedRequest, ExpectedRequests, Fixture, InputOptions, Responses, Scenario,
 };
 
 /// Reads the scenario folder `dir`.

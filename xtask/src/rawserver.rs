@@ -249,6 +249,18 @@ pub(crate) fn sse_head() -> Bytes {
     )
 }
 
+/// The head of a chunked 200 response carrying `canned`'s streaming body: SSE or an
+/// AWS event stream, by its content type.
+pub(crate) fn stream_head(canned: &crate::fixture::Canned) -> Bytes {
+    if !canned.is_eventstream() {
+        return sse_head();
+    }
+    Bytes::from(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        llm_testkit::eventstream::CONTENT_TYPE
+    ))
+}
+
 /// One HTTP/1.1 chunk.
 pub(crate) fn chunk(bytes: &[u8]) -> Vec<u8> {
     let mut out = format!("{:X}\r\n", bytes.len()).into_bytes();

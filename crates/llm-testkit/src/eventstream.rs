@@ -118,6 +118,47 @@ pub fn encode_message(headers: &[(String, String)], payload: &[u8]) -> Result<Ve
     Ok(out)
 }
 
+/// A prelude alone: `total` and `headers_len` with a valid prelude CRC (for a message
+/// that announces more bytes than it will ever send).
+pub fn prelude(total: u32, headers_len: u32) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    let (lengths, crc) = out.split_at_mut(8);
+    let (t, h) = lengths.split_at_mut(4);
+    t.copy_from_slice(&total.to_be_bytes());
+    h.copy_from_slice(&headers_len.to_be_bytes());
+    crc.copy_from_slice(&crc32fast::hash(lengths).to_be_bytes());
+    out
+}
+
+/// A message's string headers (name, value) in order, and its payload.
+pub type Message = (Vec<(String, String)>, Vec<u8>);
+
+/// The string headers and payload of one encoded message (CRCs not checked); `None` when
+/// the bytes are not one well-formed message with string headers only.
+pub fn parse_message(bytes: &[u8]) -> Option<Message> {
+    let word = |at: usize| bytes.get(at..at + 4)?.try_into().ok().map(u32::from_be_bytes);
+    let total = word(0)? as usize;
+    let headers_len = word(4)? as usize;
+    if total != bytes.len() || total < 16 || headers_len > total - 16 {
+        return None;
+    }
+    let mut rest = bytes.get(12..12 + headers_len)?;
+    let mut headers = Vec::new();
+    while let Some((&name_len, tail)) = rest.split_first() {
+        let name = std::str::from_utf8(tail.get(..name_len as usize)?).ok()?;
+        let tail = tail.get(name_len as usize..)?;
+        if tail.first() != Some(&7) {
+            return None;
+        }
+        let len = u16::from_be_bytes(tail.get(1..3)?.try_into().ok()?) as usize;
+        let value = std::str::from_utf8(tail.get(3..3 + len)?).ok()?;
+        headers.push((name.to_owned(), value.to_owned()));
+        rest = tail.get(3 + len..)?;
+    }
+    let payload = bytes.get(12 + headers_len..total - 4)?.to_vec();
+    Some((headers, payload))
+}
+
 /// Encodes a whole source (the bytes of a `*.eventstream` file).
 pub fn encode(frames: &[FrameSource]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
@@ -240,6 +281,18 @@ mod tests {
             "223a7b2274657874223a224869227d7d1f944657",
         );
         assert_eq!(hex(&encode(&[frame]).unwrap()), expected);
+    }
+
+    #[test]
+    fn parse_message_inverts_encode_message() {
+        let headers =
+            vec![(":event-type".to_owned(), "x".to_owned()), ("k".to_owned(), "vé".to_owned())];
+        let bytes = encode_message(&headers, b"{\"a\":1}").unwrap();
+        assert_eq!(parse_message(&bytes), Some((headers, b"{\"a\":1}".to_vec())));
+        assert_eq!(parse_message(&bytes[..bytes.len() - 1]), None);
+        let p = prelude(100, 0);
+        assert_eq!(&p[..8], &[0, 0, 0, 100, 0, 0, 0, 0]);
+        assert_eq!(p[8..], crc32fast::hash(&p[..8]).to_be_bytes());
     }
 
     #[test]
