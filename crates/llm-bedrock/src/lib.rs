@@ -10,8 +10,10 @@
 //! and maps its error bodies (`error.rs`).
 #![warn(missing_docs)]
 
+pub mod auth;
 mod convert;
 mod error;
+pub mod eventstream;
 mod stream;
 
 use llm_core::{
@@ -19,6 +21,8 @@ use llm_core::{
 };
 use llm_http::HttpRequest;
 
+pub use auth::{Auth, AwsCredentials};
+pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
 pub use stream::Decoder;
 
 /// The API id this crate serves.
