@@ -21,6 +21,15 @@
 //!   serde_json's value (`{}` for a non-object), for the body as written and for serde_json's
 //!   compact re-serialization. The one documented exception (the drive-path rule: a drive
 //!   letter, `:` and a control escape, `partial_json` module docs) is skipped.
+//! * `aws_event_stream`: `llm_bedrock::AwsEventStreamFraming` (AWS event-stream frames). Byte 1
+//!   picks the mode. Raw mode (even): the rest is the body; splitting it anywhere gives the same
+//!   frames and the same error as decoding it whole, and after an error the framing keeps
+//!   failing. Differential mode (odd): the rest describes frames (string headers and payloads),
+//!   which an encoder written here from the wire layout (spec A.7, `crc32fast` for the CRCs,
+//!   independent of `aws-smithy-eventstream`) turns into bytes, optionally with one byte
+//!   corrupted or the body cut short; the decoder must return exactly the frames described, or,
+//!   with a corruption, the frames before the corrupted one and an error (CRC-32 detects every
+//!   one-byte error), or, when cut, the complete frames and a `Truncated` error.
 //! * `<provider>_stream`: bytes -> `SseDecoder` -> the provider's `WireDecoder` ->
 //!   `MessageAssembler`, as `llm_core::drive` and `AssistantStream` do it. Exactly one terminal
 //!   event, and it is the last; the terminal's reason matches its message; every
@@ -28,7 +37,9 @@
 //!   are objects; the transcript does not depend on the chunking or on reading `partial()`;
 //!   peak memory is linear in the input.
 
+use llm_bedrock::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
 use llm_core::drive::WireDecoder;
+use llm_core::framing::Framing;
 use llm_core::partial_json::{PartialJson, parse_streaming_json};
 use llm_core::sse::{SseDecoder, SseError, SseEvent};
 use llm_core::{
@@ -58,6 +69,7 @@ pub const TARGETS: &[&str] = &[
     "openai_responses_stream",
     "google_stream",
     "mistral_stream",
+    "aws_event_stream",
 ];
 
 /// Runs target `name` on `data`; `false` if there is no such target.
@@ -66,6 +78,7 @@ pub fn run(name: &str, data: &[u8], heap: Option<&Heap>) -> bool {
         "sse_decoder" => sse_decoder(data, heap),
         "partial_json" => partial_json(data, heap),
         "partial_json_differential" => partial_json_differential(data),
+        "aws_event_stream" => aws_event_stream(data, heap),
         other => match Provider::from_target(other) {
             Some(provider) => provider_stream(provider, data, heap),
             None => return false,
@@ -354,6 +367,169 @@ fn has_drive_control_escape(text: &str) -> bool {
     text.as_bytes().windows(4).any(|w| {
         matches!(w, [letter, b':', b'\\', b'b' | b'f' | b'n' | b'r' | b't'] if letter.is_ascii_alphabetic())
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// aws_event_stream
+// ---------------------------------------------------------------------------------------------
+
+/// Decodes `body` in chunks; returns the frames and the first error. After an error the
+/// framing must keep failing with it.
+fn decode_event_stream(
+    body: &[u8],
+    seed: u8,
+    heap: Option<&Heap>,
+) -> (Vec<AwsFrame>, Option<AwsFrameError>) {
+    let mut framing = AwsEventStreamFraming::new();
+    let mut frames = Vec::new();
+    let base = heap.map(|h| (h.live)());
+    let mut error = None;
+    for chunk in chunks(body, seed) {
+        let result = framing.push(chunk, &mut frames);
+        if let (Some(h), Some(base)) = (heap, base) {
+            let held = ((h.live)()).saturating_sub(base);
+            let bound =
+                8 * body.len() + frames.capacity() * std::mem::size_of::<AwsFrame>() + (64 << 10);
+            assert!(
+                held <= bound,
+                "AwsEventStreamFraming holds {held} bytes for {} body bytes",
+                body.len()
+            );
+        }
+        if let Err(e) = result {
+            error = Some(e);
+            break;
+        }
+    }
+    if error.is_none()
+        && let Err(e) = framing.finish(&mut frames)
+    {
+        error = Some(e);
+    }
+    if let Some(e) = &error {
+        let mut more = Vec::new();
+        assert_eq!(framing.push(&encode_event_stream(&[], b"{}"), &mut more).as_ref(), Err(e));
+        assert!(more.is_empty(), "frames after an error");
+    }
+    (frames, error)
+}
+
+/// One message with string headers, encoded from the wire layout of spec A.7:
+/// `total | headers length | prelude CRC | headers (name length u8, name, 7, value length
+/// u16, value) | payload | message CRC`, big-endian, CRC-32 by `crc32fast`.
+pub fn encode_event_stream(headers: &[(String, String)], payload: &[u8]) -> Vec<u8> {
+    let mut header_bytes = Vec::new();
+    for (name, value) in headers {
+        header_bytes.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+        header_bytes.extend_from_slice(name.as_bytes());
+        header_bytes.push(7);
+        header_bytes
+            .extend_from_slice(&u16::try_from(value.len()).unwrap_or(u16::MAX).to_be_bytes());
+        header_bytes.extend_from_slice(value.as_bytes());
+    }
+    let total = 16 + header_bytes.len() + payload.len();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&u32::try_from(total).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(&u32::try_from(header_bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+    let prelude_crc = crc32fast::hash(&out);
+    out.extend_from_slice(&prelude_crc.to_be_bytes());
+    out.extend_from_slice(&header_bytes);
+    out.extend_from_slice(payload);
+    let message_crc = crc32fast::hash(&out);
+    out.extend_from_slice(&message_crc.to_be_bytes());
+    out
+}
+
+/// Reads frame descriptions from `data` until it runs out: per frame a header count (0-3),
+/// per header a name (1-16 bytes) and a value (0-255 bytes), then a payload (0-1023 bytes);
+/// names and values are made valid UTF-8 lossily.
+fn describe_frames(mut data: &[u8]) -> Vec<AwsFrame> {
+    let mut take = |n: usize| -> Vec<u8> {
+        let (head, tail) = data.split_at(n.min(data.len()));
+        data = tail;
+        head.to_vec()
+    };
+    let mut frames = Vec::new();
+    while let Some(&count) = take(1).first() {
+        let mut headers = Vec::new();
+        for _ in 0..count % 4 {
+            let name_len = 1 + usize::from(take(1).first().copied().unwrap_or(0) % 16);
+            let name = String::from_utf8_lossy(&take(name_len)).into_owned();
+            let value_len = usize::from(take(1).first().copied().unwrap_or(0));
+            let value = String::from_utf8_lossy(&take(value_len)).into_owned();
+            if !name.is_empty() && name.len() <= 255 {
+                headers.push((name, value));
+            }
+        }
+        let len = take(2);
+        let payload_len = usize::from(u16::from_be_bytes([
+            len.first().copied().unwrap_or(0),
+            len.get(1).copied().unwrap_or(0),
+        ])) % 1024;
+        let payload = take(payload_len);
+        frames.push(AwsFrame { headers, payload: payload.into() });
+    }
+    frames
+}
+
+/// `data[0]`: chunking; `data[1]`: mode (see the module docs); the rest: the body, or (in
+/// differential mode) 3 bytes of corruption control and the frame descriptions.
+pub fn aws_event_stream(data: &[u8], heap: Option<&Heap>) {
+    let (seed, rest) = split_header(data);
+    let (mode, rest) = split_header(rest);
+    if mode % 2 == 0 {
+        let (frames, error) = decode_event_stream(rest, seed, heap);
+        let whole = decode_event_stream(rest, 0, None);
+        assert_eq!((frames, error), whole, "the outcome depends on the chunking");
+        return;
+    }
+    let (control, description) = rest.split_at(rest.len().min(3));
+    let described = describe_frames(description);
+    let mut body = Vec::new();
+    let mut ends = Vec::new();
+    for frame in &described {
+        body.extend(encode_event_stream(&frame.headers, &frame.payload));
+        ends.push(body.len());
+    }
+    let at = usize::from(u16::from_be_bytes([
+        control.first().copied().unwrap_or(0),
+        control.get(1).copied().unwrap_or(0),
+    ]));
+    let flip = control.get(2).copied().unwrap_or(0);
+    // Mode 1: intact; 3: one byte corrupted; 5: cut short; others: intact.
+    let (frames, error) = match mode % 8 {
+        3 if !body.is_empty() && flip != 0 => {
+            let at = at % body.len();
+            if let Some(b) = body.get_mut(at) {
+                *b ^= flip;
+            }
+            let (frames, error) = decode_event_stream(&body, seed, heap);
+            let intact = ends.iter().filter(|&&end| end <= at).count();
+            assert!(error.is_some(), "a corrupted byte at {at} was accepted");
+            assert_eq!(frames.len(), intact, "frames after the corrupted byte at {at}");
+            (frames, None)
+        }
+        5 if !body.is_empty() => {
+            let cut = at % body.len();
+            body.truncate(cut);
+            let (frames, error) = decode_event_stream(&body, seed, heap);
+            let complete = ends.iter().filter(|&&end| end <= cut).count();
+            let boundary = ends.get(complete.wrapping_sub(1)).copied().unwrap_or(0);
+            let expected =
+                (cut != boundary).then_some(AwsFrameError::Truncated { pending: cut - boundary });
+            assert_eq!(error, expected, "cut at {cut}");
+            assert_eq!(frames.len(), complete, "cut at {cut}");
+            (frames, None)
+        }
+        _ => {
+            let (frames, error) = decode_event_stream(&body, seed, heap);
+            assert_eq!(frames.len(), described.len(), "frames missing ({error:?})");
+            (frames, error)
+        }
+    };
+    assert_eq!(error, None, "valid frames were rejected");
+    let prefix = described.get(..frames.len()).unwrap_or_default();
+    assert_eq!(frames, prefix, "the frames differ from the encoded ones");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ use llm_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::PROVIDER;
+use crate::{PROVIDER, auth};
 
 mod claude;
 mod endpoint;
@@ -35,14 +35,15 @@ const SERVICE_TIERS: [&str; 4] = ["flex", "priority", "default", "reserved"];
 /// Looks up an environment variable (a function, so conversion stays pure and testable).
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-/// Provider options this crate reads from [`StreamOptions::provider_options`].
+/// Provider options this crate reads from [`StreamOptions::provider_options`] (parsed here
+/// so a mistyped option is an error).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct BedrockOptions {
-    /// The AWS region (wins over `AWS_REGION` and `AWS_DEFAULT_REGION`).
-    pub(crate) region: Option<String>,
-    /// The shared-config profile (wins over `AWS_PROFILE`).
-    pub(crate) profile: Option<String>,
+    /// The AWS region (wins over `AWS_REGION` and `AWS_DEFAULT_REGION`; read by `auth`).
+    region: Option<String>,
+    /// The shared-config profile (wins over `AWS_PROFILE`; read by `auth`).
+    profile: Option<String>,
     /// `summarized` (default) or `omitted`.
     thinking_display: Option<String>,
     /// Budget-thinking Claude models get the interleaved-thinking beta unless this is false.
@@ -97,27 +98,19 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
 }
 
-fn non_empty(value: Option<String>) -> Option<String> {
-    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
-}
-
-/// The endpoint inputs from the options and the environment (spec A.2).
-pub(crate) fn endpoint_inputs<'a>(
+/// The endpoint inputs from the options and the environment (spec A.2); the region and
+/// profile are read as `auth` reads them.
+fn endpoint_inputs<'a>(
     model: &'a Model,
-    extra: &BedrockOptions,
+    options: &StreamOptions,
     env: Env<'_>,
 ) -> EndpointInputs<'a> {
-    let configured_region = non_empty(extra.region.clone())
-        .or_else(|| non_empty(env("AWS_REGION")))
-        .or_else(|| non_empty(env("AWS_DEFAULT_REGION")));
-    let has_profile =
-        non_empty(extra.profile.clone()).is_some() || non_empty(env("AWS_PROFILE")).is_some();
     let fips = env("AWS_USE_FIPS_ENDPOINT").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     EndpointInputs {
         base_url: &model.base_url,
-        configured_region,
+        configured_region: auth::configured_region(options, env),
         profile_region: None,
-        has_profile,
+        has_profile: auth::selected_profile(options, env).is_some(),
         fips,
     }
 }
@@ -133,7 +126,7 @@ pub(crate) fn build_request(
 ) -> Result<WireRequest, Error> {
     let extra = BedrockOptions::from_options(options)?;
     let traits = ClaudeTraits::of(model);
-    let mut inputs = endpoint_inputs(model, &extra, env);
+    let mut inputs = endpoint_inputs(model, options, env);
     inputs.profile_region = profile_region;
     let endpoint = Endpoint::resolve(&inputs);
 

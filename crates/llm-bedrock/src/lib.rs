@@ -7,13 +7,15 @@
 //!
 //! The HTTP exchange, retries, timeouts, cancellation and tracing are `llm-http`'s;
 //! this crate converts requests (`convert.rs`: body, endpoint and region, model-id path
-//! encoding), decodes the AWS event stream (`stream.rs`, binary frames instead of SSE)
-//! and maps Bedrock's exceptions (`error.rs`).
+//! encoding), authenticates them (`auth.rs`: bearer key or SigV4), frames the AWS event
+//! stream (`eventstream.rs`, binary messages with CRCs instead of SSE), decodes its events
+//! (`stream.rs`) and maps Bedrock's exceptions (`error.rs`).
 //!
 //! # Configuration
 //!
-//! - Authentication: a Bedrock API key as a bearer token, from
-//!   [`StreamOptions::api_key`] or `AWS_BEARER_TOKEN_BEDROCK`.
+//! - Authentication ([`auth`]): a Bedrock API key as a bearer token, from
+//!   [`StreamOptions::api_key`] or `AWS_BEARER_TOKEN_BEDROCK`; else SigV4 with the
+//!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys).
 //! - Region: the `region` provider option, else `AWS_REGION`, else `AWS_DEFAULT_REGION`,
 //!   else the region of a standard `bedrock-runtime.<region>.amazonaws.com` base URL, else
 //!   `us-east-1`. A custom base URL (VPC endpoint, proxy) is always used as is; a standard
@@ -34,17 +36,22 @@
 //! - a stream that ends before `messageStop` is a `truncated` error, not a success.
 #![warn(missing_docs)]
 
+pub mod auth;
 mod convert;
 mod error;
+pub mod eventstream;
 mod stream;
 
-use llm_core::framing::EventStreamFraming;
+use std::time::SystemTime;
+
 use llm_core::{
-    AssistantStream, Capabilities, Capability, Context, Error, ErrorKind, Model, ModelInfo,
-    Provider, ProviderInfo, StreamOptions,
+    AssistantStream, Capabilities, Capability, Context, Error, Model, ModelInfo, Provider,
+    ProviderInfo, StreamOptions,
 };
 use llm_http::HttpRequest;
 
+pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
+pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
 pub use stream::Decoder;
 
 /// The API id this crate serves.
@@ -52,9 +59,6 @@ pub const API: &str = "bedrock-converse-stream";
 
 /// The provider name used in errors.
 pub const PROVIDER: &str = "amazon-bedrock";
-
-/// The environment variable holding a Bedrock API key.
-pub const BEARER_TOKEN_ENV: &str = "AWS_BEARER_TOKEN_BEDROCK";
 
 /// What this crate declares about itself.
 pub const INFO: ProviderInfo = ProviderInfo {
@@ -105,41 +109,25 @@ fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// Adds `Authorization: Bearer <key>` from the options' key or `AWS_BEARER_TOKEN_BEDROCK`.
-fn authorize(
-    options: &StreamOptions,
-    env: &dyn Fn(&str) -> Option<String>,
-    request: &mut HttpRequest,
-) -> Result<(), Error> {
-    let key = options
-        .api_key
-        .as_ref()
-        .map(|k| k.expose().to_owned())
-        .or_else(|| env(BEARER_TOKEN_ENV))
-        .filter(|k| !k.trim().is_empty());
-    let Some(key) = key else {
-        return Err(Error::new(
-            ErrorKind::Auth,
-            PROVIDER,
-            format!("No API key for provider: {PROVIDER} (set {BEARER_TOKEN_ENV})"),
-        )
-        .with_retryable(false));
-    };
-    request.headers.retain(|(k, _)| !k.eq_ignore_ascii_case("authorization"));
-    request.headers.push(("authorization".to_owned(), format!("Bearer {key}")));
-    Ok(())
-}
-
-/// The request as sent: converted, serialized and authorized.
+/// The request as sent: converted, serialized and authenticated (a bearer key, or signed
+/// with SigV4 for the endpoint's region).
 fn prepare(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<HttpRequest, Error> {
-    let request = convert::build_request(model, context, options, env, None)?;
+    // A profile's own region is read from the shared config only when a profile is selected.
+    let profile_region =
+        auth::selected_profile(options, env).map(|_| auth::resolve_region(options, env));
+    let request = convert::build_request(model, context, options, env, profile_region)?;
+    let mut auth = auth::resolve_auth(options, env)?;
+    if let Auth::SigV4 { region, .. } = &mut auth {
+        // A pinned standard endpoint signs for its own region (spec A.2).
+        region.clone_from(&request.region);
+    }
     let mut http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body)?;
-    authorize(options, env, &mut http)?;
+    auth::apply(&auth, &mut http, SystemTime::now())?;
     Ok(http)
 }
 
@@ -160,10 +148,7 @@ impl Provider for BedrockProvider {
             PROVIDER,
             http,
             |r| error::http_error(r.status, r.retry_after, r.body),
-            |max| match max {
-                Some(limit) => EventStreamFraming::with_max_frame_bytes(limit),
-                None => EventStreamFraming::new(),
-            },
+            AwsEventStreamFraming::with_limit,
             Decoder::new,
         )
     }

@@ -21,13 +21,13 @@
 use std::collections::HashMap;
 
 use llm_core::drive::FrameDecoder;
-use llm_core::framing::EventStreamMessage;
 use llm_core::{Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::PROVIDER;
 use crate::error::{stream_error, stream_exception};
+use crate::eventstream::AwsFrame;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -141,7 +141,7 @@ impl Decoder {
         }
     }
 
-    fn decode(&mut self, message: &EventStreamMessage, out: &mut Vec<Delta>) {
+    fn decode(&mut self, message: &AwsFrame, out: &mut Vec<Delta>) {
         if self.finished {
             return;
         }
@@ -369,8 +369,8 @@ fn refusal_error(fields: Option<&Value>) -> Error {
         .with_retryable(false)
 }
 
-impl FrameDecoder<EventStreamMessage> for Decoder {
-    fn frame(&mut self, frame: EventStreamMessage, out: &mut Vec<Delta>) {
+impl FrameDecoder<AwsFrame> for Decoder {
+    fn frame(&mut self, frame: AwsFrame, out: &mut Vec<Delta>) {
         let from = out.len();
         self.decode(&frame, out);
         self.surrogates.settle(out, from);

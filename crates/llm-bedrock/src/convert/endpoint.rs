@@ -8,8 +8,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 const PATH_SEGMENT: &AsciiSet =
     &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
-/// The region used when nothing else names one.
-pub(crate) const DEFAULT_REGION: &str = "us-east-1";
+use crate::auth::DEFAULT_REGION;
 
 /// Where to send the request and which region signs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

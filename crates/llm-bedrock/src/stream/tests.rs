@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::*;
 
-fn event(name: &str, payload: Value) -> EventStreamMessage {
-    EventStreamMessage {
+fn event(name: &str, payload: Value) -> AwsFrame {
+    AwsFrame {
         headers: vec![
             (":event-type".into(), name.into()),
             (":content-type".into(), "application/json".into()),
@@ -17,8 +17,8 @@ fn event(name: &str, payload: Value) -> EventStreamMessage {
     }
 }
 
-fn exception(kind: &str, payload: &str) -> EventStreamMessage {
-    EventStreamMessage {
+fn exception(kind: &str, payload: &str) -> AwsFrame {
+    AwsFrame {
         headers: vec![
             (":exception-type".into(), kind.into()),
             (":message-type".into(), "exception".into()),
@@ -27,19 +27,19 @@ fn exception(kind: &str, payload: &str) -> EventStreamMessage {
     }
 }
 
-fn text(index: u64, t: &str) -> EventStreamMessage {
+fn text(index: u64, t: &str) -> AwsFrame {
     event("contentBlockDelta", json!({"contentBlockIndex": index, "delta": {"text": t}}))
 }
 
-fn stop(index: u64) -> EventStreamMessage {
+fn stop(index: u64) -> AwsFrame {
     event("contentBlockStop", json!({"contentBlockIndex": index}))
 }
 
-fn message_stop(reason: &str) -> EventStreamMessage {
+fn message_stop(reason: &str) -> AwsFrame {
     event("messageStop", json!({"stopReason": reason}))
 }
 
-fn metadata(input: u64, output: u64) -> EventStreamMessage {
+fn metadata(input: u64, output: u64) -> AwsFrame {
     event(
         "metadata",
         json!({"usage": {"inputTokens": input, "outputTokens": output, "totalTokens": input + output},
@@ -47,7 +47,7 @@ fn metadata(input: u64, output: u64) -> EventStreamMessage {
     )
 }
 
-fn run(frames: Vec<EventStreamMessage>) -> Vec<Delta> {
+fn run(frames: Vec<AwsFrame>) -> Vec<Delta> {
     let mut decoder = Decoder::new();
     let mut out = Vec::new();
     for frame in frames {
@@ -297,7 +297,7 @@ fn exceptions_are_typed_with_openclaw_prefixes() {
 
 #[test]
 fn unmodelled_error_message_has_no_prefix() {
-    let frame = EventStreamMessage {
+    let frame = AwsFrame {
         headers: vec![
             (":message-type".into(), "error".into()),
             (":error-code".into(), "Foo".into()),
@@ -316,7 +316,7 @@ fn unknown_events_and_fields_are_ignored() {
     let out = run(vec![
         event("messageStart", json!({"role": "assistant", "p": "abcdefgh"})),
         event("citationsDelta", json!({"anything": [1, 2]})),
-        EventStreamMessage {
+        AwsFrame {
             headers: vec![
                 (":message-type".into(), "event".into()),
                 (":event-type".into(), "future".into()),
@@ -336,7 +336,7 @@ fn unknown_events_and_fields_are_ignored() {
 
 #[test]
 fn malformed_json_and_bad_messages_are_decode_errors() {
-    let broken = EventStreamMessage {
+    let broken = AwsFrame {
         headers: vec![
             (":message-type".into(), "event".into()),
             (":event-type".into(), "contentBlockDelta".into()),
@@ -355,7 +355,7 @@ fn malformed_json_and_bad_messages_are_decode_errors() {
         "Unexpected assistant message start but got user message start instead"
     );
 
-    let unknown = EventStreamMessage {
+    let unknown = AwsFrame {
         headers: vec![(":message-type".into(), "mystery".into())],
         payload: Bytes::new(),
     };
@@ -389,7 +389,7 @@ fn nothing_follows_a_terminal_delta() {
 
 #[test]
 fn surrogate_pair_split_across_deltas_is_joined() {
-    let raw = |index: u64, fragment: &str| EventStreamMessage {
+    let raw = |index: u64, fragment: &str| AwsFrame {
         headers: vec![
             (":message-type".into(), "event".into()),
             (":event-type".into(), "contentBlockDelta".into()),

@@ -1,0 +1,211 @@
+//! The AWS event-stream binary framing of Bedrock's `ConverseStream` body
+//! (`application/vnd.amazon.eventstream`, spec A.7), as an [`llm_core::framing::Framing`]
+//! for the shared driver.
+//!
+//! Each message is `total length (u32 BE) | headers length (u32 BE) | prelude CRC-32 |
+//! headers | payload | message CRC-32`. Messages are decoded by AWS's own
+//! `aws-smithy-eventstream` (headers, payload and both checksums); this module only buffers
+//! the body across reads and decides when a message is complete. Before a message's lengths
+//! are trusted its prelude checksum is verified (with `crc32fast`, the CRC crate
+//! `aws-smithy-eventstream` itself uses), so a corrupted length fails at once instead of
+//! waiting for gigabytes that never come, and the length is held to a limit
+//! ([`DEFAULT_MAX_FRAME_BYTES`] by default; headers to [`MAX_HEADERS_BYTES`]).
+//!
+//! Header values: Bedrock sends only strings (type 7). An [`AwsFrame`] keeps the string
+//! headers; headers of the other defined types (booleans, integers, byte arrays,
+//! timestamps, UUIDs) are checked by the decoder and then skipped, so a new non-string header
+//! on AWS's side does not break the stream; an undefined type is a decode error.
+//!
+//! Buffering is linear in the body: a complete message is split off the buffer without
+//! copying the rest, and bytes are only rescanned to check a prelude (12 bytes).
+
+use bytes::{Bytes, BytesMut};
+use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
+
+/// Largest accepted headers section of one message: 128 KiB, the limit of AWS's reference
+/// decoders (spec A.7).
+pub const MAX_HEADERS_BYTES: usize = 128 * 1024;
+
+/// The prelude: total length, headers length and the prelude CRC, 4 bytes each.
+const PRELUDE_BYTES: usize = 12;
+/// The prelude plus the trailing message CRC: the size of a message with no headers and no
+/// payload.
+const OVERHEAD_BYTES: usize = PRELUDE_BYTES + 4;
+
+/// One event-stream message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsFrame {
+    /// The string-valued headers (`:message-type`, `:event-type`, `:content-type`,
+    /// `:exception-type`, `:error-code`, `:error-message`, ...) in wire order; headers of
+    /// other value types are skipped (module docs).
+    pub headers: Vec<(String, String)>,
+    /// The payload (JSON for Bedrock).
+    pub payload: Bytes,
+}
+
+impl AwsFrame {
+    /// The value of the string header `name` (the first, if the sender repeated it).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a body is not a valid event stream. After one, the framing keeps failing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AwsFrameError {
+    /// A message is malformed: a checksum does not match, lengths contradict each other, a
+    /// header is cut off, not UTF-8 or of an undefined type.
+    #[error("malformed message at byte offset {offset}: {reason}")]
+    Malformed {
+        /// Offset of the message's first byte from the start of the body.
+        offset: u64,
+        /// What is wrong (from `aws-smithy-eventstream` where it decoded the message).
+        reason: String,
+    },
+    /// A message (or its headers section) is larger than the limit.
+    #[error(
+        "message at byte offset {offset} declares {length} bytes, more than the limit of {limit}"
+    )]
+    TooLarge {
+        /// Offset of the message's first byte from the start of the body.
+        offset: u64,
+        /// The declared length.
+        length: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body ended inside a message.
+    #[error("the body ended inside a message ({pending} bytes pending)")]
+    Truncated {
+        /// Bytes of the incomplete message.
+        pending: usize,
+    },
+}
+
+/// The AWS event-stream framing: see the module docs.
+#[derive(Debug)]
+pub struct AwsEventStreamFraming {
+    buffer: BytesMut,
+    /// Body offset of `buffer[0]`, for error messages.
+    offset: u64,
+    max: usize,
+    failed: Option<AwsFrameError>,
+}
+
+impl Default for AwsEventStreamFraming {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AwsEventStreamFraming {
+    /// A framing with the default message limit ([`DEFAULT_MAX_FRAME_BYTES`], 16 MiB).
+    pub fn new() -> Self {
+        Self::with_max_frame_bytes(DEFAULT_MAX_FRAME_BYTES)
+    }
+
+    /// A framing whose messages may be at most `max` bytes.
+    pub fn with_max_frame_bytes(max: usize) -> Self {
+        AwsEventStreamFraming { buffer: BytesMut::new(), offset: 0, max, failed: None }
+    }
+
+    /// A framing with the limit a request's options set (`StreamOptions::max_event_bytes`),
+    /// else the default: the shape `llm_http::HttpTransport::stream` asks for.
+    pub fn with_limit(max: Option<usize>) -> Self {
+        Self::with_max_frame_bytes(max.unwrap_or(DEFAULT_MAX_FRAME_BYTES))
+    }
+
+    fn fail(&mut self, error: AwsFrameError) -> Result<(), AwsFrameError> {
+        self.buffer = BytesMut::new();
+        self.failed = Some(error.clone());
+        Err(error)
+    }
+
+    fn malformed(&mut self, reason: impl Into<String>) -> Result<(), AwsFrameError> {
+        let offset = self.offset;
+        self.fail(AwsFrameError::Malformed { offset, reason: reason.into() })
+    }
+
+    /// The length of the message at the front of the buffer once its prelude is checked;
+    /// `None` while fewer than 12 bytes are buffered.
+    fn front_message_len(&mut self) -> Result<Option<usize>, AwsFrameError> {
+        let Some(prelude) = self.buffer.get(..PRELUDE_BYTES) else { return Ok(None) };
+        let word = |at: usize| {
+            prelude.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
+        };
+        let (total, headers, crc) = (word(0) as usize, word(4) as usize, word(8));
+        let computed = crc32fast::hash(prelude.get(..8).unwrap_or_default());
+        if computed != crc {
+            self.malformed(format!(
+                "the prelude checksum {crc:#010x} does not match the computed CRC-32 {computed:#010x}"
+            ))?;
+        }
+        if total < OVERHEAD_BYTES || headers > total - OVERHEAD_BYTES {
+            self.malformed(format!(
+                "the total length {total} cannot hold the prelude, {headers} header bytes and the message checksum"
+            ))?;
+        }
+        let offset = self.offset;
+        if total > self.max {
+            let limit = self.max;
+            self.fail(AwsFrameError::TooLarge { offset, length: total, limit })?;
+        }
+        if headers > MAX_HEADERS_BYTES {
+            let limit = MAX_HEADERS_BYTES;
+            self.fail(AwsFrameError::TooLarge { offset, length: headers, limit })?;
+        }
+        Ok(Some(total))
+    }
+}
+
+/// The string headers and the payload of a decoded message.
+fn to_frame(message: &aws_smithy_types::event_stream::Message) -> AwsFrame {
+    let headers = message
+        .headers()
+        .iter()
+        .filter_map(|header| {
+            let value = header.value().as_string().ok()?;
+            Some((header.name().as_str().to_owned(), value.as_str().to_owned()))
+        })
+        .collect();
+    AwsFrame { headers, payload: message.payload().clone() }
+}
+
+impl Framing for AwsEventStreamFraming {
+    type Frame = AwsFrame;
+    type Error = AwsFrameError;
+
+    fn push(&mut self, chunk: &[u8], out: &mut Vec<AwsFrame>) -> Result<(), AwsFrameError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        self.buffer.extend_from_slice(chunk);
+        while let Some(total) = self.front_message_len()? {
+            if self.buffer.len() < total {
+                break;
+            }
+            let bytes = self.buffer.split_to(total).freeze();
+            match aws_smithy_eventstream::frame::read_message_from(bytes) {
+                Ok(message) => out.push(to_frame(&message)),
+                Err(e) => return self.malformed(e.to_string()),
+            }
+            self.offset += total as u64;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<AwsFrame>) -> Result<(), AwsFrameError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let pending = self.buffer.len();
+        self.fail(AwsFrameError::Truncated { pending })
+    }
+}
+
+#[cfg(test)]
+mod tests;
