@@ -238,13 +238,18 @@ impl Source {
 // -------------------------------------------------------------------------------------------
 
 type EventFn = Box<dyn Fn(&str) -> String + Send>;
+type FrameFn = Box<dyn Fn(&str) -> Vec<u8> + Send>;
 
 /// One part of a response body.
 enum Part {
-    /// Literal bytes.
+    /// Literal text.
     Lit(String),
+    /// Literal bytes (binary frames).
+    Bin(Vec<u8>),
     /// One event per `DELTA`-byte piece of the source, made by the function from the piece.
     Deltas(Source, EventFn),
+    /// One binary frame per `DELTA`-byte piece of the source.
+    Frames(Source, FrameFn),
     /// The whole source inside one event, as JSON string content (`escape`) or raw JSON.
     Whole(Source, bool),
 }
@@ -252,6 +257,8 @@ enum Part {
 /// A response body, generated as it is written.
 struct Body {
     parts: VecDeque<Part>,
+    /// `text/event-stream`, or the AWS event-stream type for Bedrock.
+    content_type: &'static str,
 }
 
 impl Body {
@@ -264,6 +271,17 @@ impl Body {
                     out.extend_from_slice(s.as_bytes());
                     true
                 }
+                Part::Bin(bytes) => {
+                    out.extend_from_slice(bytes);
+                    true
+                }
+                Part::Frames(source, frame) => match source.next_piece(DELTA) {
+                    Some(piece) => {
+                        out.extend(frame(&piece));
+                        false
+                    }
+                    None => true,
+                },
                 Part::Deltas(source, event) => match source.next_piece(DELTA) {
                     Some(piece) => {
                         out.extend_from_slice(event(&piece).as_bytes());
@@ -580,6 +598,63 @@ fn google(scenario: Scenario, size: usize) -> Vec<Part> {
     parts
 }
 
+/// One Bedrock event-stream `event` message (`:event-type`, `:content-type`,
+/// `:message-type`, as Bedrock orders them).
+fn bedrock_frame(event: &str, payload: &str) -> Vec<u8> {
+    let headers = [
+        (":event-type".to_owned(), event.to_owned()),
+        (":content-type".to_owned(), "application/json".to_owned()),
+        (":message-type".to_owned(), "event".to_owned()),
+    ];
+    llm_testkit::eventstream::encode_message(&headers, payload.as_bytes()).unwrap_or_default()
+}
+
+fn bedrock(scenario: Scenario, size: usize) -> Vec<Part> {
+    let mut parts = vec![Part::Bin(bedrock_frame("messageStart", r#"{"role":"assistant"}"#))];
+    for (index, (call, target)) in sources(scenario, size).into_iter().enumerate() {
+        if let Some(k) = call {
+            parts.push(Part::Bin(bedrock_frame(
+                "contentBlockStart",
+                &format!(
+                    r#"{{"contentBlockIndex":{index},"start":{{"toolUse":{{"toolUseId":"tooluse_bench_{k}","name":"write_file"}}}}}}"#
+                ),
+            )));
+        }
+        let frame: FrameFn = match call {
+            None => Box::new(move |d| {
+                bedrock_frame(
+                    "contentBlockDelta",
+                    &format!(
+                        r#"{{"contentBlockIndex":{index},"delta":{{"text":{}}},"p":"abcdefgh"}}"#,
+                        json_str(d)
+                    ),
+                )
+            }),
+            Some(_) => Box::new(move |d| {
+                bedrock_frame(
+                    "contentBlockDelta",
+                    &format!(
+                        r#"{{"contentBlockIndex":{index},"delta":{{"toolUse":{{"input":{}}}}},"p":"abcdefgh"}}"#,
+                        json_str(d)
+                    ),
+                )
+            }),
+        };
+        parts.push(Part::Frames(Source::new(call, target), frame));
+        parts.push(Part::Bin(bedrock_frame(
+            "contentBlockStop",
+            &format!(r#"{{"contentBlockIndex":{index}}}"#),
+        )));
+    }
+    let reason = if scenario == Scenario::Text { "end_turn" } else { "tool_use" };
+    parts.push(Part::Bin(bedrock_frame("messageStop", &format!(r#"{{"stopReason":"{reason}"}}"#))));
+    parts.push(Part::Bin(bedrock_frame(
+        "metadata",
+        r#"{"usage":{"inputTokens":10,"outputTokens":1000,"totalTokens":1010},"metrics":{"latencyMs":100}}"#,
+    )));
+    parts
+}
+
 /// The body of `scenario` in `provider`'s wire format, and the model to ask.
 fn wire(
     provider: &str,
@@ -601,7 +676,13 @@ fn wire(
         "mistral" => {
             (mistral(scenario, size), llm_core::api::MISTRAL_CONVERSATIONS, "devstral-bench")
         }
+        "bedrock" => (bedrock(scenario, size), llm_bedrock::API, "us.anthropic.claude-bench-v1:0"),
         other => return Err(Error::Msg(format!("no bench wire format for provider `{other}`"))),
+    };
+    let content_type = if provider == "bedrock" {
+        llm_testkit::eventstream::CONTENT_TYPE
+    } else {
+        "text/event-stream"
     };
     let model = Model {
         id: id.into(),
@@ -612,7 +693,7 @@ fn wire(
         context_window: 1_000_000,
         ..Model::default()
     };
-    Ok((Body { parts: parts.into() }, model))
+    Ok((Body { parts: parts.into(), content_type }, model))
 }
 
 // -------------------------------------------------------------------------------------------
@@ -620,7 +701,7 @@ fn wire(
 // -------------------------------------------------------------------------------------------
 
 /// Reads one request (head and `content-length` body) and answers with `body`, generated
-/// while it is written, as chunked `text/event-stream`.
+/// while it is written, chunked, with the body's content type.
 fn serve(listener: TcpListener, mut body: Body) -> std::io::Result<()> {
     // Bounded waits: a client that fails before connecting or stops reading must not hang
     // the bench.
@@ -643,7 +724,11 @@ fn serve(listener: TcpListener, mut body: Body) -> std::io::Result<()> {
     socket.set_write_timeout(Some(IO_TIMEOUT))?;
     read_request(&mut socket)?;
     socket.write_all(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+            body.content_type
+        )
+        .as_bytes(),
     )?;
     let mut buf = Vec::with_capacity(2 * CHUNK);
     loop {
@@ -885,7 +970,21 @@ fn floor_ns(name: &str, scenario: Scenario, size: usize) -> Result<u64> {
     let (mut body, _) = wire(name, scenario, size, addr)?;
     let mut bytes = Vec::new();
     while body.fill(&mut bytes, usize::MAX) {}
-    let text = String::from_utf8(bytes).map_err(|e| Error::Msg(format!("wire bytes: {e}")))?;
+    let frames = body.content_type == llm_testkit::eventstream::CONTENT_TYPE;
+    let text = if frames {
+        // The payloads of the binary frames, one per line (JSON has no raw newlines).
+        let mut joined = String::new();
+        for message in llm_testkit::eventstream::split_messages(&bytes.into()) {
+            let (_, payload) = llm_testkit::eventstream::parse_message(&message)
+                .ok_or_else(|| Error::Msg(format!("{name}: a generated frame does not parse")))?;
+            joined.push_str("data: ");
+            joined.push_str(&String::from_utf8_lossy(&payload));
+            joined.push('\n');
+        }
+        joined
+    } else {
+        String::from_utf8(bytes).map_err(|e| Error::Msg(format!("wire bytes: {e}")))?
+    };
     let payloads: Vec<&str> = text
         .split("\n\n")
         .flat_map(|event| event.lines())

@@ -822,9 +822,11 @@ fn live_setup(
     let key = kind.key_vars().iter().find_map(|v| config::env(v));
     let keyless = args.no_key || base_url.as_deref().is_some_and(is_loopback);
     let key = match key {
-        Some(k) => k,
+        Some(k) => Some(k),
+        // Bedrock without a key signs with the AWS environment's credentials.
+        None if kind.key_optional() && !args.no_key => None,
         // Local servers ignore the key, but every adapter requires one to be set.
-        None if keyless => "no-key".to_owned(),
+        None if keyless => Some("no-key".to_owned()),
         None => {
             return Err((
                 exit::USAGE,
@@ -838,7 +840,7 @@ fn live_setup(
     };
     let (model, warning) = models::resolve(kind, model_id.as_deref(), base_url.as_deref());
     let options = StreamOptions {
-        api_key: Some(ApiKey::new(key)),
+        api_key: key.map(ApiKey::new),
         max_tokens: args.max_tokens,
         temperature: args.temperature,
         ..StreamOptions::default()

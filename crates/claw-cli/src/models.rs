@@ -107,6 +107,22 @@ impl ProviderKind {
         self.info().key_env
     }
 
+    /// The key variables and the other secret variables the crate reads
+    /// ([`crate::providers::OTHER_SECRETS`]).
+    pub(crate) fn secret_vars(self) -> impl Iterator<Item = &'static str> {
+        let name = self.info().name;
+        let others = crate::providers::OTHER_SECRETS
+            .iter()
+            .filter(move |(provider, _)| *provider == name)
+            .flat_map(|(_, vars)| vars.iter());
+        self.key_vars().iter().chain(others).copied()
+    }
+
+    /// Whether the crate authenticates without a key ([`crate::providers::KEY_OPTIONAL`]).
+    pub(crate) fn key_optional(self) -> bool {
+        crate::providers::KEY_OPTIONAL.contains(&self.info().name)
+    }
+
     /// The provider's own API base URL.
     pub(crate) fn default_base_url(self) -> &'static str {
         self.info().default_base_url
@@ -220,8 +236,8 @@ pub(crate) fn key_help() -> String {
 /// Every API key value in the environment (to keep them out of tool output).
 pub(crate) fn secrets_in_env() -> Vec<String> {
     let mut out: Vec<String> = ProviderKind::all()
-        .flat_map(|k| k.key_vars())
-        .filter_map(|v| crate::config::env(v))
+        .flat_map(ProviderKind::secret_vars)
+        .filter_map(crate::config::env)
         .collect();
     out.sort();
     out.dedup();
@@ -269,5 +285,21 @@ mod tests {
             (m.id.as_str(), m.base_url.as_str()),
             ("mistral-large-latest", "https://api.mistral.ai")
         );
+    }
+
+    #[test]
+    fn bedrock_runs_without_a_key_and_its_aws_secrets_are_secrets() {
+        let bedrock = kind("bedrock");
+        assert!(bedrock.key_optional());
+        assert!(!kind("anthropic").key_optional());
+        let vars: Vec<&str> = bedrock.secret_vars().collect();
+        assert_eq!(
+            vars,
+            ["AWS_BEARER_TOKEN_BEDROCK", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]
+        );
+        assert_eq!(kind("google").secret_vars().collect::<Vec<_>>(), kind("google").key_vars());
+        let (m, _) = resolve(bedrock, None, None);
+        assert_eq!(m.api, llm_bedrock::API);
+        assert_eq!(m.id, "us.anthropic.claude-sonnet-4-5-20250929-v1:0");
     }
 }

@@ -230,8 +230,9 @@ pub(crate) fn server_configs(
     }
     // A stdio server inherits claw's environment: the API key variables are
     // set empty for it (unless its `env` gives them), so no key reaches it.
-    let keys: Vec<&str> =
-        crate::models::ProviderKind::all().flat_map(|k| k.key_vars()).copied().collect();
+    let keys: Vec<&str> = crate::models::ProviderKind::all()
+        .flat_map(crate::models::ProviderKind::secret_vars)
+        .collect();
     for config in &mut out {
         if let McpTransport::Stdio { env, .. } = &mut config.transport {
             for key in &keys {

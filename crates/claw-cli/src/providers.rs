@@ -28,3 +28,13 @@ pub(crate) const PROVIDERS: &[Registered] = &[
 
 /// Older `--provider` spellings still accepted: `(alias, crate name)`.
 pub(crate) const ALIASES: &[(&str, &str)] = &[("openai", "openai-completions")];
+
+/// Providers whose crate finds credentials itself when no key is given (`INFO.name`):
+/// Bedrock signs with SigV4 from the AWS environment or a shared-config profile, so
+/// `claw` sends no key rather than refusing to start.
+pub(crate) const KEY_OPTIONAL: &[&str] = &["bedrock"];
+
+/// Secret variables a provider crate reads besides its `INFO.key_env`: kept out of tool
+/// output and MCP servers' environments like the keys (`(INFO.name, variables)`).
+pub(crate) const OTHER_SECRETS: &[(&str, &[&str])] =
+    &[("bedrock", &["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"])];
