@@ -153,3 +153,6 @@ impl Provider for BedrockProvider {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;

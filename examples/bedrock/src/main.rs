@@ -1,10 +1,13 @@
-//! A one-tool agent on the bedrock API.
+//! A one-tool agent on Amazon Bedrock (`ConverseStream`).
 //!
 //! ```text
 //! AWS_BEARER_TOKEN_BEDROCK=... cargo run -p example-bedrock -- "What time is it in UTC?"
+//! AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... AWS_REGION=us-west-2 cargo run -p example-bedrock
 //! ```
 //!
-//! Without `AWS_BEARER_TOKEN_BEDROCK` it says so and exits successfully, sending nothing.
+//! With a Bedrock API key it sends it as a bearer token; with AWS keys (or `AWS_PROFILE`)
+//! it signs with SigV4. With neither it says so and exits successfully, sending nothing.
+//! `BEDROCK_MODEL` picks another model id (default: the first of `llm_bedrock::INFO`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,26 +16,31 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agent_core::{
     Agent, AgentConfig, AgentContext, AgentTool, ToolError, ToolInvocation, ToolOutput,
 };
-use llm_core::{ApiKey, Message, Model, Tool};
+use llm_core::{Message, Tool};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let Ok(key) = std::env::var("AWS_BEARER_TOKEN_BEDROCK") else {
-        println!("skipped: set AWS_BEARER_TOKEN_BEDROCK to run this example");
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let aws_keys = set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY");
+    if !set(llm_bedrock::BEARER_TOKEN_ENV) && !aws_keys && !set("AWS_PROFILE") {
+        println!(
+            "skipped: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to run this example"
+        );
         return ExitCode::SUCCESS;
-    };
+    }
     let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
 
-    // An empty base URL means the provider's public endpoint.
-    let model = Model {
-        id: "bedrock-model".to_owned(),
-        api: llm_bedrock::API.to_owned(),
-        provider: "bedrock".to_owned(),
-        max_tokens: 1024,
-        ..Model::default()
+    // The model list and endpoint come from the crate's metadata; the crate resolves the
+    // region (`AWS_REGION`) and the credentials itself, so no key is set here.
+    let Some(mut model) = llm_bedrock::INFO.default_model() else {
+        println!("llm_bedrock::INFO lists no model");
+        return ExitCode::FAILURE;
     };
+    if let Ok(id) = std::env::var("BEDROCK_MODEL") {
+        model.id = id;
+    }
+    model.max_tokens = 1024;
     let mut config = AgentConfig::new(model, Arc::new(llm_bedrock::BedrockProvider::new()));
-    config.options.api_key = Some(ApiKey::new(key));
     config.max_turns = Some(4);
 
     let clock = AgentTool::new(

@@ -1,0 +1,100 @@
+//! How `prepare` puts conversion and authentication together (spec D.1 #27, #28).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use llm_core::{ApiKey, Message};
+
+use super::*;
+
+fn model(id: &str, base_url: &str) -> Model {
+    Model {
+        id: id.into(),
+        api: API.into(),
+        provider: PROVIDER.into(),
+        base_url: base_url.into(),
+        ..Model::default()
+    }
+}
+
+fn context() -> Context {
+    Context { messages: vec![Message::user("hi")], ..Context::default() }
+}
+
+fn header<'a>(request: &'a HttpRequest, name: &str) -> Option<&'a str> {
+    request.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+}
+
+const ARN: &str = "arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/a1b2c3";
+
+#[test]
+fn bearer_token_from_the_environment_and_no_sigv4_headers() {
+    let env = |name: &str| (name == "AWS_BEARER_TOKEN_BEDROCK").then(|| "tok".to_owned());
+    let request = prepare(&model(ARN, ""), &context(), &StreamOptions::default(), &env).unwrap();
+    assert_eq!(header(&request, "authorization"), Some("Bearer tok"));
+    assert_eq!(header(&request, "x-amz-date"), None);
+    assert!(request.url.contains("/model/arn%3Aaws%3Abedrock%3Aus-west-2%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3/"));
+}
+
+#[test]
+fn skip_auth_signs_with_dummy_keys_for_the_endpoint_region() {
+    let env = |name: &str| match name {
+        "AWS_BEARER_TOKEN_BEDROCK" => Some("tok".to_owned()),
+        "AWS_BEDROCK_SKIP_AUTH" => Some("1".to_owned()),
+        _ => None,
+    };
+    // A pinned standard endpoint with nothing configured signs for its own region.
+    let m = model(ARN, "https://bedrock-runtime.us-west-2.amazonaws.com");
+    let request = prepare(&m, &context(), &StreamOptions::default(), &env).unwrap();
+    let authorization = header(&request, "authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=dummy-access-key/"),
+        "{authorization}"
+    );
+    assert!(authorization.contains("/us-west-2/bedrock/aws4_request"), "{authorization}");
+    assert!(header(&request, "x-amz-date").is_some());
+    assert!(
+        request.url.starts_with("https://bedrock-runtime.us-west-2.amazonaws.com/model/arn%3A")
+    );
+}
+
+#[test]
+fn a_configured_region_moves_a_standard_endpoint_and_signs_for_it() {
+    let env = |name: &str| match name {
+        "AWS_ACCESS_KEY_ID" => Some("AKIDEXAMPLE".to_owned()),
+        "AWS_SECRET_ACCESS_KEY" => Some("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".to_owned()),
+        "AWS_REGION" => Some("eu-west-1".to_owned()),
+        _ => None,
+    };
+    let m = model("anthropic.claude-3-haiku-20240307-v1:0", INFO.default_base_url);
+    let request = prepare(&m, &context(), &StreamOptions::default(), &env).unwrap();
+    assert!(request.url.starts_with("https://bedrock-runtime.eu-west-1.amazonaws.com/"));
+    let authorization = header(&request, "authorization").unwrap();
+    assert!(authorization.contains("AKIDEXAMPLE/"), "{authorization}");
+    assert!(authorization.contains("/eu-west-1/bedrock/aws4_request"), "{authorization}");
+    assert!(!format!("{request:?}").contains("wJalrXUtnFEMI"), "the secret never prints");
+}
+
+#[test]
+fn the_options_key_wins_and_no_credentials_is_an_auth_error() {
+    let options =
+        StreamOptions { api_key: Some(ApiKey::new("opt-key")), ..StreamOptions::default() };
+    let env = |name: &str| (name == "AWS_BEARER_TOKEN_BEDROCK").then(|| "env-key".to_owned());
+    let request = prepare(&model("amazon.nova-pro-v1:0", ""), &context(), &options, &env).unwrap();
+    assert_eq!(header(&request, "authorization"), Some("Bearer opt-key"));
+
+    let nothing = |name: &str| match name {
+        // Shared files that do not exist, so the test never reads the real home folder.
+        "AWS_CONFIG_FILE" | "AWS_SHARED_CREDENTIALS_FILE" => {
+            Some("/nonexistent/clawcall-bedrock-test".to_owned())
+        }
+        _ => None,
+    };
+    let error = prepare(
+        &model("amazon.nova-pro-v1:0", ""),
+        &context(),
+        &StreamOptions::default(),
+        &nothing,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind, llm_core::ErrorKind::Auth);
+    assert!(!error.retryable);
+}
