@@ -163,11 +163,20 @@ pub(crate) fn build_request(
         inference.insert("stopSequences".into(), json!(options.stop));
     }
     body.insert("inferenceConfig".into(), Value::Object(inference));
-    if let Some(tools) = tool_config(context, options.tool_choice.as_ref()) {
+    // Fable 5 may refuse after partial output, so a forced tool choice is downgraded and
+    // the refusal details are asked for (spec A.10).
+    let choice = match options.tool_choice.clone() {
+        Some(ToolChoice::Required | ToolChoice::Tool(_)) if traits.fable => Some(ToolChoice::Auto),
+        other => other,
+    };
+    if let Some(tools) = tool_config(context, choice.as_ref()) {
         body.insert("toolConfig".into(), tools);
     }
     if let Some(fields) = thinking.fields {
         body.insert("additionalModelRequestFields".into(), Value::Object(fields));
+    }
+    if traits.fable {
+        body.insert("additionalModelResponseFieldPaths".into(), json!(["/stop_details"]));
     }
     if let Some(metadata) = extra.request_metadata.clone() {
         body.insert("requestMetadata".into(), Value::Object(metadata));
@@ -270,7 +279,8 @@ fn resolve_thinking(
     region: &str,
 ) -> Thinking {
     let caller_max = options.max_tokens.filter(|m| *m > 0);
-    let level = options.reasoning.or(traits.mandatory_adaptive.then_some(ReasoningLevel::High));
+    let default_level = (traits.mandatory_adaptive || traits.fable).then_some(ReasoningLevel::High);
+    let level = options.reasoning.or(default_level);
     let capable = model.reasoning || traits.adaptive;
     let Some(level) = level.filter(|_| capable && traits.claude) else {
         return Thinking { max_tokens: caller_max, ..Thinking::default() };

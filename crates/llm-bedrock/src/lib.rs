@@ -142,6 +142,7 @@ impl Provider for BedrockProvider {
 
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
         let http = prepare(model, context, options, &process_env);
+        let for_decoder = model.clone();
         self.http.stream(
             model,
             options,
@@ -149,7 +150,7 @@ impl Provider for BedrockProvider {
             http,
             |r| error::http_error(r.status, r.retry_after, r.body),
             AwsEventStreamFraming::with_limit,
-            Decoder::new,
+            move || Decoder::for_model(&for_decoder),
         )
     }
 }

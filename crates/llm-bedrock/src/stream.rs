@@ -114,6 +114,9 @@ pub struct Decoder {
     stop: Option<Result<StopReason, Error>>,
     /// A terminal delta was emitted; everything after it is ignored.
     finished: bool,
+    /// Claude Fable 5: every delta is held until the response is known not to be refused
+    /// (spec A.10); on failure only the error goes out, with no content.
+    held: Option<Vec<Delta>>,
 }
 
 impl Decoder {
@@ -122,9 +125,18 @@ impl Decoder {
         Self::default()
     }
 
+    /// A decoder for `model`: Claude Fable 5 (which may refuse after partial output) holds
+    /// every delta until the stream ends well, and shows nothing but the error otherwise.
+    pub fn for_model(model: &llm_core::Model) -> Self {
+        let fable = crate::convert::ClaudeTraits::of(model).fable;
+        Decoder { held: fable.then(Vec::new), ..Self::default() }
+    }
+
     fn fail(&mut self, error: Error, out: &mut Vec<Delta>) {
         if !self.finished {
             self.finished = true;
+            // Held content is discarded: a refused Fable response shows nothing.
+            self.held = None;
             out.push(Delta::Error(error));
         }
     }
@@ -139,6 +151,28 @@ impl Decoder {
             Some(Err(error)) => self.fail(error, out),
             None => {}
         }
+    }
+
+    /// Decodes one message into `out`, or into the held deltas while holding.
+    fn decode_held(&mut self, message: &AwsFrame, out: &mut Vec<Delta>) {
+        let Some(mut held) = self.held.take() else {
+            self.decode(message, out);
+            return;
+        };
+        let mut fresh = Vec::new();
+        self.decode(message, &mut fresh);
+        // A terminal delta ends holding: `finish` or `fail` already flushed or dropped.
+        if fresh.iter().any(|d| matches!(d, Delta::Done | Delta::Error(_))) {
+            if matches!(fresh.last(), Some(Delta::Done)) {
+                held.extend(fresh);
+                out.extend(held);
+            } else {
+                out.extend(fresh.into_iter().filter(|d| matches!(d, Delta::Error(_))));
+            }
+            return;
+        }
+        held.extend(fresh);
+        self.held = Some(held);
     }
 
     fn decode(&mut self, message: &AwsFrame, out: &mut Vec<Delta>) {
@@ -372,7 +406,7 @@ fn refusal_error(fields: Option<&Value>) -> Error {
 impl FrameDecoder<AwsFrame> for Decoder {
     fn frame(&mut self, frame: AwsFrame, out: &mut Vec<Delta>) {
         let from = out.len();
-        self.decode(&frame, out);
+        self.decode_held(&frame, out);
         self.surrogates.settle(out, from);
     }
 
@@ -380,8 +414,31 @@ impl FrameDecoder<AwsFrame> for Decoder {
         let from = out.len();
         if !self.finished {
             // After `messageStop` a missing `metadata` only loses usage; before it the
-            // body is cut short and nothing is emitted (the driver reports `truncated`).
-            self.finish(out);
+            // body is cut short: nothing is emitted (the driver reports `truncated`), and
+            // held Fable content is dropped.
+            let mut fresh = Vec::new();
+            self.finish(&mut fresh);
+            match self.held.take() {
+                Some(mut held) if matches!(fresh.last(), Some(Delta::Done)) => {
+                    held.extend(fresh);
+                    out.extend(held);
+                }
+                Some(_) => {
+                    out.extend(fresh.into_iter().filter(|d| matches!(d, Delta::Error(_))));
+                    if !self.finished {
+                        // Cut short with content held: the truncation shows no content.
+                        self.fail(
+                            Error::new(
+                                ErrorKind::Truncated,
+                                PROVIDER,
+                                "Bedrock stream ended before messageStop",
+                            ),
+                            out,
+                        );
+                    }
+                }
+                None => out.extend(fresh),
+            }
         }
         self.surrogates.settle(out, from);
     }

@@ -505,3 +505,42 @@ fn identical_input_gives_identical_bytes() {
         .unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn fable_alias_request_shape() {
+    let m = Model {
+        id: "production-fable".into(),
+        compat: Some(json!({"canonicalModelId": "claude-fable-5"})),
+        reasoning: false,
+        ..model("production-fable")
+    };
+    let context = Context {
+        messages: vec![user("Reply briefly.")],
+        tools: vec![weather_tool()],
+        ..Context::default()
+    };
+    let options = StreamOptions {
+        reasoning: Some(ReasoningLevel::High),
+        temperature: Some(0.2),
+        tool_choice: Some(ToolChoice::Required),
+        max_tokens: None,
+        ..StreamOptions::default()
+    };
+    let body = build(&m, &context, &options).body;
+    assert_eq!(body["inferenceConfig"], json!({}));
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([{"text": "Reply briefly."}, {"cachePoint": {"type": "default"}}])
+    );
+    assert_eq!(body["toolConfig"]["toolChoice"], json!({"auto": {}}));
+    assert_eq!(
+        body["additionalModelRequestFields"],
+        json!({"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "high"}})
+    );
+    assert_eq!(body["additionalModelResponseFieldPaths"], json!(["/stop_details"]));
+    let none = StreamOptions { tool_choice: Some(ToolChoice::None), ..options };
+    assert!(build(&m, &context, &none).body.get("toolConfig").is_none());
+    // Without a reasoning level Fable still thinks, at high.
+    let body = build(&m, &context, &StreamOptions::default()).body;
+    assert_eq!(body["additionalModelRequestFields"]["output_config"]["effort"], json!("high"));
+}

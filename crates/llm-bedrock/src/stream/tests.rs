@@ -425,3 +425,79 @@ fn usage_reads_cache_tokens_and_odd_numbers() {
         ..Usage::default()
     })));
 }
+
+fn fable() -> Model {
+    Model {
+        id: "production-fable".into(),
+        compat: Some(json!({"canonicalModelId": "claude-fable-5"})),
+        ..Model::default()
+    }
+}
+
+fn run_with(mut decoder: Decoder, frames: Vec<AwsFrame>) -> Vec<Delta> {
+    let mut out = Vec::new();
+    for frame in frames {
+        decoder.frame(frame, &mut out);
+    }
+    FrameDecoder::end(&mut decoder, &mut out);
+    out
+}
+
+#[test]
+fn fable_refusal_shows_only_the_error() {
+    let out = run_with(
+        Decoder::for_model(&fable()),
+        vec![
+            event("messageStart", json!({"role": "assistant"})),
+            text(0, "Sure, here is"),
+            event(
+                "messageStop",
+                json!({"stopReason": "refusal", "additionalModelResponseFields": {"stop_details": {"category": "cyber", "explanation": "This request is not allowed."}}}),
+            ),
+            metadata(5, 5),
+        ],
+    );
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        terminal_error(&out).message,
+        "Anthropic refusal (category: cyber): This request is not allowed."
+    );
+}
+
+#[test]
+fn fable_success_releases_everything_in_order() {
+    let frames = vec![
+        event("messageStart", json!({"role": "assistant"})),
+        text(0, "Hel"),
+        text(0, "lo"),
+        stop(0),
+        message_stop("end_turn"),
+        metadata(10, 2),
+    ];
+    let held = run_with(Decoder::for_model(&fable()), frames.clone());
+    assert_eq!(held, run(frames), "the same deltas, only later");
+}
+
+#[test]
+fn fable_stream_cut_before_message_stop_shows_no_content() {
+    let out = run_with(Decoder::for_model(&fable()), vec![text(0, "partial")]);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let error = terminal_error(&out);
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (ErrorKind::Truncated, "Bedrock stream ended before messageStop")
+    );
+    // Other models keep what arrived (and emit no terminal: the driver reports truncated).
+    let other = run_with(Decoder::for_model(&Model::default()), vec![text(0, "partial")]);
+    assert_eq!(other, vec![Delta::Text { key: 0, text: "partial".into() }]);
+}
+
+#[test]
+fn fable_exception_after_text_shows_only_the_error() {
+    let out = run_with(
+        Decoder::for_model(&fable()),
+        vec![text(0, "Hi"), exception("throttlingException", r#"{"message":"slow down"}"#)],
+    );
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(terminal_error(&out).kind, ErrorKind::RateLimited);
+}
