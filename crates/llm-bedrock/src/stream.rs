@@ -179,12 +179,13 @@ impl Decoder {
         if self.finished {
             return;
         }
-        let payload = String::from_utf8_lossy(&message.payload);
+        // The payload as text only where an error keeps it (events are parsed as bytes).
+        let payload = || String::from_utf8_lossy(&message.payload).into_owned();
         match message.header(":message-type") {
             Some("event") => {}
             Some("exception") => {
                 let kind = message.header(":exception-type").unwrap_or("UnknownException");
-                self.fail(stream_exception(kind, &payload), out);
+                self.fail(stream_exception(kind, &payload()), out);
                 return;
             }
             Some("error") => {
@@ -211,7 +212,7 @@ impl Decoder {
             Ok(event) => event,
             Err(e) => {
                 let error = decode_error(format!("Could not parse Bedrock event {name}: {e}"))
-                    .with_body(payload.into_owned());
+                    .with_body(payload());
                 self.fail(error, out);
                 return;
             }
