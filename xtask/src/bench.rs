@@ -963,34 +963,39 @@ pub fn run_case(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// CPU time of `serde_json` parsing every event's data of the case's wire bytes into a
-/// `Value`, once (the floor).
-fn floor_ns(name: &str, scenario: Scenario, size: usize) -> Result<u64> {
+/// The JSON text of every event of the case's wire bytes: each SSE event's `data` (but
+/// `[DONE]`), or each event-stream message's payload.
+fn event_payloads(name: &str, scenario: Scenario, size: usize) -> Result<Vec<String>> {
     let addr = SocketAddr::from(([127, 0, 0, 1], 9));
     let (mut body, _) = wire(name, scenario, size, addr)?;
     let mut bytes = Vec::new();
     while body.fill(&mut bytes, usize::MAX) {}
-    let frames = body.content_type == llm_testkit::eventstream::CONTENT_TYPE;
-    let text = if frames {
-        // The payloads of the binary frames, one per line (JSON has no raw newlines).
-        let mut joined = String::new();
-        for message in llm_testkit::eventstream::split_messages(&bytes.into()) {
-            let (_, payload) = llm_testkit::eventstream::parse_message(&message)
-                .ok_or_else(|| Error::Msg(format!("{name}: a generated frame does not parse")))?;
-            joined.push_str("data: ");
-            joined.push_str(&String::from_utf8_lossy(&payload));
-            joined.push('\n');
-        }
-        joined
-    } else {
-        String::from_utf8(bytes).map_err(|e| Error::Msg(format!("wire bytes: {e}")))?
-    };
-    let payloads: Vec<&str> = text
+    if body.content_type == llm_testkit::eventstream::CONTENT_TYPE {
+        return llm_testkit::eventstream::split_messages(&bytes.into())
+            .iter()
+            .map(|message| {
+                let (_, payload) =
+                    llm_testkit::eventstream::parse_message(message).ok_or_else(|| {
+                        Error::Msg(format!("{name}: a generated message does not parse"))
+                    })?;
+                String::from_utf8(payload).map_err(|e| Error::Msg(format!("{name} payload: {e}")))
+            })
+            .collect();
+    }
+    let text = String::from_utf8(bytes).map_err(|e| Error::Msg(format!("wire bytes: {e}")))?;
+    Ok(text
         .split("\n\n")
         .flat_map(|event| event.lines())
         .filter_map(|line| line.strip_prefix("data: "))
         .filter(|d| *d != "[DONE]")
-        .collect();
+        .map(str::to_owned)
+        .collect())
+}
+
+/// CPU time of `serde_json` parsing every event's data of the case's wire bytes into a
+/// `Value`, once (the floor).
+fn floor_ns(name: &str, scenario: Scenario, size: usize) -> Result<u64> {
+    let payloads = event_payloads(name, scenario, size)?;
     let start = thread_cpu_ns()?;
     let mut parsed = 0usize;
     for payload in &payloads {
@@ -1208,21 +1213,13 @@ mod tests {
     fn every_wire_format_is_valid_json_per_event() {
         for entry in PROVIDERS {
             for scenario in Scenario::ALL {
-                let addr = SocketAddr::from(([127, 0, 0, 1], 9));
-                let (mut body, _) = wire(entry.name, scenario, 300_000, addr).unwrap();
-                let mut bytes = Vec::new();
-                while body.fill(&mut bytes, usize::MAX) {}
-                let text = String::from_utf8(bytes).unwrap();
-                let mut events = 0;
-                for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
-                    if line != "[DONE]" {
-                        serde_json::from_str::<Value>(line).unwrap_or_else(|e| {
-                            panic!("{} {}: {e}: {line:.200}", entry.name, scenario.name())
-                        });
-                        events += 1;
-                    }
+                let payloads = event_payloads(entry.name, scenario, 300_000).unwrap();
+                for line in &payloads {
+                    serde_json::from_str::<Value>(line).unwrap_or_else(|e| {
+                        panic!("{} {}: {e}: {line:.200}", entry.name, scenario.name())
+                    });
                 }
-                assert!(events >= 2, "{} {}", entry.name, scenario.name());
+                assert!(payloads.len() >= 2, "{} {}", entry.name, scenario.name());
             }
         }
     }

@@ -18,8 +18,13 @@
 //!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys).
 //! - Region: the `region` provider option, else `AWS_REGION`, else `AWS_DEFAULT_REGION`,
 //!   else the region of a standard `bedrock-runtime.<region>.amazonaws.com` base URL, else
-//!   `us-east-1`. A custom base URL (VPC endpoint, proxy) is always used as is; a standard
-//!   one is replaced by the configured region's endpoint.
+//!   the selected profile's `region` (`profile` option or `AWS_PROFILE`), else `us-east-1`.
+//!   A custom base URL (VPC endpoint, proxy) is always used as is; a standard one is
+//!   replaced by the configured region's endpoint (so a catalogue default never overrides
+//!   `AWS_REGION`).
+//! - Claude Fable 5 (also behind an alias whose `compat.canonicalModelId` names it) may
+//!   refuse after partial output: its events are held until `messageStop`, and a refusal
+//!   or failure shows only the error.
 //! - Provider options (`StreamOptions::provider_options`, camelCase): `region`, `profile`,
 //!   `thinkingDisplay`, `interleavedThinking`, `thinkingBudgets`, `requestMetadata`,
 //!   `guardrailConfig`, `serviceTier`, `forceCache`.
@@ -33,7 +38,9 @@
 //!   block and replayed to the same model; OpenClaw drops it;
 //! - the `guardrail_intervened` and `content_filtered` stop reasons end the stream with a
 //!   `refused` error that names the reason; OpenClaw reports "An unknown error occurred";
-//! - a stream that ends before `messageStop` is a `truncated` error, not a success.
+//! - a stream that ends before `messageStop` is a `truncated` error, not a success;
+//! - an `exception` message before any content (a throttling exception, say) is retried
+//!   like an HTTP error (spec decision 7); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
 
 pub mod auth;
