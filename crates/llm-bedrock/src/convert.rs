@@ -299,7 +299,7 @@ fn resolve_thinking(
             thinking.insert("display".into(), json!(display));
         }
         fields.insert("thinking".into(), Value::Object(thinking));
-        fields.insert("output_config".into(), json!({"effort": effort(level, traits)}));
+        fields.insert("output_config".into(), json!({"effort": effort(model, level, traits)}));
         return Thinking { fields: Some(fields), max_tokens: caller_max, adaptive: true };
     }
     let level_name = match level {
@@ -335,8 +335,22 @@ fn resolve_thinking(
     Thinking { fields: Some(fields), max_tokens, adaptive: false }
 }
 
-/// Spec A.5.3: `xhigh` and `max` only where the model has them natively, else `high`.
-fn effort(level: ReasoningLevel, traits: ClaudeTraits) -> &'static str {
+/// Spec A.5.3: the model's own `compat.thinkingLevelMap` entry when it is a string (`null`
+/// for `xhigh`/`max` means `high`); else `xhigh` and `max` only where the model has them
+/// natively, else `high`.
+fn effort(model: &Model, level: ReasoningLevel, traits: ClaudeTraits) -> String {
+    let mapped = model
+        .compat
+        .as_ref()
+        .and_then(|c| c.get("thinkingLevelMap"))
+        .and_then(|map| map.get(level.as_str()));
+    match mapped {
+        Some(Value::String(effort)) => return effort.clone(),
+        Some(Value::Null) if matches!(level, ReasoningLevel::Xhigh | ReasoningLevel::Max) => {
+            return "high".to_owned();
+        }
+        _ => {}
+    }
     match level {
         ReasoningLevel::Minimal | ReasoningLevel::Low => "low",
         ReasoningLevel::Medium => "medium",
@@ -345,6 +359,7 @@ fn effort(level: ReasoningLevel, traits: ClaudeTraits) -> &'static str {
         ReasoningLevel::Max if traits.native_max => "max",
         ReasoningLevel::Xhigh | ReasoningLevel::Max => "high",
     }
+    .to_owned()
 }
 
 /// `{image: {format, source: {bytes}}}`; an unknown MIME type or invalid base64 is an error.

@@ -544,3 +544,23 @@ fn fable_alias_request_shape() {
     let body = build(&m, &context, &StreamOptions::default()).body;
     assert_eq!(body["additionalModelRequestFields"]["output_config"]["effort"], json!("high"));
 }
+
+#[test]
+fn the_models_thinking_level_map_wins() {
+    let context = Context { messages: vec![user("x")], ..Context::default() };
+    let effort = |map: Value, level| {
+        let m = Model {
+            compat: Some(json!({"thinkingLevelMap": map})),
+            ..model("anthropic.claude-opus-4.8-v1:0")
+        };
+        let options = StreamOptions { reasoning: Some(level), ..StreamOptions::default() };
+        build(&m, &context, &options).body["additionalModelRequestFields"]["output_config"]["effort"].clone()
+    };
+    assert_eq!(effort(json!({"xhigh": null, "max": null}), ReasoningLevel::Max), json!("high"));
+    assert_eq!(effort(json!({"low": "medium"}), ReasoningLevel::Low), json!("medium"));
+    assert_eq!(
+        effort(json!({"low": "medium"}), ReasoningLevel::Max),
+        json!("max"),
+        "unmapped levels keep the default"
+    );
+}
