@@ -410,9 +410,12 @@ fn thinking_block(thinking: &ThinkingContent, claude: bool) -> Option<Value> {
     }}}))
 }
 
-/// The transcript (after llm-core's cross-provider transform) as Bedrock messages: every
-/// consecutive run of tool results is one user message, and the cache point ends the last
-/// message when it is a user message.
+/// The transcript (after llm-core's cross-provider transform) as Bedrock messages, roles
+/// alternating: consecutive messages of one role (a run of tool results, a user message
+/// after them, two assistant turns around a dropped one) are one message, since Bedrock
+/// rejects two in a row ("A conversation must alternate between user and assistant
+/// roles"; OpenClaw merges only the tool results). The cache point ends the last message
+/// when it is a user message.
 fn convert_messages(
     messages: &[Message],
     model: &Model,
@@ -421,9 +424,11 @@ fn convert_messages(
 ) -> Result<Vec<Value>, Error> {
     let messages = transform_messages(messages, model, Some(&IdRules::ALNUM_DASH_64));
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    let mut in_results = false;
+    let mut push = |role: &'static str, blocks: Vec<Value>| match out.last_mut() {
+        Some((last, existing)) if *last == role => existing.extend(blocks),
+        _ => out.push((role, blocks)),
+    };
     for message in &messages {
-        let results = matches!(message, Message::ToolResult(_));
         match message {
             Message::User(user) => {
                 let blocks = match &user.content {
@@ -433,7 +438,7 @@ fn convert_messages(
                     }
                 };
                 if !blocks.is_empty() {
-                    out.push(("user", blocks));
+                    push("user", blocks);
                 }
             }
             Message::Assistant(assistant) => {
@@ -456,7 +461,7 @@ fn convert_messages(
                 }
                 // Bedrock rejects an assistant message with no content.
                 if !blocks.is_empty() {
-                    out.push(("assistant", blocks));
+                    push("assistant", blocks);
                 }
             }
             Message::ToolResult(result) => {
@@ -468,14 +473,9 @@ fn convert_messages(
                     "content": content,
                     "status": status,
                 }});
-                // Bedrock wants all results of one turn in one user message.
-                match out.last_mut() {
-                    Some((_, blocks)) if in_results => blocks.push(block),
-                    _ => out.push(("user", vec![block])),
-                }
+                push("user", vec![block]);
             }
         }
-        in_results = results;
     }
     if let (Some(point), Some(("user", blocks))) = (cache_point, out.last_mut()) {
         blocks.push(point.clone());

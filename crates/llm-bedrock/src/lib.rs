@@ -38,6 +38,9 @@
 //!   block and replayed to the same model; OpenClaw drops it;
 //! - the `guardrail_intervened` and `content_filtered` stop reasons end the stream with a
 //!   `refused` error that names the reason; OpenClaw reports "An unknown error occurred";
+//! - consecutive messages of one role are sent as one (a user message after tool results,
+//!   say): Bedrock rejects a conversation whose roles do not alternate, and OpenClaw merges
+//!   only runs of tool results;
 //! - a stream that ends before `messageStop` is a `truncated` error, not a success;
 //! - an `exception` message before any content (a throttling exception, say) is retried
 //!   like an HTTP error (spec decision 7); OpenClaw never retries in-stream exceptions.

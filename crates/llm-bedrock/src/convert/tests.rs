@@ -347,7 +347,8 @@ fn empty_assistant_turns_are_skipped_and_blank_text_dropped() {
     let options =
         StreamOptions { cache_retention: CacheRetention::None, ..StreamOptions::default() };
     let messages = build(&m, &context, &options).body["messages"].clone();
-    assert_eq!(messages.as_array().unwrap().len(), 2);
+    // The empty turn is gone, and the two user messages it separated become one.
+    assert_eq!(messages, json!([{"role": "user", "content": [{"text": "a"}, {"text": "b"}]}]));
 }
 
 #[test]
@@ -562,5 +563,35 @@ fn the_models_thinking_level_map_wins() {
         effort(json!({"low": "medium"}), ReasoningLevel::Max),
         json!("max"),
         "unmapped levels keep the default"
+    );
+}
+
+#[test]
+fn roles_alternate_on_the_wire() {
+    let m = model(SONNET45);
+    let context = Context {
+        messages: vec![
+            user("first"),
+            user("second"),
+            assistant(&m, vec![call("t1")]),
+            result("t1", vec![UserContent::text("ok")], false),
+            user("and then?"),
+        ],
+        tools: vec![weather_tool()],
+        ..Context::default()
+    };
+    let options =
+        StreamOptions { cache_retention: CacheRetention::None, ..StreamOptions::default() };
+    let messages = build(&m, &context, &options).body["messages"].clone();
+    assert_eq!(
+        messages,
+        json!([
+            {"role": "user", "content": [{"text": "first"}, {"text": "second"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "get_weather", "input": {"city": "Oslo"}}}]},
+            {"role": "user", "content": [
+                {"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}], "status": "success"}},
+                {"text": "and then?"}
+            ]}
+        ])
     );
 }
