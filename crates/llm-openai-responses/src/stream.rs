@@ -178,7 +178,7 @@ impl Decoder {
                     self.item_done(key, item, out);
                 }
             }
-            "response.output_text.delta" | "response.refusal.delta" => {
+            "response.output_text.delta" | "response.text.delta" | "response.refusal.delta" => {
                 if let Some(piece) = delta.take().and_then(WireValue::into_text)
                     && !piece.is_empty()
                 {
@@ -767,7 +767,10 @@ fn message_text(item: &Value) -> String {
     let mut text = String::new();
     for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
         match str_of(part.get("type")) {
-            Some("output_text") => text.push_str(str_of(part.get("text")).unwrap_or_default()),
+            // `text` is Azure's spelling of `output_text`.
+            Some("output_text" | "text") => {
+                text.push_str(str_of(part.get("text")).unwrap_or_default())
+            }
             Some("refusal") => text.push_str(str_of(part.get("refusal")).unwrap_or_default()),
             _ => {}
         }
