@@ -54,6 +54,8 @@ fn http_error_of(
             ErrorKind::ContextLength if matches!(status, 400 | 413 | 422) => kind = hint,
             ErrorKind::RateLimited if status == 429 => retryable = retry,
             ErrorKind::Overloaded if kind == ErrorKind::Provider => kind = hint,
+            // Azure's content filter rejects a prompt with 400 `code: "content_filter"`.
+            ErrorKind::Refused if status == 400 => kind = hint,
             _ => {}
         }
     }
