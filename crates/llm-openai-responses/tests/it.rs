@@ -304,12 +304,21 @@ async fn live_smoke_tool_round_trip() {
         max_tokens: Some(512),
         ..StreamOptions::default()
     };
+    live_tool_round_trip(&provider, &model, &options).await;
+}
+
+/// A tool call, its result, and the answer, against a real endpoint.
+async fn live_tool_round_trip(
+    provider: &OpenAiResponsesProvider,
+    model: &Model,
+    options: &StreamOptions,
+) {
     let mut context = Context {
         system_prompt: Some("Use the tool to answer.".into()),
         messages: vec![Message::user("What is the weather in Bergen? Use get_weather.")],
         tools: vec![weather_tool()],
     };
-    let first = provider.stream(&model, &context, &options).result().await;
+    let first = provider.stream(model, &context, options).result().await;
     assert_eq!(first.stop_reason, StopReason::ToolUse, "{:?}", first.error_message);
     let call = first.tool_calls().next().cloned().unwrap();
     assert_eq!(call.name, "get_weather");
@@ -322,7 +331,7 @@ async fn live_smoke_tool_round_trip() {
         is_error: false,
         timestamp: 0,
     }));
-    let second = provider.stream(&model, &context, &options).result().await;
+    let second = provider.stream(model, &context, options).result().await;
     assert_eq!(second.stop_reason, StopReason::Stop, "{:?}", second.error_message);
     assert!(!second.text().is_empty());
 }
@@ -351,26 +360,6 @@ async fn live_azure_smoke_tool_round_trip() {
         ..model("")
     };
     let options = StreamOptions { max_tokens: Some(512), ..StreamOptions::default() };
-    let mut context = Context {
-        system_prompt: Some("Use the tool to answer.".into()),
-        messages: vec![Message::user("What is the weather in Bergen? Use get_weather.")],
-        tools: vec![weather_tool()],
-    };
-    let first = provider.stream(&model, &context, &options).result().await;
-    assert_eq!(first.stop_reason, StopReason::ToolUse, "{:?}", first.error_message);
-    let call = first.tool_calls().next().cloned().unwrap();
-    assert_eq!(call.name, "get_weather");
-    context.messages.push(Message::Assistant(first.clone()));
-    context.messages.push(Message::ToolResult(ToolResultMessage {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: vec![UserContent::text("Rain, 9°C")],
-        details: None,
-        is_error: false,
-        timestamp: 0,
-    }));
     // Item ids are replayed (Azure's default), so the second turn exercises B.6 live.
-    let second = provider.stream(&model, &context, &options).result().await;
-    assert_eq!(second.stop_reason, StopReason::Stop, "{:?}", second.error_message);
-    assert!(!second.text().is_empty());
+    live_tool_round_trip(&provider, &model, &options).await;
 }
