@@ -82,7 +82,11 @@
 //!   (for providers `azure-openai` / `azure-openai-responses`); item ids are replayed for
 //!   the same model (`replayItemIds` defaults to `true`); no `session_id` headers.
 //! - Stream: Azure's `response.text.delta` and `text` content parts are read as
-//!   `output_text`. Errors name the provider `azure-openai-responses`; HTTP 429 honours
+//!   `output_text`. Cumulative snapshot message items (a message item right after
+//!   another in the same phase whose text strictly extends it, OpenClaw #91959) continue
+//!   the earlier text block: its text grows by the new part only and takes the later
+//!   item's signature; an item that diverges opens its own block once the divergence is
+//!   seen. So a message block's `text_end` waits for the next event (for any route). Errors name the provider `azure-openai-responses`; HTTP 429 honours
 //!   `retry-after-ms` / `retry-after`; a content-filter error body (`code:
 //!   "content_filter"`) is a `refused` error, never retried.
 //!

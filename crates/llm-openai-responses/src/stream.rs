@@ -89,6 +89,8 @@ struct Item {
     filter: Option<NullFilter>,
     /// The strict tool's restore plan (also for the `.done` arguments).
     plan: Option<Arc<StrictPlan>>,
+    /// A message's text so far (to recognise a cumulative snapshot of it).
+    text: String,
 }
 
 impl Item {
@@ -104,8 +106,31 @@ impl Item {
             wrapper: None,
             filter: None,
             plan: None,
+            text: String::new(),
         }
     }
+}
+
+/// A finished message block whose end is held back while the next item may be a
+/// cumulative snapshot of it (Azure; OpenClaw #91959).
+#[derive(Debug)]
+struct Held {
+    key: BlockKey,
+    /// The block's text.
+    text: String,
+    phase: Option<String>,
+}
+
+/// A message item that began right after a held one, in the same phase: its text is
+/// kept back while it is a prefix of the held text, continues the held block once it
+/// extends it, and opens its own block once it diverges.
+#[derive(Debug)]
+struct Snapshot {
+    key: BlockKey,
+    /// Its text so far.
+    text: String,
+    /// How much of `text` (bytes) the held block has already received.
+    emitted: usize,
 }
 
 /// The Responses [`WireDecoder`].
@@ -126,6 +151,10 @@ pub(crate) struct Decoder {
     strict_plans: Arc<BTreeMap<String, Arc<StrictPlan>>>,
     /// Surrogate pairs split across text, reasoning and argument deltas.
     surrogates: SurrogateJoiner,
+    /// The last finished message block, not yet ended.
+    held: Option<Held>,
+    /// The item that may be a cumulative snapshot of `held`.
+    snapshot: Option<Snapshot>,
 }
 
 impl Decoder {
@@ -147,6 +176,39 @@ impl Decoder {
             tool_names,
             strict_plans,
             surrogates: SurrogateJoiner::new(),
+            held: None,
+            snapshot: None,
+        }
+    }
+
+    /// Ends the held message block; a snapshot still kept back becomes its own block.
+    fn flush_held(&mut self, out: &mut Vec<Delta>) {
+        let Some(held) = self.held.take() else { return };
+        out.push(Delta::BlockEnd { key: held.key });
+        if let Some(snapshot) = self.snapshot.take()
+            && snapshot.emitted == 0
+            && !snapshot.text.is_empty()
+        {
+            if let Some(item) = self.items.get_mut(&snapshot.key) {
+                item.text.clone_from(&snapshot.text);
+            }
+            out.push(Delta::Text { key: snapshot.key, text: snapshot.text });
+        }
+    }
+
+    /// Text for the snapshot candidate: kept back, added to the held block, or (on
+    /// divergence) its own block.
+    fn snapshot_text(&mut self, piece: &str, out: &mut Vec<Delta>) {
+        let (Some(held), Some(snapshot)) = (&mut self.held, &mut self.snapshot) else { return };
+        snapshot.text.push_str(piece);
+        if snapshot.text.len() > held.text.len() && snapshot.text.starts_with(&held.text) {
+            let start = held.text.len() + snapshot.emitted;
+            if let Some(suffix) = snapshot.text.get(start..).filter(|s| !s.is_empty()) {
+                out.push(Delta::Text { key: held.key, text: suffix.to_owned() });
+                snapshot.emitted += suffix.len();
+            }
+        } else if !held.text.starts_with(&snapshot.text) {
+            self.flush_held(out);
         }
     }
 
@@ -165,6 +227,23 @@ impl Decoder {
         let mut delta = event.delta.take();
         // The data's `type` names the event; the SSE `event:` line is the fallback.
         let kind = event.kind.as_deref().or(name).unwrap_or_default();
+        let continues_messages = matches!(
+            kind,
+            "response.output_item.added"
+                | "response.output_item.done"
+                | "response.output_text.delta"
+                | "response.text.delta"
+                | "response.refusal.delta"
+                | "response.content_part.added"
+                | "response.content_part.done"
+                | "response.output_text.done"
+                | "response.text.done"
+                | "response.completed"
+                | "response.incomplete"
+        );
+        if !continues_messages {
+            self.flush_held(out);
+        }
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
                 if let Some(response) = &event.response {
@@ -187,7 +266,13 @@ impl Decoder {
                     // Streamed even if only a surrogate half came: the `.done` text must not
                     // be added again.
                     self.mark_streamed(key);
-                    if !text.is_empty() {
+                    if self.snapshot.as_ref().is_some_and(|s| s.key == key) {
+                        self.snapshot_text(&text, out);
+                    } else if !text.is_empty() {
+                        self.flush_held(out);
+                        if let Some(item) = self.items.get_mut(&key) {
+                            item.text.push_str(&text);
+                        }
                         out.push(Delta::Text { key, text });
                     }
                 }
@@ -272,6 +357,7 @@ impl Decoder {
     }
 
     fn fail(&mut self, out: &mut Vec<Delta>, error: Error) {
+        self.flush_held(out);
         self.finished = true;
         out.push(Delta::Error(error));
     }
@@ -354,6 +440,15 @@ impl Decoder {
         {
             // The wire reused an active output index: close the earlier block.
             out.push(Delta::BlockEnd { key });
+        }
+        let phase = str_of(item.get("phase")).map(str::to_owned);
+        match &self.held {
+            Some(held)
+                if kind == Kind::Message && self.snapshot.is_none() && held.phase == phase =>
+            {
+                self.snapshot = Some(Snapshot { key, text: String::new(), emitted: 0 });
+            }
+            _ => self.flush_held(out),
         }
         let mut state = Item::new(kind, item_id.clone());
         if kind == Kind::FunctionCall {
@@ -450,6 +545,9 @@ impl Decoder {
         if let Some(id) = &item_id {
             self.by_item_id.entry(id.clone()).or_insert(key);
         }
+        if str_of(item.get("type")) != Some("message") {
+            self.flush_held(out);
+        }
         match str_of(item.get("type")) {
             Some("message") => self.message_done(key, item, out),
             Some("reasoning") => self.reasoning_done(key, item, out),
@@ -481,10 +579,19 @@ impl Decoder {
     }
 
     fn message_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        let phase = str_of(item.get("phase")).map(str::to_owned);
+        if let Some(snapshot) = self.snapshot.take_if(|s| s.key == key) {
+            self.snapshot_done(snapshot, item, phase, out);
+            return;
+        }
         let Some(state) = self.items.get_mut(&key) else { return };
         if !state.streamed {
             let text = message_text(item);
             if !text.is_empty() {
+                if let Some(held) = self.held.take() {
+                    out.push(Delta::BlockEnd { key: held.key });
+                }
+                state.text.push_str(&text);
                 out.push(Delta::Text { key, text });
                 state.streamed = true;
                 state.opened = true;
@@ -493,16 +600,49 @@ impl Decoder {
         if !state.opened {
             return;
         }
-        if let Some(id) = str_of(item.get("id")) {
-            let mut signature = serde_json::Map::new();
-            signature.insert("v".to_owned(), Value::from(1));
-            signature.insert("id".to_owned(), Value::from(id));
-            if let Some(phase) = str_of(item.get("phase")) {
-                signature.insert("phase".to_owned(), Value::from(phase));
-            }
-            out.push(Delta::TextSignature { key, signature: Value::Object(signature).to_string() });
+        text_signature(key, item, out);
+        let text = std::mem::take(&mut state.text);
+        // Its end waits: the next item may be a cumulative snapshot of it.
+        self.flush_held(out);
+        self.held = Some(Held { key, text, phase });
+    }
+
+    /// The snapshot candidate finished: a strict extension of the held text continues
+    /// that block (text replaced, signature of this item); anything else is its own block.
+    fn snapshot_done(
+        &mut self,
+        mut snapshot: Snapshot,
+        item: &Value,
+        phase: Option<String>,
+        out: &mut Vec<Delta>,
+    ) {
+        if snapshot.text.is_empty() {
+            snapshot.text = message_text(item);
         }
-        out.push(Delta::BlockEnd { key });
+        let Some(held) = self.held.as_mut() else { return };
+        let extends =
+            snapshot.text.len() > held.text.len() && snapshot.text.starts_with(&held.text);
+        if extends {
+            let start = held.text.len() + snapshot.emitted;
+            if let Some(suffix) = snapshot.text.get(start..).filter(|s| !s.is_empty()) {
+                out.push(Delta::Text { key: held.key, text: suffix.to_owned() });
+            }
+            text_signature(held.key, item, out);
+            held.text = snapshot.text;
+            held.phase = phase;
+            return;
+        }
+        self.flush_held(out);
+        if snapshot.text.is_empty() {
+            return;
+        }
+        if let Some(state) = self.items.get_mut(&snapshot.key) {
+            state.opened = true;
+            state.streamed = true;
+        }
+        out.push(Delta::Text { key: snapshot.key, text: snapshot.text.clone() });
+        text_signature(snapshot.key, item, out);
+        self.held = Some(Held { key: snapshot.key, text: snapshot.text, phase });
     }
 
     fn reasoning_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
@@ -639,6 +779,7 @@ impl Decoder {
 
     fn complete(&mut self, kind: &str, response: &Value, out: &mut Vec<Delta>) {
         self.reconcile_output(response, out);
+        self.flush_held(out);
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
@@ -725,6 +866,19 @@ fn failure(response: &Value, raw: &str) -> Error {
     )
     .with_retryable(false)
     .with_body(raw)
+}
+
+/// `{"v":1,"id":<item id>,"phase"?}`: the message item's replay signature (none
+/// without an id).
+fn text_signature(key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+    let Some(id) = str_of(item.get("id")) else { return };
+    let mut signature = serde_json::Map::new();
+    signature.insert("v".to_owned(), Value::from(1));
+    signature.insert("id".to_owned(), Value::from(id));
+    if let Some(phase) = str_of(item.get("phase")) {
+        signature.insert("phase".to_owned(), Value::from(phase));
+    }
+    out.push(Delta::TextSignature { key, signature: Value::Object(signature).to_string() });
 }
 
 fn metadata(response: &Value) -> Delta {
