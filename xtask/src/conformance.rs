@@ -60,7 +60,8 @@ impl ProviderEntry {
         ProviderEntry { name: info.name, info, make, make_with: None }
     }
 
-    /// The entry with a constructor for fixtures with `env` or `keepHost`.
+    /// The entry with a constructor for fixtures with `env` or `keepHost` (a provider
+    /// that reads no environment ignores `env`).
     pub const fn with_env(mut self, make_with: MakeWith) -> Self {
         self.make_with = Some(make_with);
         self
