@@ -535,34 +535,9 @@ async fn run_once(entry: ProviderEntry, fixture: &Fixture, mode: Chunking) -> Re
     let server = Server::start(fixture.responses.clone(), mode)
         .await
         .map_err(|e| Error::Msg(format!("cannot start the loopback server: {e}")))?;
-    let mut model = fixture.model.clone();
     let sleeper = Arc::new(RecordingSleeper::new());
     let mut options = stream_options(&fixture.options, sleeper.clone());
-    let provider = if fixture.keep_host || !fixture.env.is_empty() {
-        let Some(make_with) = entry.make_with else {
-            return Err(Error::Msg(format!(
-                "provider {} takes no env or keepHost (ProviderEntry::with_env)",
-                entry.name
-            )));
-        };
-        let mut env = fixture.env.clone();
-        if fixture.keep_host {
-            let keep = |url: &str| llm_testkit::loopback_keep_host(url, server.addr);
-            model.base_url = keep(&fixture.model.base_url);
-            env.values_mut().for_each(|v| *v = keep(v));
-            for value in options.provider_options.values_mut() {
-                if let Value::String(text) = value {
-                    *text = keep(text);
-                }
-            }
-        } else {
-            model.base_url = loopback_base_url(&fixture.model.base_url, server.addr);
-        }
-        make_with(loopback_client(fixture.keep_host)?, env)
-    } else {
-        model.base_url = loopback_base_url(&fixture.model.base_url, server.addr);
-        (entry.make)()
-    };
+    let (model, provider) = fixture_provider(entry, fixture, server.addr, &mut options)?;
     let mut stream = provider.stream(&model, &fixture.context, &options);
     let mut events: Vec<AssistantEvent> = Vec::new();
     while let Some(event) = stream.next().await {
@@ -607,6 +582,42 @@ async fn run_once(entry: ProviderEntry, fixture: &Fixture, mode: Chunking) -> Re
     // A URL in an error message would carry the random port.
     let text = text.replace(&server.addr.to_string(), "127.0.0.1:<port>");
     Ok(RunOutput { text, requests, problems })
+}
+
+/// The fixture's model pointed at the loopback server at `addr`, and a fresh provider:
+/// with `env` or `keepHost`, one made by the entry's `make_with` on the fixture's
+/// environment (URL-valued provider options in `options` keep their host too).
+pub(crate) fn fixture_provider(
+    entry: ProviderEntry,
+    fixture: &Fixture,
+    addr: SocketAddr,
+    options: &mut StreamOptions,
+) -> Result<(llm_core::Model, Arc<dyn Provider>)> {
+    let mut model = fixture.model.clone();
+    if !fixture.keep_host && fixture.env.is_empty() {
+        model.base_url = loopback_base_url(&fixture.model.base_url, addr);
+        return Ok((model, (entry.make)()));
+    }
+    let Some(make_with) = entry.make_with else {
+        return Err(Error::Msg(format!(
+            "provider {} takes no env or keepHost (ProviderEntry::with_env)",
+            entry.name
+        )));
+    };
+    let mut env = fixture.env.clone();
+    if fixture.keep_host {
+        let keep = |url: &str| llm_testkit::loopback_keep_host(url, addr);
+        model.base_url = keep(&fixture.model.base_url);
+        env.values_mut().for_each(|v| *v = keep(v));
+        for value in options.provider_options.values_mut() {
+            if let Value::String(text) = value {
+                *text = keep(text);
+            }
+        }
+    } else {
+        model.base_url = loopback_base_url(&fixture.model.base_url, addr);
+    }
+    Ok((model, make_with(loopback_client(fixture.keep_host)?, env)))
 }
 
 /// Resolves every host name to 127.0.0.1 (the port comes from the URL), so a
