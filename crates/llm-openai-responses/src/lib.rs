@@ -86,7 +86,9 @@
 //!   another in the same phase whose text strictly extends it, OpenClaw #91959) continue
 //!   the earlier text block: its text grows by the new part only and takes the later
 //!   item's signature; an item that diverges opens its own block once the divergence is
-//!   seen. So a message block's `text_end` waits for the next event (for any route). Errors name the provider `azure-openai-responses`; HTTP 429 honours
+//!   seen. So a message block's `text_end` waits for the next event (for any route).
+//!   Each piece is compared once (linear), and only messages up to 256 KiB are kept for
+//!   the comparison (a longer one is never collapsed), so the decoder's copy is bounded. Errors name the provider `azure-openai-responses`; HTTP 429 honours
 //!   `retry-after-ms` / `retry-after`; a content-filter error body (`code:
 //!   "content_filter"`) is a `refused` error, never retried.
 //!

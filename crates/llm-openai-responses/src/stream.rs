@@ -35,6 +35,10 @@ use serde_json::Value;
 use crate::PROVIDER;
 use crate::error::stream_error;
 
+/// A message longer than this is never the base of a cumulative snapshot, so the
+/// decoder's copy of a message's text stays bounded (snapshots are short messages).
+const SNAPSHOT_BASE_LIMIT: usize = 256 * 1024;
+
 /// Keys for items without an `output_index` start here.
 const SYNTHETIC_KEYS: BlockKey = 1 << 40;
 /// Keys of calls expanded from a `multi_tool_use.parallel` wrapper start here.
@@ -89,8 +93,22 @@ struct Item {
     filter: Option<NullFilter>,
     /// The strict tool's restore plan (also for the `.done` arguments).
     plan: Option<Arc<StrictPlan>>,
-    /// A message's text so far (to recognise a cumulative snapshot of it).
-    text: String,
+    /// A message's text so far (to recognise a cumulative snapshot of it), `None` once
+    /// longer than [`SNAPSHOT_BASE_LIMIT`].
+    text: Option<String>,
+}
+
+impl Item {
+    /// Keeps `piece` of a message's text, up to [`SNAPSHOT_BASE_LIMIT`].
+    fn keep_text(&mut self, piece: &str) {
+        if let Some(text) = &mut self.text {
+            if text.len() + piece.len() > SNAPSHOT_BASE_LIMIT {
+                self.text = None;
+            } else {
+                text.push_str(piece);
+            }
+        }
+    }
 }
 
 impl Item {
@@ -106,7 +124,7 @@ impl Item {
             wrapper: None,
             filter: None,
             plan: None,
-            text: String::new(),
+            text: Some(String::new()),
         }
     }
 }
@@ -116,8 +134,9 @@ impl Item {
 #[derive(Debug)]
 struct Held {
     key: BlockKey,
-    /// The block's text.
-    text: String,
+    /// The block's text, `None` once longer than [`SNAPSHOT_BASE_LIMIT`] (its end is
+    /// then no longer held after the current snapshot).
+    text: Option<String>,
     phase: Option<String>,
 }
 
@@ -127,10 +146,10 @@ struct Held {
 #[derive(Debug)]
 struct Snapshot {
     key: BlockKey,
-    /// Its text so far.
+    /// Its text while kept back (a prefix of the held text).
     text: String,
-    /// How much of `text` (bytes) the held block has already received.
-    emitted: usize,
+    /// It extends the held text: its pieces go to the held block.
+    extending: bool,
 }
 
 /// The Responses [`WireDecoder`].
@@ -186,29 +205,49 @@ impl Decoder {
         let Some(held) = self.held.take() else { return };
         out.push(Delta::BlockEnd { key: held.key });
         if let Some(snapshot) = self.snapshot.take()
-            && snapshot.emitted == 0
+            && !snapshot.extending
             && !snapshot.text.is_empty()
         {
             if let Some(item) = self.items.get_mut(&snapshot.key) {
-                item.text.clone_from(&snapshot.text);
+                item.text = Some(String::new());
+                item.keep_text(&snapshot.text);
             }
             out.push(Delta::Text { key: snapshot.key, text: snapshot.text });
         }
     }
 
-    /// Text for the snapshot candidate: kept back, added to the held block, or (on
-    /// divergence) its own block.
+    /// Text for the snapshot candidate: kept back while a prefix of the held text, added
+    /// to the held block once it extends it, its own block once it diverges. Each piece
+    /// is compared once, so the work is linear in the text.
     fn snapshot_text(&mut self, piece: &str, out: &mut Vec<Delta>) {
         let (Some(held), Some(snapshot)) = (&mut self.held, &mut self.snapshot) else { return };
-        snapshot.text.push_str(piece);
-        if snapshot.text.len() > held.text.len() && snapshot.text.starts_with(&held.text) {
-            let start = held.text.len() + snapshot.emitted;
-            if let Some(suffix) = snapshot.text.get(start..).filter(|s| !s.is_empty()) {
-                out.push(Delta::Text { key: held.key, text: suffix.to_owned() });
-                snapshot.emitted += suffix.len();
+        if snapshot.extending {
+            if let Some(text) = &mut held.text {
+                if text.len() + piece.len() > SNAPSHOT_BASE_LIMIT {
+                    held.text = None;
+                } else {
+                    text.push_str(piece);
+                }
             }
-        } else if !held.text.starts_with(&snapshot.text) {
+            out.push(Delta::Text { key: held.key, text: piece.to_owned() });
+            return;
+        }
+        let base = held.text.as_deref().unwrap_or_default();
+        let rest = base.as_bytes().get(snapshot.text.len()..).unwrap_or_default();
+        let common = piece.len().min(rest.len());
+        let agrees = piece.as_bytes().get(..common) == rest.get(..common);
+        snapshot.text.push_str(piece);
+        if !agrees {
             self.flush_held(out);
+        } else if snapshot.text.len() > base.len() {
+            // `base` is a prefix ending on a character boundary of the snapshot's text.
+            let suffix = snapshot.text.split_off(base.len());
+            snapshot.extending = true;
+            snapshot.text = String::new();
+            if let Some(text) = &mut held.text {
+                text.push_str(&suffix);
+            }
+            out.push(Delta::Text { key: held.key, text: suffix });
         }
     }
 
@@ -271,7 +310,7 @@ impl Decoder {
                     } else if !text.is_empty() {
                         self.flush_held(out);
                         if let Some(item) = self.items.get_mut(&key) {
-                            item.text.push_str(&text);
+                            item.keep_text(&text);
                         }
                         out.push(Delta::Text { key, text });
                     }
@@ -444,9 +483,12 @@ impl Decoder {
         let phase = str_of(item.get("phase")).map(str::to_owned);
         match &self.held {
             Some(held)
-                if kind == Kind::Message && self.snapshot.is_none() && held.phase == phase =>
+                if kind == Kind::Message
+                    && self.snapshot.is_none()
+                    && held.text.is_some()
+                    && held.phase == phase =>
             {
-                self.snapshot = Some(Snapshot { key, text: String::new(), emitted: 0 });
+                self.snapshot = Some(Snapshot { key, text: String::new(), extending: false });
             }
             _ => self.flush_held(out),
         }
@@ -591,7 +633,7 @@ impl Decoder {
                 if let Some(held) = self.held.take() {
                     out.push(Delta::BlockEnd { key: held.key });
                 }
-                state.text.push_str(&text);
+                state.keep_text(&text);
                 out.push(Delta::Text { key, text });
                 state.streamed = true;
                 state.opened = true;
@@ -601,48 +643,72 @@ impl Decoder {
             return;
         }
         text_signature(key, item, out);
-        let text = std::mem::take(&mut state.text);
-        // Its end waits: the next item may be a cumulative snapshot of it.
+        let text = state.text.take();
         self.flush_held(out);
-        self.held = Some(Held { key, text, phase });
+        match text {
+            // Its end waits: the next item may be a cumulative snapshot of it.
+            Some(text) => self.held = Some(Held { key, text: Some(text), phase }),
+            None => out.push(Delta::BlockEnd { key }),
+        }
     }
 
     /// The snapshot candidate finished: a strict extension of the held text continues
-    /// that block (text replaced, signature of this item); anything else is its own block.
+    /// that block (its text grown, the signature this item's); anything else is its own block.
     fn snapshot_done(
         &mut self,
-        mut snapshot: Snapshot,
+        snapshot: Snapshot,
         item: &Value,
         phase: Option<String>,
         out: &mut Vec<Delta>,
     ) {
-        if snapshot.text.is_empty() {
-            snapshot.text = message_text(item);
-        }
         let Some(held) = self.held.as_mut() else { return };
-        let extends =
-            snapshot.text.len() > held.text.len() && snapshot.text.starts_with(&held.text);
-        if extends {
-            let start = held.text.len() + snapshot.emitted;
-            if let Some(suffix) = snapshot.text.get(start..).filter(|s| !s.is_empty()) {
-                out.push(Delta::Text { key: held.key, text: suffix.to_owned() });
+        let base = held.text.as_deref().unwrap_or_default();
+        let mut extends = snapshot.extending;
+        if !extends && snapshot.text.is_empty() {
+            // Nothing streamed: the `.done` text decides.
+            let text = message_text(item);
+            if text.len() > base.len() && text.starts_with(base) {
+                let suffix = text.get(base.len()..).unwrap_or_default().to_owned();
+                out.push(Delta::Text { key: held.key, text: suffix });
+                held.text = (text.len() <= SNAPSHOT_BASE_LIMIT).then_some(text);
+                extends = true;
+            } else {
+                self.snapshot = Some(Snapshot { text, ..snapshot });
+                return self.snapshot_diverged(item, phase, out);
             }
-            text_signature(held.key, item, out);
-            held.text = snapshot.text;
+        }
+        if extends {
+            let key = held.key;
+            text_signature(key, item, out);
             held.phase = phase;
+            if held.text.is_none() {
+                self.held = None;
+                out.push(Delta::BlockEnd { key });
+            }
             return;
         }
+        self.snapshot = Some(snapshot);
+        self.snapshot_diverged(item, phase, out);
+    }
+
+    /// The finished snapshot candidate (in `self.snapshot`) is no strict extension: the
+    /// held block ends and the candidate is a block of its own (held in turn).
+    fn snapshot_diverged(&mut self, item: &Value, phase: Option<String>, out: &mut Vec<Delta>) {
+        let Some(key) = self.snapshot.as_ref().map(|s| s.key) else { return };
+        let opened = self.snapshot.as_ref().is_some_and(|s| !s.text.is_empty());
+        // Ends the held block and writes the kept-back text as the candidate's own block.
         self.flush_held(out);
-        if snapshot.text.is_empty() {
+        let Some(state) = self.items.get_mut(&key) else { return };
+        if !opened {
             return;
         }
-        if let Some(state) = self.items.get_mut(&snapshot.key) {
-            state.opened = true;
-            state.streamed = true;
+        state.opened = true;
+        state.streamed = true;
+        text_signature(key, item, out);
+        match state.text.take() {
+            Some(text) => self.held = Some(Held { key, text: Some(text), phase }),
+            None => out.push(Delta::BlockEnd { key }),
         }
-        out.push(Delta::Text { key: snapshot.key, text: snapshot.text.clone() });
-        text_signature(snapshot.key, item, out);
-        self.held = Some(Held { key: snapshot.key, text: snapshot.text, phase });
     }
 
     fn reasoning_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {

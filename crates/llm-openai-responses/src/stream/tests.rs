@@ -695,3 +695,45 @@ fn snapshots_chain_and_a_new_phase_is_never_collapsed() {
     let ends = events.iter().filter(|e| matches!(e, AssistantEvent::TextEnd { .. })).count();
     assert_eq!(ends, 2);
 }
+
+#[test]
+fn a_snapshot_streamed_a_character_at_a_time_continues_the_block() {
+    let first = "Grüße aus Bergen";
+    let second = "Grüße aus Bergen, wo es regnet.";
+    let mut events = vec![
+        added("m1", 0, "final_answer"),
+        text_delta(0, first),
+        message_item("m1", 0, "final_answer", Some(first)),
+        added("m2", 1, "final_answer"),
+    ];
+    events.extend(second.chars().map(|c| text_delta(1, &c.to_string())));
+    events.push(message_item("m2", 1, "final_answer", Some(second)));
+    events.push(json!({"type": "response.completed", "response": {"status": "completed"}}));
+    let out = run(&sse(&events));
+    assert_eq!(texts(final_message(&out)), [second]);
+    let streamed: String = out
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::TextDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    // The kept-back prefix is never sent twice.
+    assert_eq!(streamed, second);
+}
+
+#[test]
+fn a_message_over_the_snapshot_limit_is_never_collapsed() {
+    let long = "x".repeat(super::SNAPSHOT_BASE_LIMIT + 1);
+    let longer = format!("{long}y");
+    let out = run(&sse(&[
+        added("m1", 0, "final_answer"),
+        text_delta(0, &long),
+        message_item("m1", 0, "final_answer", Some(&long)),
+        added("m2", 1, "final_answer"),
+        text_delta(1, &longer),
+        message_item("m2", 1, "final_answer", Some(&longer)),
+        json!({"type": "response.completed", "response": {"status": "completed"}}),
+    ]));
+    assert_eq!(texts(final_message(&out)), [long, longer]);
+}
