@@ -148,7 +148,8 @@ pub struct OpenAiResponsesCompat {
     /// Send `prompt_cache_retention: "24h"` for long retention (default `true`).
     pub supports_long_cache_retention: Option<bool>,
     /// Replay item ids (`fc_…` on function calls, `rs_…` on reasoning items) for the
-    /// same model (default `false`, as OpenClaw's `replayResponsesItemIds`).
+    /// same model (default `false`, as OpenClaw's `replayResponsesItemIds`; `true` on
+    /// Azure routes, whose flows are store-based).
     #[serde(alias = "replayResponsesItemIds")]
     pub replay_item_ids: Option<bool>,
     /// Use the `developer` role for the system prompt of reasoning models (default `true`).
