@@ -99,6 +99,8 @@
 //!   agent-core's per-turn key hook (`AgentHooks::api_key`) can hand a fresh token to
 //!   every request. A configured `Authorization` or `api-key` header without a key is
 //!   also accepted (OpenClaw failed with "API key is required").
+//! - `AZURE_OPENAI_API_KEY` serves every provider id on the Azure API (OpenClaw's
+//!   `streamSimple` rejected a custom provider id that had only that variable).
 //! - A gateway base URL with a query string: OpenClaw's SDK appended the path after the
 //!   query; here the path is appended to the path and `api-version` joins the query.
 //! - A response `incomplete` because of the content filter is a `refused` error, not a
