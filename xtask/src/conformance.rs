@@ -46,12 +46,25 @@ pub struct ProviderEntry {
     pub info: &'static ProviderInfo,
     /// A fresh provider (the runner makes one per request sequence).
     pub make: fn() -> Arc<dyn Provider>,
+    /// A fresh provider on a given HTTP client and environment, for fixtures with
+    /// `env` or `keepHost` (`None`: the provider takes neither, and such fixtures fail).
+    pub make_with: Option<MakeWith>,
 }
+
+/// Makes a provider on `client` that reads `env` instead of the process environment.
+pub type MakeWith = fn(reqwest::Client, BTreeMap<String, String>) -> Arc<dyn Provider>;
 
 impl ProviderEntry {
     /// The entry of a crate's `INFO` and constructor.
     pub const fn new(info: &'static ProviderInfo, make: fn() -> Arc<dyn Provider>) -> Self {
-        ProviderEntry { name: info.name, info, make }
+        ProviderEntry { name: info.name, info, make, make_with: None }
+    }
+
+    /// The entry with a constructor for fixtures with `env` or `keepHost` (a provider
+    /// that reads no environment ignores `env`).
+    pub const fn with_env(mut self, make_with: MakeWith) -> Self {
+        self.make_with = Some(make_with);
+        self
     }
 
     /// The first capability of `needs` this provider does not declare.
@@ -528,11 +541,9 @@ async fn run_once(entry: ProviderEntry, fixture: &Fixture, mode: Chunking) -> Re
     let server = Server::start(fixture.responses.clone(), mode)
         .await
         .map_err(|e| Error::Msg(format!("cannot start the loopback server: {e}")))?;
-    let mut model = fixture.model.clone();
-    model.base_url = loopback_base_url(&fixture.model.base_url, server.addr);
     let sleeper = Arc::new(RecordingSleeper::new());
-    let options = stream_options(&fixture.options, sleeper.clone());
-    let provider = (entry.make)();
+    let mut options = stream_options(&fixture.options, sleeper.clone());
+    let (model, provider) = fixture_provider(entry, fixture, server.addr, &mut options)?;
     let mut stream = provider.stream(&model, &fixture.context, &options);
     let mut events: Vec<AssistantEvent> = Vec::new();
     while let Some(event) = stream.next().await {
@@ -577,6 +588,63 @@ async fn run_once(entry: ProviderEntry, fixture: &Fixture, mode: Chunking) -> Re
     // A URL in an error message would carry the random port.
     let text = text.replace(&server.addr.to_string(), "127.0.0.1:<port>");
     Ok(RunOutput { text, requests, problems })
+}
+
+/// The fixture's model pointed at the loopback server at `addr`, and a fresh provider:
+/// with `env` or `keepHost`, one made by the entry's `make_with` on the fixture's
+/// environment (URL-valued provider options in `options` keep their host too).
+pub(crate) fn fixture_provider(
+    entry: ProviderEntry,
+    fixture: &Fixture,
+    addr: SocketAddr,
+    options: &mut StreamOptions,
+) -> Result<(llm_core::Model, Arc<dyn Provider>)> {
+    let mut model = fixture.model.clone();
+    if !fixture.keep_host && fixture.env.is_empty() {
+        model.base_url = loopback_base_url(&fixture.model.base_url, addr);
+        return Ok((model, (entry.make)()));
+    }
+    let Some(make_with) = entry.make_with else {
+        return Err(Error::Msg(format!(
+            "provider {} takes no env or keepHost (ProviderEntry::with_env)",
+            entry.name
+        )));
+    };
+    let mut env = fixture.env.clone();
+    if fixture.keep_host {
+        let keep = |url: &str| llm_testkit::loopback_keep_host(url, addr);
+        model.base_url = keep(&fixture.model.base_url);
+        env.values_mut().for_each(|v| *v = keep(v));
+        for value in options.provider_options.values_mut() {
+            if let Value::String(text) = value {
+                *text = keep(text);
+            }
+        }
+    } else {
+        model.base_url = loopback_base_url(&fixture.model.base_url, addr);
+    }
+    Ok((model, make_with(loopback_client(fixture.keep_host)?, env)))
+}
+
+/// Resolves every host name to 127.0.0.1 (the port comes from the URL), so a
+/// `keepHost` fixture never reaches the network whatever host its provider picks.
+struct LoopbackResolver;
+
+impl reqwest::dns::Resolve for LoopbackResolver {
+    fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let addrs: reqwest::dns::Addrs =
+            Box::new(std::iter::once(SocketAddr::from(([127, 0, 0, 1], 0))));
+        Box::pin(std::future::ready(Ok(addrs)))
+    }
+}
+
+/// The HTTP client of a fixture with `env` or `keepHost` (no proxy from the environment).
+fn loopback_client(keep_host: bool) -> Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().no_proxy();
+    if keep_host {
+        builder = builder.dns_resolver(Arc::new(LoopbackResolver));
+    }
+    builder.build().map_err(|e| Error::Msg(format!("cannot build the loopback client: {e}")))
 }
 
 /// Header names whose values are never printed.

@@ -9,8 +9,12 @@ use crate::conformance::ProviderEntry;
 #[rustfmt::skip]
 pub const PROVIDERS: &[ProviderEntry] = &[
     ProviderEntry::new(&llm_anthropic::INFO, || Arc::new(llm_anthropic::AnthropicProvider::new())),
-    ProviderEntry::new(&llm_openai_completions::INFO, || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new())),
-    ProviderEntry::new(&llm_openai_responses::INFO, || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new())),
+    // Reads no environment: `env` is ignored; `keepHost` serves its Azure fixtures.
+    ProviderEntry::new(&llm_openai_completions::INFO, || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()))
+        .with_env(|client, _env| Arc::new(llm_openai_completions::OpenAiCompletionsProvider::with_http_client(client))),
+    // One provider serves both openai-responses and azure-openai-responses (by `model.api`).
+    ProviderEntry::new(&llm_openai_responses::INFO, || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()))
+        .with_env(|client, env| Arc::new(llm_openai_responses::OpenAiResponsesProvider::with_http_client(client).with_env(env))),
     // One provider serves both google-generative-ai and google-vertex (by `model.api`).
     ProviderEntry::new(&llm_google::INFO, || Arc::new(llm_google::GoogleProvider::new())),
     ProviderEntry::new(&llm_mistral::INFO, || Arc::new(llm_mistral::MistralProvider::new())),

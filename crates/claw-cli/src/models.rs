@@ -192,7 +192,7 @@ pub(crate) fn resolve(
 /// Every known model as a table (`claw models`).
 pub(crate) fn table() -> String {
     let mut out = format!(
-        "{:<19} {:<25} {:>9} {:>10} {:>8} {:>8} {:>10} {:>11}\n",
+        "{:<23} {:<25} {:>9} {:>10} {:>8} {:>8} {:>10} {:>11}\n",
         "PROVIDER",
         "MODEL",
         "CONTEXT",
@@ -206,7 +206,7 @@ pub(crate) fn table() -> String {
         for (i, m) in kind.info().models.iter().enumerate() {
             let default = if i == 0 { " (default)" } else { "" };
             out.push_str(&format!(
-                "{:<19} {:<25} {:>9} {:>10} {:>8.3} {:>8.3} {:>10.3} {:>11.3}\n",
+                "{:<23} {:<25} {:>9} {:>10} {:>8.3} {:>8.3} {:>10.3} {:>11.3}\n",
                 kind.name(),
                 format!("{}{default}", m.id),
                 m.context_window,

@@ -15,14 +15,30 @@ mod server;
 
 use server::{Server, text_sse, tool_sse};
 
-const KEYS: [&str; 5] =
-    ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY"];
+const KEYS: [&str; 6] = [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "MISTRAL_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+];
+
+/// The Azure OpenAI settings the provider reads from the environment.
+const AZURE_VARS: [&str; 4] = [
+    "AZURE_OPENAI_BASE_URL",
+    "AZURE_OPENAI_RESOURCE_NAME",
+    "AZURE_OPENAI_API_VERSION",
+    "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+];
 
 /// `claw` with no keys, no colors, no config, and its data directory in a
 /// per-test temporary folder (so sessions never touch the user's).
 fn claw() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_claw"));
-    for k in KEYS.into_iter().chain(["CLAW_PROVIDER", "CLAW_MODEL", "CLAW_WORKSPACE"]) {
+    for k in
+        KEYS.into_iter().chain(AZURE_VARS).chain(["CLAW_PROVIDER", "CLAW_MODEL", "CLAW_WORKSPACE"])
+    {
         cmd.env_remove(k);
     }
     let home = std::env::temp_dir().join(format!("claw-cli-home-{}", std::process::id()));
@@ -508,6 +524,49 @@ fn google_api_key_is_read() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1, "{stderr}");
     assert!(requests[0].headers.contains(&"x-goog-api-key: google-key-from-env".to_owned()));
+}
+
+#[test]
+fn azure_openai_needs_only_its_environment_variables() {
+    let sse = [
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.text.delta","output_index":0,"item_id":"msg_1","content_index":0,"delta":"hello from azure"}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"text","text":"hello from azure"}]}}"#,
+        r#"{"type":"response.completed","response":{"id":"resp_1","object":"response","status":"completed","model":"gpt-5-mini"}}"#,
+    ]
+    .iter()
+    .map(|data| format!("data: {data}\n\n"))
+    .collect::<String>();
+    let server = Server::start(vec![server::Reply::Sse(sse)]);
+    let base = server.base_url().replace("/v1", "/openai/v1");
+    let (out, stdout, stderr) = run(claw()
+        .env("AZURE_OPENAI_BASE_URL", &base)
+        .env("AZURE_OPENAI_API_KEY", "azure-key-from-env")
+        .env("AZURE_OPENAI_DEPLOYMENT_NAME_MAP", "my-model=my-deployment")
+        .args(["--provider", "azure-openai-responses", "--model", "my-model", "hi"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("hello from azure"), "{stdout}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{stderr}");
+    let request = &requests[0];
+    assert!(
+        request.headers[0].starts_with("post /openai/v1/responses?api-version=v1 "),
+        "{:?}",
+        request.headers
+    );
+    assert!(request.headers.contains(&"api-key: azure-key-from-env".to_owned()));
+    assert!(!request.headers.iter().any(|h| h.starts_with("authorization:")));
+    assert_eq!(request.body["model"], "my-deployment");
+    assert!(request.body.get("store").is_none(), "{}", request.body);
+
+    // Without the key the variable is named before anything is sent.
+    let (out, _, stderr) = run(claw().env("AZURE_OPENAI_BASE_URL", &base).args([
+        "--provider",
+        "azure-openai-responses",
+        "hi",
+    ]));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("AZURE_OPENAI_API_KEY"), "{stderr}");
 }
 
 #[test]

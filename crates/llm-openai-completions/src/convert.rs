@@ -23,7 +23,7 @@ use llm_core::strict::{StrictPlan, resolve_tool_list};
 /// Default base URL when the model has none.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Endpoint path below the base URL.
-const ENDPOINT: &str = "/chat/completions";
+pub(crate) const ENDPOINT: &str = "/chat/completions";
 /// Longest `prompt_cache_key` sent, in characters.
 const PROMPT_CACHE_KEY_MAX: usize = 64;
 /// Text of the bridge message for servers that need an assistant turn after tool results.
@@ -135,11 +135,16 @@ pub(crate) fn build_request(
         .with_retryable(false));
     };
 
+    let azure = crate::azure::route(model, &options.provider_options, &provider)?;
+
     // Headers: defaults, auth, the model's, session affinity, then the caller's.
     let mut headers = Vec::new();
     set_header(&mut headers, "content-type", "application/json");
     set_header(&mut headers, "accept", "text/event-stream");
-    set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose()));
+    match azure.as_ref().map(|route| route.auth) {
+        Some(crate::azure::Auth::ApiKey) => set_header(&mut headers, "api-key", key.expose()),
+        _ => set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose())),
+    }
     for (name, value) in &model.headers {
         set_header(&mut headers, name, value);
     }
@@ -229,7 +234,7 @@ pub(crate) fn build_request(
         }
     }
     Ok(WireRequest {
-        url: endpoint_url(&model.base_url),
+        url: azure.map_or_else(|| endpoint_url(&model.base_url), |route| route.url),
         headers,
         body: Value::Object(body),
         strict_plans: tools.strict_plans,

@@ -40,11 +40,28 @@
 //! | `strictTools` | bool | ask for strict tools (overrides the compat's `strictTools`) |
 //! | `extraBody` | object | top-level body fields merged last (server-specific knobs) |
 //!
+//! | `azureApiVersion` | string | Azure: the `api-version` query (default `2024-10-21` on a deployment route, none on `/openai/v1`) |
+//! | `azureAuth` | string | Azure: `"api-key"` (default) or `"bearer"` / `"entra"` for a Microsoft Entra ID token |
+//!
 //! Errors name the model's provider (`model.provider`, or [`PROVIDER`] when empty), so an
 //! OpenRouter or DeepSeek failure says so.
+//!
+//! # Azure OpenAI
+//!
+//! A model whose base URL is on an Azure OpenAI host (`*.openai.azure.com`,
+//! `*.cognitiveservices.azure.com`), or whose provider is `azure-openai` (a gateway),
+//! takes Azure's Chat Completions routes: the key is sent as `api-key` (or as
+//! `Authorization: Bearer` with `azureAuth: "entra"`, so Entra ID tokens from a per-turn key
+//! resolver work, unlike OpenClaw), and a deployment route
+//! (`https://<resource>.openai.azure.com/openai/deployments/<deployment>`) gets
+//! `?api-version=`; on `.../openai/v1` the deployment is the model id. Azure's stream
+//! extras (`prompt_filter_results` chunks without choices, `content_filter_results`) are
+//! ignored, and `finish_reason: "content_filter"` is a `refused` error. The Responses API
+//! on Azure (`llm-openai-responses`) also reads the `AZURE_OPENAI_*` environment.
 
 #![warn(missing_docs)]
 
+mod azure;
 mod compat;
 mod convert;
 mod error;

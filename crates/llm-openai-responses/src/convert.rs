@@ -14,6 +14,7 @@ use llm_core::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::azure::Route;
 use crate::{OpenAiResponsesCompat, PROVIDER};
 
 /// Default base URL (the endpoint path is appended).
@@ -59,18 +60,31 @@ pub(crate) fn parse_compat(model: &Model) -> Result<OpenAiResponsesCompat, Error
     }
 }
 
-/// Builds the whole request.
+/// Builds the whole request; `azure` is the resolved Azure route of an
+/// `azure-openai-responses` request (its URL, auth headers and body differences).
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
+    azure: Option<(&Route, &crate::azure::Env)>,
 ) -> Result<WireRequest, Error> {
     let compat = parse_compat(model)?;
-    let headers = build_headers(model, options, &compat)?;
-    let (body, strict_plans) = build_body(model, context, options, &compat)?;
-    let base =
-        if model.base_url.trim().is_empty() { DEFAULT_BASE_URL } else { model.base_url.trim() };
-    let url = format!("{}{PATH}", base.trim_end_matches('/'));
+    let headers = match azure {
+        Some((route, env)) => crate::azure::headers(route, model, options, env)?,
+        None => build_headers(model, options, &compat)?,
+    };
+    let (body, strict_plans) = build_body(model, context, options, &compat, azure.map(|a| a.0))?;
+    let url = match azure {
+        Some((route, _)) => route.url.clone(),
+        None => {
+            let base = if model.base_url.trim().is_empty() {
+                DEFAULT_BASE_URL
+            } else {
+                model.base_url.trim()
+            };
+            format!("{}{PATH}", base.trim_end_matches('/'))
+        }
+    };
     Ok(WireRequest { url, headers, body, strict_plans })
 }
 
@@ -79,7 +93,7 @@ fn invalid(message: impl Into<String>) -> Error {
 }
 
 /// Sets a header, replacing an earlier one with the same (case-insensitive) name.
-fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+pub(crate) fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
     headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
     headers.push((name.to_owned(), value.to_owned()));
 }
@@ -128,16 +142,26 @@ pub(crate) fn build_headers(
 }
 
 /// The JSON body, and the restore plans of the strict tools in it.
+///
+/// On an Azure route (spec B.5): `model` is the deployment name, and `store`,
+/// `prompt_cache_retention` and `service_tier` are never sent.
 pub(crate) fn build_body(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     compat: &OpenAiResponsesCompat,
+    azure: Option<&Route>,
 ) -> Result<(Value, BTreeMap<String, Arc<StrictPlan>>), Error> {
     let provider_options = &options.provider_options;
     let mut body = Map::new();
-    body.insert("model".into(), Value::from(model.id.as_str()));
-    body.insert("input".into(), Value::Array(convert_messages(model, context, compat)));
+    let wire_model = azure.map_or(model.id.as_str(), |route| route.deployment.as_str());
+    body.insert("model".into(), Value::from(wire_model));
+    // Azure flows are store-based: item ids are replayed unless the compat says otherwise.
+    let replay_default = azure.is_some();
+    body.insert(
+        "input".into(),
+        Value::Array(convert_messages(model, context, compat, replay_default)),
+    );
     body.insert("stream".into(), Value::Bool(true));
     if options.cache_retention != CacheRetention::None {
         let key = options
@@ -152,12 +176,15 @@ pub(crate) fn build_body(
             );
         }
         if options.cache_retention == CacheRetention::Long
+            && azure.is_none()
             && compat.supports_long_cache_retention.unwrap_or(true)
         {
             body.insert("prompt_cache_retention".into(), Value::from("24h"));
         }
     }
-    body.insert("store".into(), Value::Bool(false));
+    if azure.is_none() {
+        body.insert("store".into(), Value::Bool(false));
+    }
     let model_max = (model.max_tokens > 0).then_some(model.max_tokens);
     let max_tokens = match (options.max_tokens, model_max) {
         (Some(requested), Some(max)) => Some(requested.min(max)),
@@ -169,7 +196,8 @@ pub(crate) fn build_body(
     if let Some(temperature) = options.temperature {
         body.insert("temperature".into(), Value::from(temperature));
     }
-    if let Some(tier) = provider_options.get("serviceTier").and_then(Value::as_str) {
+    if let (Some(tier), None) = (provider_options.get("serviceTier").and_then(Value::as_str), azure)
+    {
         body.insert("service_tier".into(), Value::from(tier));
     }
 
@@ -177,7 +205,11 @@ pub(crate) fn build_body(
         .get("strictTools")
         .and_then(Value::as_bool)
         .or(compat.strict_tools)
-        .or_else(|| native_route(model).then_some(true));
+        .or_else(|| match azure {
+            // OpenClaw's rule: strict by default only on `*.openai.azure.com`.
+            Some(route) => (native_route(model) && route.is_classic_openai_host()).then_some(true),
+            None => native_route(model).then_some(true),
+        });
     let ConvertedTools { wire: mut tools, strict_plans } = convert_tools(&context.tools, setting)?;
     match provider_options.get("builtinTools") {
         None | Some(Value::Null) => {}
@@ -420,15 +452,17 @@ impl CallIds {
     }
 }
 
-/// The `input` items: system prompt, then the transformed transcript.
-pub(crate) fn convert_messages(
+/// The `input` items: system prompt, then the transformed transcript; item ids are
+/// replayed per `compat.replay_item_ids`, else per `replay_default`.
+fn convert_messages(
     model: &Model,
     context: &Context,
     compat: &OpenAiResponsesCompat,
+    replay_default: bool,
 ) -> Vec<Value> {
     let messages = transform_messages(&context.messages, model, None);
     let ids = CallIds::build(&messages);
-    let replay_ids = compat.replay_item_ids.unwrap_or(false);
+    let replay_ids = compat.replay_item_ids.unwrap_or(replay_default);
     let mut input = Vec::new();
     if let Some(system) = context.system_prompt.as_deref().filter(|s| !s.is_empty()) {
         let role = if model.reasoning && compat.supports_developer_role.unwrap_or(true) {

@@ -11,10 +11,34 @@ use std::time::Duration;
 use llm_core::{Error, ErrorKind};
 use serde_json::Value;
 
-use crate::PROVIDER;
+use crate::{AZURE_PROVIDER, PROVIDER};
 
 /// Maps a non-2xx response (status, `retry-after`, raw body) to an error.
 pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: String) -> Error {
+    http_error_of(PROVIDER, status, retry_after, body)
+}
+
+/// [`http_error`] for an Azure route: the provider is [`AZURE_PROVIDER`], and a missing
+/// deployment names the deployment the request asked for (Azure's text does not).
+pub(crate) fn azure_http_error(
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+    deployment: &str,
+) -> Error {
+    let mut error = http_error_of(AZURE_PROVIDER, status, retry_after, body);
+    if error.code.as_deref() == Some("DeploymentNotFound") {
+        error.message = format!("{} (deployment \"{deployment}\")", error.message);
+    }
+    error
+}
+
+fn http_error_of(
+    provider: &str,
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+) -> Error {
     let parsed: Option<Value> = serde_json::from_str(&body).ok();
     let object = parsed.as_ref().map(|v| v.get("error").unwrap_or(v));
     let (message, code, kind_hint) = match object {
@@ -30,6 +54,8 @@ pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: Strin
             ErrorKind::ContextLength if matches!(status, 400 | 413 | 422) => kind = hint,
             ErrorKind::RateLimited if status == 429 => retryable = retry,
             ErrorKind::Overloaded if kind == ErrorKind::Provider => kind = hint,
+            // Azure's content filter rejects a prompt with 400 `code: "content_filter"`.
+            ErrorKind::Refused if status == 400 => kind = hint,
             _ => {}
         }
     }
@@ -38,7 +64,7 @@ pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: Strin
         text if text.len() <= 200 && parsed.is_none() => format!("HTTP {status}: {text}"),
         _ => format!("HTTP {status}"),
     });
-    let mut error = Error::new(kind, PROVIDER, message).with_status(status).with_body(body);
+    let mut error = Error::new(kind, provider, message).with_status(status).with_body(body);
     if let Some(code) = code.or(kind_hint) {
         error = error.with_code(code);
     }

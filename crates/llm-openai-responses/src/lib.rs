@@ -54,7 +54,61 @@
 //! [`llm_core::ProviderContent`] and replayed unchanged to the same model only. One that
 //! waits for a client answer (`apply_patch_call`, `custom_tool_call`, `shell_call`,
 //! `mcp_approval_request`, ...) ends the turn with an `unsupported` error naming its type.
+//!
+//! # Azure OpenAI
+//!
+//! [`OpenAiResponsesProvider::azure`] (API id [`AZURE_API`], provider
+//! [`AZURE_PROVIDER`]) sends the same requests to Azure OpenAI. Each setting is read from
+//! the request's provider options, then from the environment
+//! ([`OpenAiResponsesProvider::with_env`] replaces the process environment):
+//!
+//! | provider option | environment | effect |
+//! |---|---|---|
+//! | `azureBaseUrl` | `AZURE_OPENAI_BASE_URL` | the base URL (first of these, then the resource name, then `model.base_url`) |
+//! | `azureResourceName` | `AZURE_OPENAI_RESOURCE_NAME` | base URL `https://<name>.openai.azure.com/openai/v1` |
+//! | `azureApiVersion` | `AZURE_OPENAI_API_VERSION` | `api-version` query (default `v1`) |
+//! | `azureDeploymentName` | `AZURE_OPENAI_DEPLOYMENT_NAME_MAP` (`modelId=deployment,...`) | the body's `model` (default: the model id) |
+//! | `azureAuth` | | `"api-key"` (default on Azure hosts) or `"bearer"` / `"entra"` |
+//! | (the API key option) | `AZURE_OPENAI_API_KEY` | the key |
+//!
+//! - Routes: a classic host (`*.openai.azure.com`, `*.cognitiveservices.azure.com`) with
+//!   an empty or `/openai` path goes to `/openai/v1`; a request is
+//!   `POST <base>/responses?api-version=<v>` with an `api-key` header, except on Azure AI
+//!   Foundry's OpenAI-compatible endpoints (`*.services.ai.azure.com` or
+//!   `*.api.cognitive.microsoft.com` with a path ending `/openai/v1`), which take
+//!   `Authorization: Bearer <key>` and no `api-version`. The deployment is only in the body.
+//! - Body: `model` is the deployment; `store`, `prompt_cache_retention` and
+//!   `service_tier` are never sent; tools default to strict only on `*.openai.azure.com`
+//!   (for providers `azure-openai` / `azure-openai-responses`); item ids are replayed for
+//!   the same model (`replayItemIds` defaults to `true`); no `session_id` headers.
+//! - Stream: Azure's `response.text.delta` and `text` content parts are read as
+//!   `output_text`. Cumulative snapshot message items (a message item right after
+//!   another in the same phase whose text strictly extends it, OpenClaw #91959) continue
+//!   the earlier text block: its text grows by the new part only and takes the later
+//!   item's signature; an item that diverges opens its own block once the divergence is
+//!   seen. So a message block's `text_end` waits for the next event (for any route).
+//!   Each piece is compared once (linear), and only messages up to 256 KiB are kept for
+//!   the comparison (a longer one is never collapsed), so the decoder's copy is bounded. Errors name the provider `azure-openai-responses`; HTTP 429 honours
+//!   `retry-after-ms` / `retry-after`; a content-filter error body (`code:
+//!   "content_filter"`) is a `refused` error, never retried.
+//!
+//! OpenClaw bugs fixed here (spec `bedrock-azure.md` B.3, B.2, B.7, B.8):
+//! - **Entra ID tokens were unusable**: OpenClaw always sent the key as `api-key`, which
+//!   Azure rejects for a Microsoft Entra token. With `azureAuth: "entra"` (or
+//!   `"bearer"`) the key goes as `Authorization: Bearer <token>` and no `api-key` is sent;
+//!   agent-core's per-turn key hook (`AgentHooks::api_key`) can hand a fresh token to
+//!   every request. A configured `Authorization` or `api-key` header without a key is
+//!   also accepted (OpenClaw failed with "API key is required").
+//! - `AZURE_OPENAI_API_KEY` serves every provider id on the Azure API (OpenClaw's
+//!   `streamSimple` rejected a custom provider id that had only that variable).
+//! - A gateway base URL with a query string: OpenClaw's SDK appended the path after the
+//!   query; here the path is appended to the path and `api-version` joins the query.
+//! - A response `incomplete` because of the content filter is a `refused` error, not a
+//!   silent `length` stop.
+//! - HTTP errors keep status and code as fields instead of repeating the status in the
+//!   text, and `DeploymentNotFound` names the deployment that was asked for.
 
+mod azure;
 mod convert;
 mod error;
 mod stream;
@@ -64,14 +118,20 @@ use std::sync::Arc;
 
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::HttpRequest;
+use llm_http::{HttpRequest, HttpTransport};
 use serde::Deserialize;
 
 /// The API id this crate serves.
 pub const API: &str = "openai-responses";
 
+/// The API id of Azure OpenAI's Responses routes (served by the same provider).
+pub const AZURE_API: &str = "azure-openai-responses";
+
 /// The provider name used in errors.
 pub const PROVIDER: &str = "openai";
+
+/// The provider name used in errors of Azure routes (also OpenClaw's provider id).
+pub const AZURE_PROVIDER: &str = "azure-openai-responses";
 
 /// Per-model compatibility flags, parsed from `Model::compat` (camelCase keys; every field
 /// optional; unknown keys ignored).
@@ -90,7 +150,8 @@ pub struct OpenAiResponsesCompat {
     /// Send `prompt_cache_retention: "24h"` for long retention (default `true`).
     pub supports_long_cache_retention: Option<bool>,
     /// Replay item ids (`fc_…` on function calls, `rs_…` on reasoning items) for the
-    /// same model (default `false`, as OpenClaw's `replayResponsesItemIds`).
+    /// same model (default `false`, as OpenClaw's `replayResponsesItemIds`; `true` on
+    /// Azure routes, whose flows are store-based).
     #[serde(alias = "replayResponsesItemIds")]
     pub replay_item_ids: Option<bool>,
     /// Use the `developer` role for the system prompt of reasoning models (default `true`).
@@ -101,10 +162,71 @@ pub struct OpenAiResponsesCompat {
     pub thinking_level_map: BTreeMap<String, Option<String>>,
 }
 
-llm_http::http_provider! {
-    /// The OpenAI Responses provider.
-    pub struct OpenAiResponsesProvider;
+/// The OpenAI Responses provider, for OpenAI ([`OpenAiResponsesProvider::new`], API id
+/// [`API`]) or Azure OpenAI ([`OpenAiResponsesProvider::azure`], API id [`AZURE_API`]).
+///
+/// The two differ only in [`Provider::api`] (the registry key): a request takes the
+/// Azure route when its `model.api` is [`AZURE_API`], or when it has another API id and
+/// the provider was made with [`OpenAiResponsesProvider::azure`].
+///
+/// Cheap to clone; clones share the HTTP clients.
+#[derive(Debug, Clone, Default)]
+pub struct OpenAiResponsesProvider {
+    http: HttpTransport,
+    azure: bool,
+    env: azure::Env,
 }
+
+impl OpenAiResponsesProvider {
+    /// The OpenAI provider with its own HTTP clients (rustls; one per connect timeout).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The OpenAI provider sending every request with `http` (proxies, custom TLS, pools;
+    /// that client's own connect timeout applies).
+    pub fn with_http_client(http: reqwest::Client) -> Self {
+        OpenAiResponsesProvider { http: HttpTransport::with_client(http), ..Self::default() }
+    }
+
+    /// The Azure OpenAI provider (API id [`AZURE_API`]); see "Azure OpenAI" in the crate docs.
+    pub fn azure() -> Self {
+        OpenAiResponsesProvider { azure: true, ..Self::default() }
+    }
+
+    /// The Azure OpenAI provider sending every request with `http`.
+    pub fn azure_with_http_client(http: reqwest::Client) -> Self {
+        OpenAiResponsesProvider { azure: true, ..Self::with_http_client(http) }
+    }
+
+    /// Reads the `AZURE_OPENAI_*` settings from `env` instead of the process environment
+    /// (for tests, or a program that keeps its configuration elsewhere).
+    pub fn with_env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = azure::Env::Fixed(Arc::new(env));
+        self
+    }
+
+    fn is_azure(&self, model: &Model) -> bool {
+        match model.api.as_str() {
+            AZURE_API => true,
+            API => false,
+            _ => self.azure,
+        }
+    }
+}
+
+/// What the Azure OpenAI routes declare (`claw --provider azure-openai-responses`): the
+/// same capabilities; no default base URL (it comes from `AZURE_OPENAI_BASE_URL` or
+/// `AZURE_OPENAI_RESOURCE_NAME`), and model ids are deployment names.
+pub const AZURE_INFO: ProviderInfo = ProviderInfo {
+    name: "azure-openai-responses",
+    api: AZURE_API,
+    provider: AZURE_PROVIDER,
+    default_base_url: "",
+    key_env: &["AZURE_OPENAI_API_KEY"],
+    capabilities: INFO.capabilities,
+    models: INFO.models,
+};
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
 /// read it (capabilities decide which shared scenarios apply).
@@ -139,24 +261,42 @@ impl Provider for OpenAiResponsesProvider {
     }
 
     fn api(&self) -> &str {
-        API
+        if self.azure { AZURE_API } else { API }
     }
 
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let request = match convert::build_request(model, context, options) {
+        let azure = self.is_azure(model);
+        let provider = if azure { AZURE_PROVIDER } else { PROVIDER };
+        let route = match azure.then(|| azure::resolve(model, options, &self.env)).transpose() {
+            Ok(route) => route,
+            Err(error) => return AssistantStream::from_error(model, error),
+        };
+        let built = convert::build_request(
+            model,
+            context,
+            options,
+            route.as_ref().map(|route| (route, &self.env)),
+        );
+        let request = match built {
             Ok(request) => request,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
+        let http = HttpRequest::json(provider, request.url, request.headers, &request.body);
         let tool_names: Arc<BTreeSet<String>> =
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
         let strict_plans = Arc::new(request.strict_plans);
+        let deployment = route.map(|route| route.deployment);
         self.http.stream_sse(
             model,
             options,
-            PROVIDER,
+            provider,
             http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
+            move |r| match &deployment {
+                Some(deployment) => {
+                    error::azure_http_error(r.status, r.retry_after, r.body, deployment)
+                }
+                None => error::http_error(r.status, r.retry_after, r.body),
+            },
             move || stream::Decoder::new(tool_names.clone(), strict_plans.clone()),
         )
     }

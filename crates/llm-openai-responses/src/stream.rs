@@ -35,6 +35,10 @@ use serde_json::Value;
 use crate::PROVIDER;
 use crate::error::stream_error;
 
+/// A message longer than this is never the base of a cumulative snapshot, so the
+/// decoder's copy of a message's text stays bounded (snapshots are short messages).
+const SNAPSHOT_BASE_LIMIT: usize = 256 * 1024;
+
 /// Keys for items without an `output_index` start here.
 const SYNTHETIC_KEYS: BlockKey = 1 << 40;
 /// Keys of calls expanded from a `multi_tool_use.parallel` wrapper start here.
@@ -89,6 +93,22 @@ struct Item {
     filter: Option<NullFilter>,
     /// The strict tool's restore plan (also for the `.done` arguments).
     plan: Option<Arc<StrictPlan>>,
+    /// A message's text so far (to recognise a cumulative snapshot of it), `None` once
+    /// longer than [`SNAPSHOT_BASE_LIMIT`].
+    text: Option<String>,
+}
+
+impl Item {
+    /// Keeps `piece` of a message's text, up to [`SNAPSHOT_BASE_LIMIT`].
+    fn keep_text(&mut self, piece: &str) {
+        if let Some(text) = &mut self.text {
+            if text.len() + piece.len() > SNAPSHOT_BASE_LIMIT {
+                self.text = None;
+            } else {
+                text.push_str(piece);
+            }
+        }
+    }
 }
 
 impl Item {
@@ -104,8 +124,32 @@ impl Item {
             wrapper: None,
             filter: None,
             plan: None,
+            text: Some(String::new()),
         }
     }
+}
+
+/// A finished message block whose end is held back while the next item may be a
+/// cumulative snapshot of it (Azure; OpenClaw #91959).
+#[derive(Debug)]
+struct Held {
+    key: BlockKey,
+    /// The block's text, `None` once longer than [`SNAPSHOT_BASE_LIMIT`] (its end is
+    /// then no longer held after the current snapshot).
+    text: Option<String>,
+    phase: Option<String>,
+}
+
+/// A message item that began right after a held one, in the same phase: its text is
+/// kept back while it is a prefix of the held text, continues the held block once it
+/// extends it, and opens its own block once it diverges.
+#[derive(Debug)]
+struct Snapshot {
+    key: BlockKey,
+    /// Its text while kept back (a prefix of the held text).
+    text: String,
+    /// It extends the held text: its pieces go to the held block.
+    extending: bool,
 }
 
 /// The Responses [`WireDecoder`].
@@ -126,6 +170,10 @@ pub(crate) struct Decoder {
     strict_plans: Arc<BTreeMap<String, Arc<StrictPlan>>>,
     /// Surrogate pairs split across text, reasoning and argument deltas.
     surrogates: SurrogateJoiner,
+    /// The last finished message block, not yet ended.
+    held: Option<Held>,
+    /// The item that may be a cumulative snapshot of `held`.
+    snapshot: Option<Snapshot>,
 }
 
 impl Decoder {
@@ -147,6 +195,59 @@ impl Decoder {
             tool_names,
             strict_plans,
             surrogates: SurrogateJoiner::new(),
+            held: None,
+            snapshot: None,
+        }
+    }
+
+    /// Ends the held message block; a snapshot still kept back becomes its own block.
+    fn flush_held(&mut self, out: &mut Vec<Delta>) {
+        let Some(held) = self.held.take() else { return };
+        out.push(Delta::BlockEnd { key: held.key });
+        if let Some(snapshot) = self.snapshot.take()
+            && !snapshot.extending
+            && !snapshot.text.is_empty()
+        {
+            if let Some(item) = self.items.get_mut(&snapshot.key) {
+                item.text = Some(String::new());
+                item.keep_text(&snapshot.text);
+            }
+            out.push(Delta::Text { key: snapshot.key, text: snapshot.text });
+        }
+    }
+
+    /// Text for the snapshot candidate: kept back while a prefix of the held text, added
+    /// to the held block once it extends it, its own block once it diverges. Each piece
+    /// is compared once, so the work is linear in the text.
+    fn snapshot_text(&mut self, piece: &str, out: &mut Vec<Delta>) {
+        let (Some(held), Some(snapshot)) = (&mut self.held, &mut self.snapshot) else { return };
+        if snapshot.extending {
+            if let Some(text) = &mut held.text {
+                if text.len() + piece.len() > SNAPSHOT_BASE_LIMIT {
+                    held.text = None;
+                } else {
+                    text.push_str(piece);
+                }
+            }
+            out.push(Delta::Text { key: held.key, text: piece.to_owned() });
+            return;
+        }
+        let base = held.text.as_deref().unwrap_or_default();
+        let rest = base.as_bytes().get(snapshot.text.len()..).unwrap_or_default();
+        let common = piece.len().min(rest.len());
+        let agrees = piece.as_bytes().get(..common) == rest.get(..common);
+        snapshot.text.push_str(piece);
+        if !agrees {
+            self.flush_held(out);
+        } else if snapshot.text.len() > base.len() {
+            // `base` is a prefix ending on a character boundary of the snapshot's text.
+            let suffix = snapshot.text.split_off(base.len());
+            snapshot.extending = true;
+            snapshot.text = String::new();
+            if let Some(text) = &mut held.text {
+                text.push_str(&suffix);
+            }
+            out.push(Delta::Text { key: held.key, text: suffix });
         }
     }
 
@@ -165,6 +266,23 @@ impl Decoder {
         let mut delta = event.delta.take();
         // The data's `type` names the event; the SSE `event:` line is the fallback.
         let kind = event.kind.as_deref().or(name).unwrap_or_default();
+        let continues_messages = matches!(
+            kind,
+            "response.output_item.added"
+                | "response.output_item.done"
+                | "response.output_text.delta"
+                | "response.text.delta"
+                | "response.refusal.delta"
+                | "response.content_part.added"
+                | "response.content_part.done"
+                | "response.output_text.done"
+                | "response.text.done"
+                | "response.completed"
+                | "response.incomplete"
+        );
+        if !continues_messages {
+            self.flush_held(out);
+        }
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
                 if let Some(response) = &event.response {
@@ -178,7 +296,7 @@ impl Decoder {
                     self.item_done(key, item, out);
                 }
             }
-            "response.output_text.delta" | "response.refusal.delta" => {
+            "response.output_text.delta" | "response.text.delta" | "response.refusal.delta" => {
                 if let Some(piece) = delta.take().and_then(WireValue::into_text)
                     && !piece.is_empty()
                 {
@@ -187,7 +305,13 @@ impl Decoder {
                     // Streamed even if only a surrogate half came: the `.done` text must not
                     // be added again.
                     self.mark_streamed(key);
-                    if !text.is_empty() {
+                    if self.snapshot.as_ref().is_some_and(|s| s.key == key) {
+                        self.snapshot_text(&text, out);
+                    } else if !text.is_empty() {
+                        self.flush_held(out);
+                        if let Some(item) = self.items.get_mut(&key) {
+                            item.keep_text(&text);
+                        }
                         out.push(Delta::Text { key, text });
                     }
                 }
@@ -272,6 +396,7 @@ impl Decoder {
     }
 
     fn fail(&mut self, out: &mut Vec<Delta>, error: Error) {
+        self.flush_held(out);
         self.finished = true;
         out.push(Delta::Error(error));
     }
@@ -354,6 +479,18 @@ impl Decoder {
         {
             // The wire reused an active output index: close the earlier block.
             out.push(Delta::BlockEnd { key });
+        }
+        let phase = str_of(item.get("phase")).map(str::to_owned);
+        match &self.held {
+            Some(held)
+                if kind == Kind::Message
+                    && self.snapshot.is_none()
+                    && held.text.is_some()
+                    && held.phase == phase =>
+            {
+                self.snapshot = Some(Snapshot { key, text: String::new(), extending: false });
+            }
+            _ => self.flush_held(out),
         }
         let mut state = Item::new(kind, item_id.clone());
         if kind == Kind::FunctionCall {
@@ -450,6 +587,9 @@ impl Decoder {
         if let Some(id) = &item_id {
             self.by_item_id.entry(id.clone()).or_insert(key);
         }
+        if str_of(item.get("type")) != Some("message") {
+            self.flush_held(out);
+        }
         match str_of(item.get("type")) {
             Some("message") => self.message_done(key, item, out),
             Some("reasoning") => self.reasoning_done(key, item, out),
@@ -481,10 +621,19 @@ impl Decoder {
     }
 
     fn message_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+        let phase = str_of(item.get("phase")).map(str::to_owned);
+        if let Some(snapshot) = self.snapshot.take_if(|s| s.key == key) {
+            self.snapshot_done(snapshot, item, phase, out);
+            return;
+        }
         let Some(state) = self.items.get_mut(&key) else { return };
         if !state.streamed {
             let text = message_text(item);
             if !text.is_empty() {
+                if let Some(held) = self.held.take() {
+                    out.push(Delta::BlockEnd { key: held.key });
+                }
+                state.keep_text(&text);
                 out.push(Delta::Text { key, text });
                 state.streamed = true;
                 state.opened = true;
@@ -493,16 +642,73 @@ impl Decoder {
         if !state.opened {
             return;
         }
-        if let Some(id) = str_of(item.get("id")) {
-            let mut signature = serde_json::Map::new();
-            signature.insert("v".to_owned(), Value::from(1));
-            signature.insert("id".to_owned(), Value::from(id));
-            if let Some(phase) = str_of(item.get("phase")) {
-                signature.insert("phase".to_owned(), Value::from(phase));
-            }
-            out.push(Delta::TextSignature { key, signature: Value::Object(signature).to_string() });
+        text_signature(key, item, out);
+        let text = state.text.take();
+        self.flush_held(out);
+        match text {
+            // Its end waits: the next item may be a cumulative snapshot of it.
+            Some(text) => self.held = Some(Held { key, text: Some(text), phase }),
+            None => out.push(Delta::BlockEnd { key }),
         }
-        out.push(Delta::BlockEnd { key });
+    }
+
+    /// The snapshot candidate finished: a strict extension of the held text continues
+    /// that block (its text grown, the signature this item's); anything else is its own block.
+    fn snapshot_done(
+        &mut self,
+        snapshot: Snapshot,
+        item: &Value,
+        phase: Option<String>,
+        out: &mut Vec<Delta>,
+    ) {
+        let Some(held) = self.held.as_mut() else { return };
+        let base = held.text.as_deref().unwrap_or_default();
+        let mut extends = snapshot.extending;
+        if !extends && snapshot.text.is_empty() {
+            // Nothing streamed: the `.done` text decides.
+            let text = message_text(item);
+            if text.len() > base.len() && text.starts_with(base) {
+                let suffix = text.get(base.len()..).unwrap_or_default().to_owned();
+                out.push(Delta::Text { key: held.key, text: suffix });
+                held.text = (text.len() <= SNAPSHOT_BASE_LIMIT).then_some(text);
+                extends = true;
+            } else {
+                self.snapshot = Some(Snapshot { text, ..snapshot });
+                return self.snapshot_diverged(item, phase, out);
+            }
+        }
+        if extends {
+            let key = held.key;
+            text_signature(key, item, out);
+            held.phase = phase;
+            if held.text.is_none() {
+                self.held = None;
+                out.push(Delta::BlockEnd { key });
+            }
+            return;
+        }
+        self.snapshot = Some(snapshot);
+        self.snapshot_diverged(item, phase, out);
+    }
+
+    /// The finished snapshot candidate (in `self.snapshot`) is no strict extension: the
+    /// held block ends and the candidate is a block of its own (held in turn).
+    fn snapshot_diverged(&mut self, item: &Value, phase: Option<String>, out: &mut Vec<Delta>) {
+        let Some(key) = self.snapshot.as_ref().map(|s| s.key) else { return };
+        let opened = self.snapshot.as_ref().is_some_and(|s| !s.text.is_empty());
+        // Ends the held block and writes the kept-back text as the candidate's own block.
+        self.flush_held(out);
+        let Some(state) = self.items.get_mut(&key) else { return };
+        if !opened {
+            return;
+        }
+        state.opened = true;
+        state.streamed = true;
+        text_signature(key, item, out);
+        match state.text.take() {
+            Some(text) => self.held = Some(Held { key, text: Some(text), phase }),
+            None => out.push(Delta::BlockEnd { key }),
+        }
     }
 
     fn reasoning_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
@@ -639,6 +845,7 @@ impl Decoder {
 
     fn complete(&mut self, kind: &str, response: &Value, out: &mut Vec<Delta>) {
         self.reconcile_output(response, out);
+        self.flush_held(out);
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
@@ -727,6 +934,19 @@ fn failure(response: &Value, raw: &str) -> Error {
     .with_body(raw)
 }
 
+/// `{"v":1,"id":<item id>,"phase"?}`: the message item's replay signature (none
+/// without an id).
+fn text_signature(key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+    let Some(id) = str_of(item.get("id")) else { return };
+    let mut signature = serde_json::Map::new();
+    signature.insert("v".to_owned(), Value::from(1));
+    signature.insert("id".to_owned(), Value::from(id));
+    if let Some(phase) = str_of(item.get("phase")) {
+        signature.insert("phase".to_owned(), Value::from(phase));
+    }
+    out.push(Delta::TextSignature { key, signature: Value::Object(signature).to_string() });
+}
+
 fn metadata(response: &Value) -> Delta {
     Delta::Metadata {
         response_id: str_of(response.get("id")).map(str::to_owned),
@@ -767,7 +987,10 @@ fn message_text(item: &Value) -> String {
     let mut text = String::new();
     for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
         match str_of(part.get("type")) {
-            Some("output_text") => text.push_str(str_of(part.get("text")).unwrap_or_default()),
+            // `text` is Azure's spelling of `output_text`.
+            Some("output_text" | "text") => {
+                text.push_str(str_of(part.get("text")).unwrap_or_default())
+            }
             Some("refusal") => text.push_str(str_of(part.get("refusal")).unwrap_or_default()),
             _ => {}
         }

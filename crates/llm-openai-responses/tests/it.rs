@@ -1,5 +1,5 @@
 //! Integration tests through the public API: a loopback HTTP server with canned
-//! responses, and a live smoke test that runs only with `OPENAI_API_KEY`.
+//! responses, and live smoke tests that run only with `OPENAI_API_KEY` (OpenAI) or the Azure variables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::sync::Arc;
@@ -10,7 +10,9 @@ use llm_core::{
     ApiKey, AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider,
     RecordingSleeper, RetryPolicy, StopReason, StreamOptions, Tool, ToolResultMessage, UserContent,
 };
-use llm_openai_responses::{API, OpenAiResponsesCompat, OpenAiResponsesProvider, PROVIDER};
+use llm_openai_responses::{
+    API, AZURE_API, AZURE_PROVIDER, OpenAiResponsesCompat, OpenAiResponsesProvider, PROVIDER,
+};
 use llm_testkit::fixture::{self as testkit, Responses};
 use llm_testkit::server::{Chunking, Server, ServerOptions};
 use serde_json::json;
@@ -302,12 +304,21 @@ async fn live_smoke_tool_round_trip() {
         max_tokens: Some(512),
         ..StreamOptions::default()
     };
+    live_tool_round_trip(&provider, &model, &options).await;
+}
+
+/// A tool call, its result, and the answer, against a real endpoint.
+async fn live_tool_round_trip(
+    provider: &OpenAiResponsesProvider,
+    model: &Model,
+    options: &StreamOptions,
+) {
     let mut context = Context {
         system_prompt: Some("Use the tool to answer.".into()),
         messages: vec![Message::user("What is the weather in Bergen? Use get_weather.")],
         tools: vec![weather_tool()],
     };
-    let first = provider.stream(&model, &context, &options).result().await;
+    let first = provider.stream(model, &context, options).result().await;
     assert_eq!(first.stop_reason, StopReason::ToolUse, "{:?}", first.error_message);
     let call = first.tool_calls().next().cloned().unwrap();
     assert_eq!(call.name, "get_weather");
@@ -320,7 +331,35 @@ async fn live_smoke_tool_round_trip() {
         is_error: false,
         timestamp: 0,
     }));
-    let second = provider.stream(&model, &context, &options).result().await;
+    let second = provider.stream(model, &context, options).result().await;
     assert_eq!(second.stop_reason, StopReason::Stop, "{:?}", second.error_message);
     assert!(!second.text().is_empty());
+}
+
+/// One real tool round trip on Azure OpenAI; runs only when `AZURE_OPENAI_API_KEY`,
+/// `AZURE_OPENAI_BASE_URL` (or `AZURE_OPENAI_RESOURCE_NAME`) and
+/// `CLAWCALL_LIVE_AZURE_DEPLOYMENT` are set. The provider reads the first two itself.
+#[tokio::test]
+async fn live_azure_smoke_tool_round_trip() {
+    let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let located = set("AZURE_OPENAI_BASE_URL").or_else(|| set("AZURE_OPENAI_RESOURCE_NAME"));
+    let (Some(_), Some(_), Some(deployment)) =
+        (set("AZURE_OPENAI_API_KEY"), located, set("CLAWCALL_LIVE_AZURE_DEPLOYMENT"))
+    else {
+        println!(
+            "skipped: AZURE_OPENAI_API_KEY, AZURE_OPENAI_BASE_URL (or AZURE_OPENAI_RESOURCE_NAME) \
+             and CLAWCALL_LIVE_AZURE_DEPLOYMENT not all set"
+        );
+        return;
+    };
+    let provider = OpenAiResponsesProvider::azure();
+    let model = Model {
+        id: deployment,
+        api: AZURE_API.into(),
+        provider: AZURE_PROVIDER.into(),
+        ..model("")
+    };
+    let options = StreamOptions { max_tokens: Some(512), ..StreamOptions::default() };
+    // Item ids are replayed (Azure's default), so the second turn exercises B.6 live.
+    live_tool_round_trip(&provider, &model, &options).await;
 }

@@ -29,6 +29,13 @@ pub struct Fixture {
     pub context: Context,
     pub options: InputOptions,
     pub abort_after_events: Option<usize>,
+    /// Environment variables the provider reads instead of the process's (`input.json`'s
+    /// `env`; only providers that take an environment accept a non-empty one).
+    pub env: BTreeMap<String, String>,
+    /// Keep the host names of the URLs in `model.baseUrl`, `env` and the provider options
+    /// (scheme `http`, the server's port), every host name resolving to 127.0.0.1:
+    /// for providers whose behaviour depends on the host (`input.json`'s `keepHost`).
+    pub keep_host: bool,
     pub requests: ExpectedRequests,
     pub responses: Responses,
     pub expected: Option<String>,
@@ -58,6 +65,10 @@ struct InputFile {
     options: InputOptions,
     #[serde(default)]
     abort_after_events: Option<usize>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    keep_host: bool,
     /// Free text for the reader; ignored.
     #[serde(default, rename = "description")]
     _description: Option<Value>,
@@ -351,6 +362,8 @@ pub fn load_files(files: &dyn FixtureFiles) -> Result<Scenario> {
         context: input_file.context,
         options: input_file.options,
         abort_after_events: input_file.abort_after_events,
+        env: input_file.env,
+        keep_host: input_file.keep_host,
         requests,
         responses,
         expected,

@@ -81,3 +81,47 @@ pub fn loopback_base_url(recorded: &str, addr: std::net::SocketAddr) -> String {
     };
     format!("http://{addr}{}", path.trim_end_matches('/'))
 }
+
+/// `url` pointed at the loopback server while keeping its host name: scheme `http`
+/// and the server's port (`https://r.openai.azure.com/openai` ->
+/// `http://r.openai.azure.com:PORT/openai`); the client must resolve the name to
+/// 127.0.0.1. Text that is not an `http(s)://` URL with a host is returned unchanged.
+pub fn loopback_keep_host(url: &str, addr: std::net::SocketAddr) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return url.to_owned();
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    if host.is_empty() {
+        return url.to_owned();
+    }
+    format!("http://{host}:{}{tail}", addr.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_keep_host;
+
+    #[test]
+    fn keep_host_swaps_scheme_and_port_only() {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 4000));
+        assert_eq!(
+            loopback_keep_host("https://r.openai.azure.com/", addr),
+            "http://r.openai.azure.com:4000/"
+        );
+        assert_eq!(
+            loopback_keep_host("https://gw.example.com:8443/p/openai/v1?x=1", addr),
+            "http://gw.example.com:4000/p/openai/v1?x=1"
+        );
+        assert_eq!(loopback_keep_host("https://h.example", addr), "http://h.example:4000");
+        assert_eq!(loopback_keep_host("not a url", addr), "not a url");
+        assert_eq!(loopback_keep_host("ftp://h/x", addr), "ftp://h/x");
+        assert_eq!(loopback_keep_host("https:///x", addr), "https:///x");
+    }
+}

@@ -62,7 +62,7 @@ fn result(id: &str, name: &str, text: &str) -> Message {
 }
 
 fn body(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    build_request(model, context, options).unwrap().body
+    build_request(model, context, options, None).unwrap().body
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn strict_requests_carry_the_restore_plans() {
         tools: vec![tool("opt", "", optional), tool("req", "", required)],
         ..Context::default()
     };
-    let request = build_request(&model(), &context, &options()).unwrap();
+    let request = build_request(&model(), &context, &options(), None).unwrap();
     // Only a tool with something to restore gets a plan.
     assert_eq!(request.strict_plans.keys().collect::<Vec<_>>(), ["opt"]);
     let mut args = json!({"q": "x", "n": null});
@@ -147,7 +147,7 @@ fn strict_requests_carry_the_restore_plans() {
     assert_eq!(args, json!({"q": "x"}));
     // Downgraded to non-strict: the model's nulls are its own, nothing is restored.
     context.tools.push(tool("open", "", open));
-    assert!(build_request(&model(), &context, &options()).unwrap().strict_plans.is_empty());
+    assert!(build_request(&model(), &context, &options(), None).unwrap().strict_plans.is_empty());
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn request_body_shape_and_determinism() {
             json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
         )],
     };
-    let request = build_request(&model(), &context, &options).unwrap();
+    let request = build_request(&model(), &context, &options, None).unwrap();
     assert_eq!(request.url, "https://api.openai.com/v1/responses");
     let expected = json!({
         "model": "gpt-5.4",
@@ -216,7 +216,8 @@ fn request_body_shape_and_determinism() {
     assert_eq!(request.body, expected);
     let first = serde_json::to_vec(&request.body).unwrap();
     let second =
-        serde_json::to_vec(&build_request(&model(), &context, &options).unwrap().body).unwrap();
+        serde_json::to_vec(&build_request(&model(), &context, &options, None).unwrap().body)
+            .unwrap();
     assert_eq!(first, second);
     // Key order is the insertion order, not alphabetical.
     let text = String::from_utf8(first).unwrap();
@@ -300,7 +301,7 @@ fn headers_auth_session_and_user_headers_last() {
     custom.headers.insert("Authorization".into(), "Bearer other".into());
     assert!(build_headers(&m, &custom, &compat).is_ok());
     // The key never shows in Debug output.
-    let request = build_request(&m, &Context::default(), &options()).unwrap();
+    let request = build_request(&m, &Context::default(), &options(), None).unwrap();
     assert!(!format!("{request:?}").contains("test-key"));
 }
 
@@ -526,7 +527,7 @@ fn tool_choice() {
     let with = |choice: ToolChoice, ctx: &Context| {
         let mut o = options();
         o.tool_choice = Some(choice);
-        build_request(&model(), ctx, &o).map(|r| r.body)
+        build_request(&model(), ctx, &o, None).map(|r| r.body)
     };
     assert_eq!(with(ToolChoice::Auto, &context).unwrap()["tool_choice"], json!("auto"));
     assert_eq!(with(ToolChoice::Required, &context).unwrap()["tool_choice"], json!("required"));

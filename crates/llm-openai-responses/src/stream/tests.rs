@@ -621,3 +621,119 @@ fn unknown_output_items_are_kept_and_client_requests_end_unsupported() {
         assert_eq!(message.text(), "Done.");
     }
 }
+
+fn message_item(id: &str, index: u64, phase: &str, text: Option<&str>) -> Value {
+    let content = text.map_or(json!([]), |t| json!([{"type": "output_text", "text": t}]));
+    json!({"type": "response.output_item.done", "output_index": index,
+           "item": {"id": id, "type": "message", "role": "assistant", "phase": phase, "content": content}})
+}
+
+fn added(id: &str, index: u64, phase: &str) -> Value {
+    json!({"type": "response.output_item.added", "output_index": index,
+           "item": {"id": id, "type": "message", "role": "assistant", "phase": phase, "content": []}})
+}
+
+fn text_delta(index: u64, delta: &str) -> Value {
+    json!({"type": "response.output_text.delta", "output_index": index, "delta": delta})
+}
+
+fn texts(message: &AssistantMessage) -> Vec<String> {
+    message
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            AssistantContent::Text(t) => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_kept_back_snapshot_interrupted_by_a_call_keeps_its_text() {
+    let events = run(&sse(&[
+        added("m1", 0, "final_answer"),
+        text_delta(0, "Hello there"),
+        message_item("m1", 0, "final_answer", Some("Hello there")),
+        added("m2", 1, "final_answer"),
+        text_delta(1, "Hello"),
+        json!({"type": "response.output_item.added", "output_index": 2,
+               "item": {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "f", "arguments": ""}}),
+        json!({"type": "response.output_item.done", "output_index": 2,
+               "item": {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}}),
+        message_item("m2", 1, "final_answer", Some("Hello")),
+        json!({"type": "response.completed", "response": {"status": "completed"}}),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(texts(message), ["Hello there", "Hello"]);
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+}
+
+#[test]
+fn snapshots_chain_and_a_new_phase_is_never_collapsed() {
+    let events = run(&sse(&[
+        added("m1", 0, "final_answer"),
+        text_delta(0, "A"),
+        message_item("m1", 0, "final_answer", Some("A")),
+        added("m2", 1, "final_answer"),
+        text_delta(1, "AB"),
+        message_item("m2", 1, "final_answer", Some("AB")),
+        // Not streamed: the `.done` text alone is the snapshot.
+        added("m3", 2, "final_answer"),
+        message_item("m3", 2, "final_answer", Some("ABC")),
+        added("m4", 3, "commentary"),
+        text_delta(3, "ABCD"),
+        message_item("m4", 3, "commentary", Some("ABCD")),
+        json!({"type": "response.completed", "response": {"status": "completed"}}),
+    ]));
+    let message = final_message(&events);
+    assert_eq!(texts(message), ["ABC", "ABCD"]);
+    let AssistantContent::Text(first) = &message.content[0] else { panic!("text") };
+    assert_eq!(
+        first.text_signature.as_deref(),
+        Some(r#"{"v":1,"id":"m3","phase":"final_answer"}"#)
+    );
+    let ends = events.iter().filter(|e| matches!(e, AssistantEvent::TextEnd { .. })).count();
+    assert_eq!(ends, 2);
+}
+
+#[test]
+fn a_snapshot_streamed_a_character_at_a_time_continues_the_block() {
+    let first = "Grüße aus Bergen";
+    let second = "Grüße aus Bergen, wo es regnet.";
+    let mut events = vec![
+        added("m1", 0, "final_answer"),
+        text_delta(0, first),
+        message_item("m1", 0, "final_answer", Some(first)),
+        added("m2", 1, "final_answer"),
+    ];
+    events.extend(second.chars().map(|c| text_delta(1, &c.to_string())));
+    events.push(message_item("m2", 1, "final_answer", Some(second)));
+    events.push(json!({"type": "response.completed", "response": {"status": "completed"}}));
+    let out = run(&sse(&events));
+    assert_eq!(texts(final_message(&out)), [second]);
+    let streamed: String = out
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::TextDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    // The kept-back prefix is never sent twice.
+    assert_eq!(streamed, second);
+}
+
+#[test]
+fn a_message_over_the_snapshot_limit_is_never_collapsed() {
+    let long = "x".repeat(super::SNAPSHOT_BASE_LIMIT + 1);
+    let longer = format!("{long}y");
+    let out = run(&sse(&[
+        added("m1", 0, "final_answer"),
+        text_delta(0, &long),
+        message_item("m1", 0, "final_answer", Some(&long)),
+        added("m2", 1, "final_answer"),
+        text_delta(1, &longer),
+        message_item("m2", 1, "final_answer", Some(&longer)),
+        json!({"type": "response.completed", "response": {"status": "completed"}}),
+    ]));
+    assert_eq!(texts(final_message(&out)), [long, longer]);
+}
