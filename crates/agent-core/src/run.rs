@@ -189,8 +189,8 @@ impl Agent {
         let steering = MessageQueue::new();
         let follow_up = MessageQueue::new();
         let runner = Runner {
-            model: self.config.model.clone(),
-            options: self.config.options.clone(),
+            model: None,
+            options: None,
             config: self.config.clone(),
             validators: self.validators.clone(),
             cancel: cancel.clone(),
@@ -224,12 +224,14 @@ pub struct AgentRun {
     /// `AgentEvent` is several hundred bytes, which per run in flight adds up.
     events: UnboundedReceiver<Box<AgentEvent>>,
     driver: Option<BoxFuture<'static, AgentOutcome>>,
-    outcome: Option<AgentOutcome>,
+    /// Boxed, like `pending_end`: a run in flight keeps `AgentRun` inline in its
+    /// consumer's future, and both are rare and large.
+    outcome: Option<Box<AgentOutcome>>,
     cancel: CancellationToken,
     steering: MessageQueue,
     follow_up: MessageQueue,
     ended: bool,
-    pending_end: Option<AgentEvent>,
+    pending_end: Option<Box<AgentEvent>>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -266,7 +268,7 @@ impl AgentRun {
     pub async fn finish(mut self) -> AgentOutcome {
         while self.next().await.is_some() {}
         match self.outcome.take() {
-            Some(o) => o,
+            Some(o) => *o,
             None => AgentOutcome {
                 messages: Vec::new(),
                 context: AgentContext::default(),
@@ -278,7 +280,7 @@ impl AgentRun {
 
     /// The outcome, once the stream has ended.
     pub fn outcome(&self) -> Option<&AgentOutcome> {
-        self.outcome.as_ref()
+        self.outcome.as_deref()
     }
 }
 
@@ -295,7 +297,7 @@ impl Stream for AgentRun {
             // of defence against a bug in the loop itself.
             match std::panic::catch_unwind(AssertUnwindSafe(|| driver.as_mut().poll(cx))) {
                 Ok(Poll::Ready(outcome)) => {
-                    this.outcome = Some(outcome);
+                    this.outcome = Some(Box::new(outcome));
                     this.driver = None;
                 }
                 Ok(Poll::Pending) => {}
@@ -303,23 +305,23 @@ impl Stream for AgentRun {
                     let error = AgentError::Internal { message: panic_text(panic) };
                     tracing::error!(%error, "agent loop panicked");
                     this.driver = None;
-                    this.pending_end = Some(AgentEvent::AgentEnd {
+                    this.pending_end = Some(Box::new(AgentEvent::AgentEnd {
                         messages: Vec::new(),
                         reason: EndReason::Failed,
-                    });
-                    this.outcome = Some(AgentOutcome {
+                    }));
+                    this.outcome = Some(Box::new(AgentOutcome {
                         messages: Vec::new(),
                         context: AgentContext::default(),
                         reason: EndReason::Failed,
                         error: Some(error),
-                    });
+                    }));
                 }
             }
         }
         let next = if this.driver.is_none() {
             // Every event is queued once the driver is done; `try_recv` also
             // ignores tokio's co-op budget.
-            this.events.try_recv().ok().map(|e| *e).or_else(|| this.pending_end.take())
+            this.events.try_recv().ok().or_else(|| this.pending_end.take()).map(|e| *e)
         } else {
             match this.events.poll_recv(cx) {
                 Poll::Ready(e) => e.map(|e| *e),
@@ -408,7 +410,11 @@ impl ToolTask {
                 )
             }
             Ok(handle) => {
-                ToolTask::Spawned(handle.spawn(async move { executor.execute(invocation).await }))
+                // Boxed until the task starts, so the task's future is a few words
+                // beside the tool's own (the synchronous part of `execute` runs on
+                // the task too, where it cannot stall the run).
+                let invocation = Box::new(invocation);
+                ToolTask::Spawned(handle.spawn(async move { executor.execute(*invocation).await }))
             }
             Err(_) => ToolTask::Local(Box::pin(async move {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
@@ -475,9 +481,10 @@ struct Runner {
     /// (the transcript only grows, so they are never copied twice).
     context: AgentContext,
     start: usize,
-    /// The model and options of the next request (`prepare_next_turn` may replace them).
-    model: Model,
-    options: StreamOptions,
+    /// The model and options of the next request when `prepare_next_turn`
+    /// replaced the configured ones; until then every run shares the config's.
+    model: Option<Box<Model>>,
+    options: Option<Box<StreamOptions>>,
     steering: MessageQueue,
     follow_up: MessageQueue,
     turn_open: bool,
@@ -527,6 +534,11 @@ type Resolution = Result<Option<usize>, String>;
 impl Runner {
     fn emit(&self, event: AgentEvent) {
         let _ = self.tx.send(Box::new(event));
+    }
+
+    /// The model of the next request.
+    fn model(&self) -> &Model {
+        self.model.as_deref().unwrap_or(&self.config.model)
     }
 
     fn new_messages(&self) -> &[Message] {
@@ -705,9 +717,9 @@ impl Runner {
     fn closing_message(&self, stop_reason: StopReason, error: String) -> AssistantMessage {
         AssistantMessage {
             content: vec![AssistantContent::Text(TextContent::default())],
-            api: self.model.api.clone(),
-            provider: self.model.provider.clone(),
-            model: self.model.id.clone(),
+            api: self.model().api.clone(),
+            provider: self.model().provider.clone(),
+            model: self.model().id.clone(),
             stop_reason,
             error_message: Some(error),
             timestamp: now_millis(),
@@ -752,7 +764,7 @@ impl Runner {
             turn: self.turns,
             context: &self.context,
             new_messages: self.new_messages(),
-            model: &self.model,
+            model: self.model(),
         };
         let update = match self.contained(|| hooks.prepare_next_turn(info)).await {
             Contained::Done(Some(update)) => update,
@@ -769,13 +781,13 @@ impl Runner {
             self.context.tools = tools;
         }
         if let Some(model) = update.model {
-            self.model = model;
+            self.model = Some(Box::new(model));
         }
         if let Some(prompt) = update.system_prompt {
             self.context.system_prompt = prompt;
         }
         if let Some(options) = update.options {
-            self.options = options;
+            self.options = Some(Box::new(options));
         }
         Ok(())
     }
@@ -797,9 +809,11 @@ impl Runner {
 
     async fn stream_assistant(&mut self) -> Result<AssistantMessage, EndReason> {
         let hooks = self.config.hooks.clone();
-        let mut options = self.options.clone();
-        options.cancel = self.cancel.child();
-        let provider_name = self.model.provider.clone();
+        let mut options = self.options.as_deref().unwrap_or(&self.config.options).clone();
+        // The run's own token, not a child: a child per request would stay
+        // allocated in the run token's list of children until it is pruned.
+        options.cancel = self.cancel.clone();
+        let provider_name = self.model().provider.clone();
         match self.contained(|| hooks.api_key(&provider_name)).await {
             Contained::Done(Ok(Some(key))) => options.api_key = Some(key),
             Contained::Done(Ok(None)) => {}
@@ -832,11 +846,11 @@ impl Runner {
                 Some(messages) => messages,
                 None => std::mem::take(&mut self.context.messages),
             },
-            tools: self.context.tools.iter().map(|t| t.tool.clone()).collect(),
+            tools: self.context.tools.iter().map(|t| t.tool.as_ref().clone()).collect(),
         };
         let provider = self.config.provider.clone();
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            provider.stream(&self.model, &llm_context, &options)
+            provider.stream(self.model(), &llm_context, &options)
         }));
         if lent {
             self.context.messages = std::mem::take(&mut llm_context.messages);
@@ -1027,15 +1041,18 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return CallResult::error(ABORTED_TEXT, false);
         }
-        let sink = ProgressSink::connected(&call.id, &call.name, self.tx.clone());
-        let _close = CloseOnDrop(sink.clone());
-        let invocation = ToolInvocation {
-            call_id: call.id.clone(),
-            arguments: args,
-            cancel: self.cancel.child(),
-            progress: sink.clone(),
-        };
-        let task = ToolTask::start(agent_tool, invocation);
+        let sink = CloseOnDrop(ProgressSink::connected(&call.id, &call.name, self.tx.clone()));
+        // The invocation is built in place (no local): a local moved away before
+        // an await still takes room in this future, kept per call in flight.
+        let task = ToolTask::start(
+            agent_tool,
+            ToolInvocation {
+                call_id: call.id.clone(),
+                arguments: args,
+                cancel: self.cancel.child(),
+                progress: sink.0.clone(),
+            },
+        );
         let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
         futures_util::pin_mut!(expired);
         let outcome = match futures_util::future::select(task, expired).await {
@@ -1043,12 +1060,24 @@ impl Runner {
             Either::Right((_, task)) => {
                 // Nothing of the call may outlive the run: wait (bounded) for the
                 // aborted task to be dropped rather than leaving it to the runtime.
-                task.cancel_and_settle(self.config.abort_grace).await;
+                Box::pin(task.cancel_and_settle(self.config.abort_grace)).await;
                 return CallResult::error(ABORTED_TEXT, true);
             }
         };
         // No update may follow the result, even from a thread the tool left running.
-        sink.close();
+        sink.0.close();
+        // Boxed: the hook's future is only alive after the tool returned, so it
+        // does not add to the future that waits for the tool.
+        Box::pin(self.after_call(message, call, outcome)).await
+    }
+
+    /// `after_tool_call` on a call that ran: the hook may override its result.
+    async fn after_call(
+        &self,
+        message: &AssistantMessage,
+        call: &ToolCall,
+        outcome: Result<Result<ToolOutput, ToolError>, String>,
+    ) -> CallResult {
         let (mut output, mut is_error) = match outcome {
             Ok(Ok(output)) => (output, false),
             Ok(Err(e)) => (ToolOutput::text(e.0), true),
@@ -1109,7 +1138,7 @@ impl Runner {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                if let Ok(Some(tool)) = self.resolve(message, call, &mut memo, i).await
+                if let Ok(Some(tool)) = Box::pin(self.resolve(message, call, &mut memo, i)).await
                     && self
                         .context
                         .tools
@@ -1130,11 +1159,13 @@ impl Runner {
                 let result = if self.cancel.is_cancelled() {
                     CallResult::error(ABORTED_TEXT, false)
                 } else {
-                    let resolution = self.resolve(message, call, &mut memo, i).await;
-                    match self.prepare(message, call, resolution).await {
+                    // Boxed, like every await below that is not the parallel
+                    // wait: this future is kept for the whole batch.
+                    let resolution = Box::pin(self.resolve(message, call, &mut memo, i)).await;
+                    match Box::pin(self.prepare(message, call, resolution)).await {
                         Prepared::Immediate(r) => r,
                         Prepared::Ready { tool, args } => {
-                            self.execute(message, call, tool, args).await
+                            Box::pin(self.execute(message, call, tool, args)).await
                         }
                     }
                 };
@@ -1157,8 +1188,8 @@ impl Runner {
             let prepared = if self.cancel.is_cancelled() {
                 Prepared::Immediate(CallResult::error(ABORTED_TEXT, false))
             } else {
-                let resolution = self.resolve(message, call, &mut memo, i).await;
-                self.prepare(message, call, resolution).await
+                let resolution = Box::pin(self.resolve(message, call, &mut memo, i)).await;
+                Box::pin(self.prepare(message, call, resolution)).await
             };
             match prepared {
                 Prepared::Immediate(r) => {
@@ -1184,8 +1215,9 @@ impl Runner {
                 }
             }
         };
+        // Boxed: `FuturesUnordered` keeps a stub task as large as its future type.
         for item in queue.by_ref().take(limit) {
-            running.push(start(item));
+            running.push(Box::pin(start(item)));
         }
         while let Some((i, r)) = running.next().await {
             if let Some(call) = calls.get(i) {
@@ -1196,7 +1228,7 @@ impl Runner {
             }
             // After an abort, queued calls are not started (`execute` checks).
             if let Some(item) = queue.next() {
-                running.push(start(item));
+                running.push(Box::pin(start(item)));
             }
         }
         drop(running);

@@ -171,8 +171,9 @@ pub type PrepareArguments = Arc<dyn Fn(Value) -> Result<Value, ToolError> + Send
 /// A tool the agent can run.
 #[derive(Clone)]
 pub struct AgentTool {
-    /// Name, description and JSON Schema parameters.
-    pub tool: Tool,
+    /// Name, description and JSON Schema parameters; shared, so cloning a tool
+    /// (once per run, for each run's context) never copies its schema.
+    pub tool: Arc<Tool>,
     /// Label for user interfaces.
     pub label: String,
     /// Parallel (default) or sequential.
@@ -201,7 +202,7 @@ impl AgentTool {
     pub fn new(tool: Tool, executor: impl ToolExecutor + 'static) -> Self {
         AgentTool {
             label: tool.name.clone(),
-            tool,
+            tool: Arc::new(tool),
             execution_mode: ExecutionMode::Parallel,
             prepare_arguments: None,
             blocking: false,
