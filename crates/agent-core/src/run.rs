@@ -16,11 +16,11 @@ use llm_core::{
     Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, now_millis,
 };
 use serde_json::Value;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::context::{AgentContext, MessageQueue, QueueMode, check_unique_names};
 use crate::event::{AgentEvent, EndReason};
 use crate::hooks::{AgentHooks, BeforeToolCall, CallInfo, NoHooks, TurnInfo};
+use crate::queue::EventQueue;
 use crate::tool::{AgentTool, ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
 /// Text of the result for calls that never ran, or did not return, because the run was aborted.
@@ -184,7 +184,7 @@ impl Agent {
     }
 
     fn start(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
-        let (tx, rx) = unbounded_channel();
+        let events = EventQueue::default();
         let cancel = self.config.options.cancel.child();
         let steering = MessageQueue::new();
         let follow_up = MessageQueue::new();
@@ -194,7 +194,7 @@ impl Agent {
             config: self.config.clone(),
             validators: self.validators.clone(),
             cancel: cancel.clone(),
-            tx,
+            tx: events.clone(),
             start: context.messages.len(),
             context,
             steering: steering.clone(),
@@ -204,7 +204,7 @@ impl Agent {
             error: None,
         };
         AgentRun {
-            events: rx,
+            events,
             driver: Some(Box::pin(runner.run(prompts))),
             outcome: None,
             cancel,
@@ -220,9 +220,7 @@ impl Agent {
 /// polled. Tools run on their own tokio tasks; dropping the run aborts them.
 /// Exactly one `AgentEnd` arrives, last; nothing follows it.
 pub struct AgentRun {
-    /// Events are boxed in the channel: its blocks hold 32 slots, and an
-    /// `AgentEvent` is several hundred bytes, which per run in flight adds up.
-    events: UnboundedReceiver<Box<AgentEvent>>,
+    events: EventQueue,
     driver: Option<BoxFuture<'static, AgentOutcome>>,
     /// Boxed, like `pending_end`: a run in flight keeps `AgentRun` inline in its
     /// consumer's future, and both are rare and large.
@@ -319,12 +317,11 @@ impl Stream for AgentRun {
             }
         }
         let next = if this.driver.is_none() {
-            // Every event is queued once the driver is done; `try_recv` also
-            // ignores tokio's co-op budget.
-            this.events.try_recv().ok().or_else(|| this.pending_end.take()).map(|e| *e)
+            // Every event is queued once the driver is done.
+            this.events.try_recv().or_else(|| this.pending_end.take().map(|e| *e))
         } else {
             match this.events.poll_recv(cx) {
-                Poll::Ready(e) => e.map(|e| *e),
+                Poll::Ready(e) => Some(e),
                 Poll::Pending => return Poll::Pending,
             }
         };
@@ -364,6 +361,32 @@ fn sleep(duration: Duration) -> BoxFuture<'static, ()> {
         Ok(s) => Box::pin(s),
         Err(_) => Box::pin(std::future::ready(())),
     }
+}
+
+/// What [`Runner::assistant`] returns for an index that is not an assistant
+/// message, which the loop never asks for.
+fn fallback_message() -> &'static AssistantMessage {
+    static EMPTY: std::sync::OnceLock<AssistantMessage> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(AssistantMessage::default)
+}
+
+/// What [`Runner::call`] returns for a position that is not a call, which the
+/// loop never asks for.
+fn fallback_call() -> &'static ToolCall {
+    static EMPTY: std::sync::OnceLock<ToolCall> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| ToolCall {
+        id: String::new(),
+        name: String::new(),
+        arguments: Value::Object(serde_json::Map::new()),
+        thought_signature: None,
+    })
+}
+
+/// Moves a value out of its box and frees the box now (a box moved out of
+/// inside an async block is only freed when the block ends).
+#[allow(clippy::boxed_local, reason = "the box is the point: it is freed on return")]
+fn unbox<T>(boxed: Box<T>) -> T {
+    *boxed
 }
 
 /// Resolves once `cancel` fired and `grace` has passed since.
@@ -410,11 +433,13 @@ impl ToolTask {
                 )
             }
             Ok(handle) => {
-                // Boxed until the task starts, so the task's future is a few words
-                // beside the tool's own (the synchronous part of `execute` runs on
-                // the task too, where it cannot stall the run).
+                // Boxed until the task starts (and freed then, by `unbox`), so the
+                // task's future is a few words beside the tool's own; the synchronous
+                // part of `execute` runs on the task too, where it cannot stall the run.
                 let invocation = Box::new(invocation);
-                ToolTask::Spawned(handle.spawn(async move { executor.execute(*invocation).await }))
+                ToolTask::Spawned(
+                    handle.spawn(async move { executor.execute(unbox(invocation)).await }),
+                )
             }
             Err(_) => ToolTask::Local(Box::pin(async move {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
@@ -476,7 +501,7 @@ struct Runner {
     config: Arc<AgentConfig>,
     validators: Arc<ValidatorCache>,
     cancel: CancellationToken,
-    tx: UnboundedSender<Box<AgentEvent>>,
+    tx: EventQueue,
     /// The stored transcript; the run's messages are `context.messages[start..]`
     /// (the transcript only grows, so they are never copied twice).
     context: AgentContext,
@@ -533,7 +558,24 @@ type Resolution = Result<Option<usize>, String>;
 
 impl Runner {
     fn emit(&self, event: AgentEvent) {
-        let _ = self.tx.send(Box::new(event));
+        self.tx.send(event);
+    }
+
+    /// The turn's response, which the transcript holds at `at`. The loop keeps
+    /// no copy of it: the transcript only grows during a run, so `at` stays valid.
+    fn assistant(&self, at: usize) -> &AssistantMessage {
+        match self.context.messages.get(at) {
+            Some(Message::Assistant(m)) => m,
+            _ => fallback_message(),
+        }
+    }
+
+    /// The call at content position `pos` of the response at `at`.
+    fn call(&self, at: usize, pos: usize) -> &ToolCall {
+        match self.assistant(at).content.get(pos) {
+            Some(AssistantContent::ToolCall(c)) => c,
+            _ => fallback_call(),
+        }
     }
 
     /// The model of the next request.
@@ -558,7 +600,9 @@ impl Runner {
         }
     }
 
-    fn turn_end(&mut self, message: AssistantMessage, tool_results: Vec<ToolResultMessage>) {
+    /// Ends the turn whose response the transcript holds at `at`.
+    fn turn_end(&mut self, at: usize, tool_results: Vec<ToolResultMessage>) {
+        let message = self.assistant(at).clone();
         self.emit(AgentEvent::TurnEnd { message, tool_results });
         self.turn_open = false;
     }
@@ -615,37 +659,42 @@ impl Runner {
                     return self.abort_exit();
                 }
                 // Boxed: the run's own future stays small while it waits for tools.
-                let message = match Box::pin(self.stream_assistant()).await {
-                    Ok(m) => m,
+                // The response stays in the transcript only, at `at`.
+                let at = match Box::pin(self.stream_assistant()).await {
+                    Ok(at) => at,
                     Err(reason) => return reason,
                 };
                 self.turns += 1;
-                match message.stop_reason {
+                let stop_reason = self.assistant(at).stop_reason;
+                match stop_reason {
                     StopReason::Error | StopReason::Aborted => {
-                        let why = if message.stop_reason == StopReason::Aborted {
+                        let why = if stop_reason == StopReason::Aborted {
                             "Tool call was not executed: the response was aborted".to_owned()
                         } else {
                             format!(
                                 "Tool call was not executed: the response failed: {}",
-                                message.error_message.as_deref().unwrap_or("unknown error")
+                                self.assistant(at)
+                                    .error_message
+                                    .as_deref()
+                                    .unwrap_or("unknown error")
                             )
                         };
-                        let results = self.write_unexecuted(&message, &why);
-                        let reason = if message.stop_reason == StopReason::Aborted {
+                        let results = self.write_unexecuted(at, &why);
+                        let reason = if stop_reason == StopReason::Aborted {
                             EndReason::Aborted
                         } else {
                             EndReason::Error
                         };
-                        self.turn_end(message, results);
+                        self.turn_end(at, results);
                         return reason;
                     }
                     StopReason::Length => {
                         // Decision 2: a call cut off by the token limit never runs.
                         let results = self.write_unexecuted(
-                            &message,
+                            at,
                             "Tool call was cut off by the output token limit (stop reason: length) and was not executed",
                         );
-                        self.turn_end(message, results);
+                        self.turn_end(at, results);
                         return EndReason::Length;
                     }
                     StopReason::Stop | StopReason::ToolUse => {}
@@ -654,15 +703,15 @@ impl Runner {
                 let mut results = Vec::new();
                 let mut stop_after_batch = false;
                 last_reason = EndReason::Completed;
-                let has_calls = message.tool_calls().next().is_some();
-                if has_calls && message.stop_reason != StopReason::ToolUse {
+                let has_calls = self.assistant(at).tool_calls().next().is_some();
+                if has_calls && stop_reason != StopReason::ToolUse {
                     // Decision 2: the calls get results, then the turn ends like any other.
                     results = self.write_unexecuted(
-                        &message,
+                        at,
                         "Tool call was not executed: the assistant did not stop for tool use",
                     );
                 } else if has_calls {
-                    let batch = Box::pin(self.execute_batch(&message)).await;
+                    let batch = Box::pin(self.execute_batch(at)).await;
                     results = batch.results;
                     stop_after_batch = batch.stop_after_batch;
                     if batch.terminate {
@@ -670,17 +719,18 @@ impl Runner {
                     }
                     more_tools = !batch.terminate;
                     if batch.aborted {
-                        self.turn_end(message, results);
+                        self.turn_end(at, results);
                         return self.abort_exit();
                     }
                 }
                 let stop = {
                     let hooks = &self.config.hooks;
+                    let message = self.assistant(at);
                     std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        hooks.should_stop_after_turn(&message, &results)
+                        hooks.should_stop_after_turn(message, &results)
                     }))
                 };
-                self.turn_end(message, results);
+                self.turn_end(at, results);
                 if stop_after_batch {
                     return EndReason::StopAfterBatch;
                 }
@@ -731,8 +781,8 @@ impl Runner {
     fn abort_exit(&mut self) -> EndReason {
         self.turn_start();
         let message = self.closing_message(StopReason::Aborted, "Agent run aborted".to_owned());
-        self.add_message(Message::Assistant(message.clone()));
-        self.turn_end(message, Vec::new());
+        self.add_message(Message::Assistant(message));
+        self.turn_end(self.context.messages.len() - 1, Vec::new());
         EndReason::Aborted
     }
 
@@ -741,8 +791,8 @@ impl Runner {
     fn fail_exit(&mut self, error: AgentError) -> EndReason {
         self.turn_start();
         let message = self.closing_message(StopReason::Error, error.to_string());
-        self.add_message(Message::Assistant(message.clone()));
-        self.turn_end(message, Vec::new());
+        self.add_message(Message::Assistant(message));
+        self.turn_end(self.context.messages.len() - 1, Vec::new());
         self.error = Some(error);
         EndReason::Failed
     }
@@ -793,21 +843,20 @@ impl Runner {
     }
 
     /// Error results for every call of a message whose calls will not run.
-    fn write_unexecuted(
-        &mut self,
-        message: &AssistantMessage,
-        why: &str,
-    ) -> Vec<ToolResultMessage> {
-        let mut results = Vec::new();
-        for call in message.tool_calls() {
-            let result = tool_result(call, &CallResult::error(why, false));
+    fn write_unexecuted(&mut self, at: usize, why: &str) -> Vec<ToolResultMessage> {
+        let results: Vec<ToolResultMessage> = self
+            .assistant(at)
+            .tool_calls()
+            .map(|call| tool_result(call, &CallResult::error(why, false)))
+            .collect();
+        for result in &results {
             self.add_message(Message::ToolResult(result.clone()));
-            results.push(result);
         }
         results
     }
 
-    async fn stream_assistant(&mut self) -> Result<AssistantMessage, EndReason> {
+    /// One request; the response goes into the transcript, and its index is returned.
+    async fn stream_assistant(&mut self) -> Result<usize, EndReason> {
         let hooks = self.config.hooks.clone();
         let mut options = self.options.as_deref().unwrap_or(&self.config.options).clone();
         // The run's own token, not a child: a child per request would stay
@@ -856,7 +905,7 @@ impl Runner {
             self.context.messages = std::mem::take(&mut llm_context.messages);
         }
         drop(llm_context);
-        let message = match started {
+        let mut message = match started {
             Ok(stream) => self.consume(stream).await,
             Err(panic) => {
                 let text = format!("The provider panicked: {}", panic_text(panic));
@@ -868,9 +917,12 @@ impl Runner {
                 self.closing_message(StopReason::Error, text)
             }
         };
+        // The assembler grew the blocks one by one; the transcript keeps them for
+        // the whole run, so it keeps no spare capacity.
+        message.content.shrink_to_fit();
         self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
-        self.context.messages.push(Message::Assistant(message.clone()));
-        Ok(message)
+        self.context.messages.push(Message::Assistant(message));
+        Ok(self.context.messages.len() - 1)
     }
 
     /// Forwards a response's events; the final message (MessageStart already emitted).
@@ -927,20 +979,21 @@ impl Runner {
 
     async fn resolve(
         &mut self,
-        message: &AssistantMessage,
-        call: &ToolCall,
+        at: usize,
+        pos: usize,
         memo: &mut [Option<Resolution>],
         index: usize,
     ) -> Resolution {
         if let Some(Some(r)) = memo.get(index) {
             return r.clone();
         }
+        let call = self.call(at, pos);
         let resolution =
             if let Some(found) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
                 Ok(Some(found))
             } else {
                 let hooks = self.config.hooks.clone();
-                let info = CallInfo { assistant: message, call, context: &self.context };
+                let info = CallInfo { assistant: self.assistant(at), call, context: &self.context };
                 match self.contained(|| hooks.resolve_deferred_tool(info)).await {
                     Contained::Done(Ok(Some(tool))) if tool.tool.name != call.name => Err(format!(
                         "Deferred tool resolver returned \"{}\" for requested \"{}\"",
@@ -962,12 +1015,8 @@ impl Runner {
         resolution
     }
 
-    async fn prepare(
-        &self,
-        message: &AssistantMessage,
-        call: &ToolCall,
-        resolution: Resolution,
-    ) -> Prepared {
+    async fn prepare(&self, at: usize, pos: usize, resolution: Resolution) -> Prepared {
+        let (message, call) = (self.assistant(at), self.call(at, pos));
         let tool_index = match resolution {
             Err(e) => {
                 let text = if self.cancel.is_cancelled() { ABORTED_TEXT.to_owned() } else { e };
@@ -1028,13 +1077,8 @@ impl Runner {
 
     /// Runs one prepared call on its own task, then its `after_tool_call` hook.
     /// After an abort the tool gets `abort_grace` to return; what it returns stands.
-    async fn execute(
-        &self,
-        message: &AssistantMessage,
-        call: &ToolCall,
-        tool: usize,
-        args: Value,
-    ) -> CallResult {
+    async fn execute(&self, at: usize, pos: usize, tool: usize, args: Value) -> CallResult {
+        let (message, call) = (self.assistant(at), self.call(at, pos));
         let Some(agent_tool) = self.context.tools.get(tool) else {
             return CallResult::error(format!("Tool {} not found", call.name), false);
         };
@@ -1129,16 +1173,25 @@ impl Runner {
         });
     }
 
-    async fn execute_batch(&mut self, message: &AssistantMessage) -> BatchOutcome {
-        let calls: Vec<&ToolCall> = message.tool_calls().collect();
+    /// Runs the calls of the response at `at`. Calls are content positions in
+    /// it: the batch borrows nothing from the transcript across its own writes.
+    async fn execute_batch(&mut self, at: usize) -> BatchOutcome {
+        let calls: Vec<usize> = self
+            .assistant(at)
+            .content
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c, AssistantContent::ToolCall(_)))
+            .map(|(pos, _)| pos)
+            .collect();
         let mut memo: Vec<Option<Resolution>> = vec![None; calls.len()];
         let mut sequential = self.config.tool_execution == ExecutionMode::Sequential;
         if !sequential {
-            for (i, call) in calls.iter().enumerate() {
+            for (i, &pos) in calls.iter().enumerate() {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                if let Ok(Some(tool)) = Box::pin(self.resolve(message, call, &mut memo, i)).await
+                if let Ok(Some(tool)) = Box::pin(self.resolve(at, pos, &mut memo, i)).await
                     && self
                         .context
                         .tools
@@ -1154,23 +1207,23 @@ impl Runner {
         let mut slots: Vec<Option<CallResult>> = calls.iter().map(|_| None).collect();
         if sequential {
             let mut written = Vec::new();
-            for (i, call) in calls.iter().enumerate() {
-                self.emit_start(call);
+            for (i, &pos) in calls.iter().enumerate() {
+                self.emit_start(self.call(at, pos));
                 let result = if self.cancel.is_cancelled() {
                     CallResult::error(ABORTED_TEXT, false)
                 } else {
                     // Boxed, like every await below that is not the parallel
                     // wait: this future is kept for the whole batch.
-                    let resolution = Box::pin(self.resolve(message, call, &mut memo, i)).await;
-                    match Box::pin(self.prepare(message, call, resolution)).await {
+                    let resolution = Box::pin(self.resolve(at, pos, &mut memo, i)).await;
+                    match Box::pin(self.prepare(at, pos, resolution)).await {
                         Prepared::Immediate(r) => r,
                         Prepared::Ready { tool, args } => {
-                            Box::pin(self.execute(message, call, tool, args)).await
+                            Box::pin(self.execute(at, pos, tool, args)).await
                         }
                     }
                 };
-                self.emit_end(call, &result);
-                let msg = tool_result(call, &result);
+                self.emit_end(self.call(at, pos), &result);
+                let msg = tool_result(self.call(at, pos), &result);
                 self.add_message(Message::ToolResult(msg.clone()));
                 written.push(msg);
                 if let Some(slot) = slots.get_mut(i) {
@@ -1178,51 +1231,42 @@ impl Runner {
                 }
             }
             let aborted = self.cancel.is_cancelled();
-            return self.batch_outcome(&calls, slots, aborted, Some(written));
+            return self.batch_outcome(at, &calls, slots, aborted, Some(written));
         }
 
         // Parallel: sequential preflight, then every prepared call on its own task.
-        let mut ready: Vec<(usize, usize, Value)> = Vec::new();
-        for (i, call) in calls.iter().enumerate() {
-            self.emit_start(call);
+        let mut ready: Vec<(usize, usize, usize, Value)> = Vec::new();
+        for (i, &pos) in calls.iter().enumerate() {
+            self.emit_start(self.call(at, pos));
             let prepared = if self.cancel.is_cancelled() {
                 Prepared::Immediate(CallResult::error(ABORTED_TEXT, false))
             } else {
-                let resolution = Box::pin(self.resolve(message, call, &mut memo, i)).await;
-                Box::pin(self.prepare(message, call, resolution)).await
+                let resolution = Box::pin(self.resolve(at, pos, &mut memo, i)).await;
+                Box::pin(self.prepare(at, pos, resolution)).await
             };
             match prepared {
                 Prepared::Immediate(r) => {
-                    self.emit_end(call, &r);
+                    self.emit_end(self.call(at, pos), &r);
                     if let Some(slot) = slots.get_mut(i) {
                         *slot = Some(r);
                     }
                 }
-                Prepared::Ready { tool, args } => ready.push((i, tool, args)),
+                Prepared::Ready { tool, args } => ready.push((i, pos, tool, args)),
             }
         }
         let limit = self.config.max_concurrency.unwrap_or(usize::MAX).max(1);
         let this = &*self;
         let mut queue = ready.into_iter();
         let mut running = FuturesUnordered::new();
-        let call_list = &calls;
-        let start = |(i, tool, args): (usize, usize, Value)| {
-            let call = call_list.get(i).copied();
-            async move {
-                match call {
-                    Some(call) => (i, this.execute(message, call, tool, args).await),
-                    None => (i, CallResult::error("internal: call index out of range", false)),
-                }
-            }
+        let start = |(i, pos, tool, args): (usize, usize, usize, Value)| async move {
+            (i, pos, this.execute(at, pos, tool, args).await)
         };
         // Boxed: `FuturesUnordered` keeps a stub task as large as its future type.
         for item in queue.by_ref().take(limit) {
             running.push(Box::pin(start(item)));
         }
-        while let Some((i, r)) = running.next().await {
-            if let Some(call) = calls.get(i) {
-                this.emit_end(call, &r);
-            }
+        while let Some((i, pos, r)) = running.next().await {
+            this.emit_end(this.call(at, pos), &r);
             if let Some(slot) = slots.get_mut(i) {
                 *slot = Some(r);
             }
@@ -1233,12 +1277,13 @@ impl Runner {
         }
         drop(running);
         let aborted = self.cancel.is_cancelled();
-        self.batch_outcome(&calls, slots, aborted, None)
+        self.batch_outcome(at, &calls, slots, aborted, None)
     }
 
     fn batch_outcome(
         &mut self,
-        calls: &[&ToolCall],
+        at: usize,
+        calls: &[usize],
         slots: Vec<Option<CallResult>>,
         aborted: bool,
         written: Option<Vec<ToolResultMessage>>,
@@ -1246,12 +1291,12 @@ impl Runner {
         let mut results = Vec::new();
         let mut terminate = !calls.is_empty();
         let mut stop_after_batch = false;
-        for (call, slot) in calls.iter().zip(slots) {
+        for (&pos, slot) in calls.iter().zip(slots) {
             let r = slot.unwrap_or_else(|| CallResult::error(ABORTED_TEXT, false));
             terminate &= r.output.terminate;
             stop_after_batch |= r.stop_after_batch;
             if written.is_none() {
-                let msg = tool_result(call, &r);
+                let msg = tool_result(self.call(at, pos), &r);
                 self.add_message(Message::ToolResult(msg.clone()));
                 results.push(msg);
             }
