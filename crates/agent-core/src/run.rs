@@ -547,7 +547,9 @@ enum Prepared {
     /// Index into `context.tools`, and the validated arguments.
     Ready {
         tool: usize,
-        args: Value,
+        /// Boxed: it waits in the batch's queue, and its call's future keeps
+        /// its parameters for as long as the tool runs.
+        args: Box<Value>,
     },
     Immediate(CallResult),
 }
@@ -611,24 +613,35 @@ impl Runner {
         contained(&self.cancel, self.config.abort_grace, f).await
     }
 
-    async fn run(mut self, prompts: Vec<Message>) -> AgentOutcome {
+    /// The whole run. Not an `async fn`: one of those keeps its parameters twice
+    /// (as passed and as moved into the body), and this future is kept, with the
+    /// runner inside it, for the whole run.
+    fn run(self, prompts: Vec<Message>) -> impl Future<Output = AgentOutcome> + Send + 'static {
+        let mut runner = self;
+        async move {
+            let reason = match runner.begin(prompts) {
+                Some(reason) => reason,
+                None => runner.run_loop().await,
+            };
+            let messages = runner.new_messages().to_vec();
+            runner.emit(AgentEvent::AgentEnd { messages: messages.clone(), reason });
+            AgentOutcome { messages, context: runner.context, reason, error: runner.error }
+        }
+    }
+
+    /// The start of a run, up to the first turn's prompts; `Some` if the run
+    /// cannot start. Not inline in `run`, whose future is kept for the whole run.
+    fn begin(&mut self, prompts: Vec<Message>) -> Option<EndReason> {
         self.emit(AgentEvent::AgentStart);
-        let reason = match self.context.check_tools() {
-            Err(error) => {
-                self.error = Some(error);
-                EndReason::Failed
-            }
-            Ok(()) => {
-                self.turn_start();
-                for p in prompts {
-                    self.add_message(p);
-                }
-                self.run_loop().await
-            }
-        };
-        let messages = self.new_messages().to_vec();
-        self.emit(AgentEvent::AgentEnd { messages: messages.clone(), reason });
-        AgentOutcome { messages, context: self.context, reason, error: self.error }
+        if let Err(error) = self.context.check_tools() {
+            self.error = Some(error);
+            return Some(EndReason::Failed);
+        }
+        self.turn_start();
+        for p in prompts {
+            self.add_message(p);
+        }
+        None
     }
 
     fn max_turns_reached(&self) -> bool {
@@ -652,7 +665,7 @@ impl Runner {
                     // Only `max_turns = 0` gets here; later turns stop below, before polling queues.
                     return EndReason::MaxTurns;
                 }
-                if let Err(reason) = self.prepare_turn().await {
+                if let Err(reason) = Box::pin(self.prepare_turn()).await {
                     return reason;
                 }
                 if self.cancel.is_cancelled() {
@@ -1072,12 +1085,12 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return Prepared::Immediate(CallResult::error(ABORTED_TEXT, false));
         }
-        Prepared::Ready { tool: tool_index, args }
+        Prepared::Ready { tool: tool_index, args: Box::new(args) }
     }
 
     /// Runs one prepared call on its own task, then its `after_tool_call` hook.
     /// After an abort the tool gets `abort_grace` to return; what it returns stands.
-    async fn execute(&self, at: usize, pos: usize, tool: usize, args: Value) -> CallResult {
+    async fn execute(&self, at: usize, pos: usize, tool: usize, args: Box<Value>) -> CallResult {
         let (message, call) = (self.assistant(at), self.call(at, pos));
         let Some(agent_tool) = self.context.tools.get(tool) else {
             return CallResult::error(format!("Tool {} not found", call.name), false);
@@ -1092,27 +1105,33 @@ impl Runner {
             agent_tool,
             ToolInvocation {
                 call_id: call.id.clone(),
-                arguments: args,
+                arguments: unbox(args),
                 cancel: self.cancel.child(),
                 progress: sink.0.clone(),
             },
         );
         let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
         futures_util::pin_mut!(expired);
-        let outcome = match futures_util::future::select(task, expired).await {
-            Either::Left((outcome, _)) => outcome,
-            Either::Right((_, task)) => {
+        // No await inside this match: what it matches would stay in this future.
+        let finished = match futures_util::future::select(task, expired).await {
+            Either::Left((outcome, _)) => {
+                // No update may follow the result, even from a thread the tool left running.
+                sink.0.close();
+                // Boxed: the hook's future is only alive after the tool returned,
+                // so it does not add to the future that waits for the tool.
+                Ok(Box::pin(self.after_call(message, call, outcome)))
+            }
+            Either::Right((_, task)) => Err(task),
+        };
+        match finished {
+            Ok(after) => after.await,
+            Err(task) => {
                 // Nothing of the call may outlive the run: wait (bounded) for the
                 // aborted task to be dropped rather than leaving it to the runtime.
                 Box::pin(task.cancel_and_settle(self.config.abort_grace)).await;
-                return CallResult::error(ABORTED_TEXT, true);
+                CallResult::error(ABORTED_TEXT, true)
             }
-        };
-        // No update may follow the result, even from a thread the tool left running.
-        sink.0.close();
-        // Boxed: the hook's future is only alive after the tool returned, so it
-        // does not add to the future that waits for the tool.
-        Box::pin(self.after_call(message, call, outcome)).await
+        }
     }
 
     /// `after_tool_call` on a call that ran: the hook may override its result.
@@ -1206,36 +1225,12 @@ impl Runner {
         tracing::debug!(calls = calls.len(), sequential, "executing tool batch");
         let mut slots: Vec<Option<CallResult>> = calls.iter().map(|_| None).collect();
         if sequential {
-            let mut written = Vec::new();
-            for (i, &pos) in calls.iter().enumerate() {
-                self.emit_start(self.call(at, pos));
-                let result = if self.cancel.is_cancelled() {
-                    CallResult::error(ABORTED_TEXT, false)
-                } else {
-                    // Boxed, like every await below that is not the parallel
-                    // wait: this future is kept for the whole batch.
-                    let resolution = Box::pin(self.resolve(at, pos, &mut memo, i)).await;
-                    match Box::pin(self.prepare(at, pos, resolution)).await {
-                        Prepared::Immediate(r) => r,
-                        Prepared::Ready { tool, args } => {
-                            Box::pin(self.execute(at, pos, tool, args)).await
-                        }
-                    }
-                };
-                self.emit_end(self.call(at, pos), &result);
-                let msg = tool_result(self.call(at, pos), &result);
-                self.add_message(Message::ToolResult(msg.clone()));
-                written.push(msg);
-                if let Some(slot) = slots.get_mut(i) {
-                    *slot = Some(result);
-                }
-            }
-            let aborted = self.cancel.is_cancelled();
-            return self.batch_outcome(at, &calls, slots, aborted, Some(written));
+            // Boxed: this future is kept for the whole batch.
+            return Box::pin(self.execute_sequential(at, &calls, memo, slots)).await;
         }
 
         // Parallel: sequential preflight, then every prepared call on its own task.
-        let mut ready: Vec<(usize, usize, usize, Value)> = Vec::new();
+        let mut ready: Vec<(usize, usize, usize, Box<Value>)> = Vec::new();
         for (i, &pos) in calls.iter().enumerate() {
             self.emit_start(self.call(at, pos));
             let prepared = if self.cancel.is_cancelled() {
@@ -1258,7 +1253,7 @@ impl Runner {
         let this = &*self;
         let mut queue = ready.into_iter();
         let mut running = FuturesUnordered::new();
-        let start = |(i, pos, tool, args): (usize, usize, usize, Value)| async move {
+        let start = |(i, pos, tool, args): (usize, usize, usize, Box<Value>)| async move {
             (i, pos, this.execute(at, pos, tool, args).await)
         };
         // Boxed: `FuturesUnordered` keeps a stub task as large as its future type.
@@ -1278,6 +1273,40 @@ impl Runner {
         drop(running);
         let aborted = self.cancel.is_cancelled();
         self.batch_outcome(at, &calls, slots, aborted, None)
+    }
+
+    /// A batch one call at a time, each result written before the next call.
+    async fn execute_sequential(
+        &mut self,
+        at: usize,
+        calls: &[usize],
+        mut memo: Vec<Option<Resolution>>,
+        mut slots: Vec<Option<CallResult>>,
+    ) -> BatchOutcome {
+        let mut written = Vec::new();
+        for (i, &pos) in calls.iter().enumerate() {
+            self.emit_start(self.call(at, pos));
+            let result = if self.cancel.is_cancelled() {
+                CallResult::error(ABORTED_TEXT, false)
+            } else {
+                let resolution = Box::pin(self.resolve(at, pos, &mut memo, i)).await;
+                match Box::pin(self.prepare(at, pos, resolution)).await {
+                    Prepared::Immediate(r) => r,
+                    Prepared::Ready { tool, args } => {
+                        Box::pin(self.execute(at, pos, tool, args)).await
+                    }
+                }
+            };
+            self.emit_end(self.call(at, pos), &result);
+            let msg = tool_result(self.call(at, pos), &result);
+            self.add_message(Message::ToolResult(msg.clone()));
+            written.push(msg);
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        let aborted = self.cancel.is_cancelled();
+        self.batch_outcome(at, calls, slots, aborted, Some(written))
     }
 
     fn batch_outcome(
