@@ -417,7 +417,9 @@ async fn contained<'a, T>(
 
 /// A tool call running on its own task (or the blocking pool), aborted when dropped.
 enum ToolTask {
-    Spawned(tokio::task::JoinHandle<Result<ToolOutput, ToolError>>),
+    /// The result is boxed: a task keeps room for its output beside its future
+    /// while it runs, and the result is larger than the future.
+    Spawned(tokio::task::JoinHandle<Box<Result<ToolOutput, ToolError>>>),
     /// No tokio runtime: the call runs inside the run's own future.
     Local(BoxFuture<'static, Result<Result<ToolOutput, ToolError>, String>>),
 }
@@ -429,7 +431,9 @@ impl ToolTask {
             Ok(handle) if tool.blocking => {
                 let inner = handle.clone();
                 ToolTask::Spawned(
-                    handle.spawn_blocking(move || inner.block_on(executor.execute(invocation))),
+                    handle.spawn_blocking(move || {
+                        Box::new(inner.block_on(executor.execute(invocation)))
+                    }),
                 )
             }
             Ok(handle) => {
@@ -438,7 +442,8 @@ impl ToolTask {
                 // part of `execute` runs on the task too, where it cannot stall the run.
                 let invocation = Box::new(invocation);
                 ToolTask::Spawned(
-                    handle.spawn(async move { executor.execute(unbox(invocation)).await }),
+                    handle
+                        .spawn(async move { Box::new(executor.execute(unbox(invocation)).await) }),
                 )
             }
             Err(_) => ToolTask::Local(Box::pin(async move {
@@ -471,7 +476,7 @@ impl Future for ToolTask {
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             ToolTask::Spawned(handle) => handle.poll_unpin(cx).map(|joined| match joined {
-                Ok(result) => Ok(result),
+                Ok(result) => Ok(*result),
                 Err(e) if e.is_panic() => Err(panic_text(e.into_panic())),
                 Err(_) => Err("Tool task was cancelled".to_owned()),
             }),
@@ -1249,6 +1254,8 @@ impl Runner {
                 Prepared::Ready { tool, args } => ready.push((i, pos, tool, args)),
             }
         }
+        // Not needed while the calls run.
+        drop(memo);
         let limit = self.config.max_concurrency.unwrap_or(usize::MAX).max(1);
         let this = &*self;
         let mut queue = ready.into_iter();
