@@ -363,6 +363,26 @@ fn sleep(duration: Duration) -> BoxFuture<'static, ()> {
     }
 }
 
+/// Drops the spare capacity that assembling a response left (blocks grown one
+/// by one; argument maps, which reserve room for three entries at least): the
+/// transcript keeps the response for the whole run.
+fn compact(message: &mut AssistantMessage) {
+    message.content.shrink_to_fit();
+    for block in &mut message.content {
+        if let AssistantContent::ToolCall(call) = block
+            && let Value::Object(map) = &mut call.arguments
+        {
+            // `with_capacity` and `insert` reserve exactly; collecting would not.
+            let entries = std::mem::take(map);
+            let mut exact = serde_json::Map::with_capacity(entries.len());
+            for (key, value) in entries {
+                exact.insert(key, value);
+            }
+            *map = exact;
+        }
+    }
+}
+
 /// What [`Runner::assistant`] returns for an index that is not an assistant
 /// message, which the loop never asks for.
 fn fallback_message() -> &'static AssistantMessage {
@@ -935,9 +955,7 @@ impl Runner {
                 self.closing_message(StopReason::Error, text)
             }
         };
-        // The assembler grew the blocks one by one; the transcript keeps them for
-        // the whole run, so it keeps no spare capacity.
-        message.content.shrink_to_fit();
+        compact(&mut message);
         self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
         self.context.messages.push(Message::Assistant(message));
         Ok(self.context.messages.len() - 1)

@@ -209,3 +209,37 @@ async fn debug_output_names_the_settings_and_hides_the_key() {
     assert!(finished.contains("finished: true"), "{finished}");
     assert!(!finished.contains("sk-debug-secret"));
 }
+
+#[tokio::test]
+async fn the_stored_response_keeps_no_spare_capacity_and_its_arguments_as_sent() {
+    // Three calls: the assembler grows the content one block at a time (to a
+    // capacity of four); the keys are out of alphabetical order on purpose.
+    let args = r#"{"b":1,"a":{"x":[1,2]},"c":"s"}"#;
+    let value: serde_json::Value = serde_json::from_str(args).unwrap();
+    let calls = [("c1", "t", value.clone()), ("c2", "t", value.clone()), ("c3", "t", value)];
+    let provider = ScriptedProvider::new("scripted", [tool_turn(&calls), text_turn("done")]);
+    let a = agent(&provider, |_| {});
+    let tool = AgentTool::new(
+        Tool { name: "t".into(), description: "t".into(), parameters: open_schema() },
+        |_inv: ToolInvocation| async { Ok(ToolOutput::text("ok")) },
+    );
+    let outcome = a.run(ctx(vec![tool]), vec![Message::user("go")]).finish().await;
+    assert_eq!(outcome.reason, EndReason::Completed);
+    // The stored transcript, not the outcome's copy of the run's messages.
+    let stored = outcome
+        .context
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::Assistant(m) if m.stop_reason == StopReason::ToolUse => Some(m),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(stored.content.len(), 3);
+    assert_eq!(stored.content.capacity(), 3);
+    for block in &stored.content {
+        let AssistantContent::ToolCall(call) = block else { panic!("not a call: {block:?}") };
+        assert_eq!(serde_json::to_string(&call.arguments).unwrap(), args);
+    }
+    assert_invariant(&outcome.messages);
+}
