@@ -78,3 +78,6 @@ impl EventQueue {
         state.reader = None;
     }
 }
+
+#[cfg(test)]
+mod tests;
