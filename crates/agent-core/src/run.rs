@@ -12,8 +12,9 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
 use llm_core::validation::ValidatorCache;
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message, Model,
-    Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, now_millis,
+    AssistantContent, AssistantEvent, AssistantMessage, AssistantStream, CancellationToken,
+    Context, Message, Model, Provider, StopReason, StreamOptions, TextContent, ToolCall,
+    ToolResultMessage, now_millis,
 };
 use serde_json::Value;
 
@@ -895,6 +896,29 @@ impl Runner {
 
     /// One request; the response goes into the transcript, and its index is returned.
     async fn stream_assistant(&mut self) -> Result<usize, EndReason> {
+        // Boxed, both: the request's set-up (options, hook futures) is not kept
+        // while the response streams, and the stream is kept once, in `consume`.
+        let started = Box::pin(self.request()).await?;
+        let mut message = match started {
+            Ok(stream) => Box::pin(self.consume(stream)).await,
+            Err(text) => {
+                self.emit(AgentEvent::MessageStart {
+                    message: Message::Assistant(
+                        self.closing_message(StopReason::Error, text.clone()),
+                    ),
+                });
+                self.closing_message(StopReason::Error, text)
+            }
+        };
+        compact(&mut message);
+        self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
+        self.context.messages.push(Message::Assistant(message));
+        Ok(self.context.messages.len() - 1)
+    }
+
+    /// A request's set-up: the key, the transcript sent, and the provider's
+    /// stream (or the text of its panic); `Err` when a turn-level hook ended the run.
+    async fn request(&mut self) -> Result<Result<Box<AssistantStream>, String>, EndReason> {
         let hooks = self.config.hooks.clone();
         let mut options = self.options.as_deref().unwrap_or(&self.config.options).clone();
         // The run's own token, not a child: a child per request would stay
@@ -943,26 +967,13 @@ impl Runner {
             self.context.messages = std::mem::take(&mut llm_context.messages);
         }
         drop(llm_context);
-        let mut message = match started {
-            Ok(stream) => self.consume(stream).await,
-            Err(panic) => {
-                let text = format!("The provider panicked: {}", panic_text(panic));
-                self.emit(AgentEvent::MessageStart {
-                    message: Message::Assistant(
-                        self.closing_message(StopReason::Error, text.clone()),
-                    ),
-                });
-                self.closing_message(StopReason::Error, text)
-            }
-        };
-        compact(&mut message);
-        self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
-        self.context.messages.push(Message::Assistant(message));
-        Ok(self.context.messages.len() - 1)
+        Ok(started
+            .map(Box::new)
+            .map_err(|panic| format!("The provider panicked: {}", panic_text(panic))))
     }
 
     /// Forwards a response's events; the final message (MessageStart already emitted).
-    async fn consume(&mut self, mut stream: llm_core::AssistantStream) -> AssistantMessage {
+    async fn consume(&mut self, mut stream: Box<AssistantStream>) -> AssistantMessage {
         let mut started = false;
         let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
         futures_util::pin_mut!(expired);
