@@ -8,113 +8,17 @@
 //! is the kernel's high-water mark (`VmHWM` in /proc/self/status).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "benchmark")]
 
+#[path = "common/workload.rs"]
+mod workload;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentEvent, AgentTool, EndReason, ToolInvocation, ToolOutput,
-    check_tool_results,
-};
+use agent_core::{Agent, AgentConfig, AgentContext, AgentEvent, EndReason, check_tool_results};
 use futures_util::StreamExt;
-use llm_core::{
-    AssistantContent, AssistantMessage, AssistantStream, Context, Message, Model, Provider,
-    ScriptedTurn, StopReason, StreamOptions, TextContent, Tool, ToolCall,
-};
-use serde_json::json;
-
-/// Answers with `tool_turns` tool turns (two calls each), then text; reads only
-/// the number of assistant messages so far, so it costs the same every turn.
-struct Generating {
-    tool_turns: usize,
-    tools: ScriptedTurn,
-    text: ScriptedTurn,
-}
-
-impl Generating {
-    fn new(tool_turns: usize, calls: usize) -> Self {
-        let tools = AssistantMessage {
-            content: (0..calls)
-                .map(|i| {
-                    AssistantContent::ToolCall(ToolCall {
-                        id: format!("call_{i}"),
-                        name: "work".into(),
-                        arguments: json!({"n": i}),
-                        thought_signature: None,
-                    })
-                })
-                .collect(),
-            stop_reason: StopReason::ToolUse,
-            ..AssistantMessage::default()
-        };
-        let text = AssistantMessage {
-            content: vec![AssistantContent::Text(TextContent {
-                text: "All done.".into(),
-                text_signature: None,
-            })],
-            stop_reason: StopReason::Stop,
-            ..AssistantMessage::default()
-        };
-        Generating {
-            tool_turns,
-            tools: ScriptedTurn::from_message(&tools, 64),
-            text: ScriptedTurn::from_message(&text, 64),
-        }
-    }
-}
-
-impl Provider for Generating {
-    fn api(&self) -> &str {
-        "scripted"
-    }
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        // Count from the end: O(1) per request however long the transcript.
-        let turn = context
-            .messages
-            .iter()
-            .rev()
-            .take(4)
-            .find_map(|m| match m {
-                Message::ToolResult(r) => r.tool_call_id.split('#').nth(1)?.parse::<usize>().ok(),
-                _ => None,
-            })
-            .map_or(0, |t| t + 1);
-        let turn_deltas = if turn < self.tool_turns { &self.tools } else { &self.text };
-        let mut deltas = turn_deltas.deltas.clone();
-        // Make call ids unique per turn (`call_0#3`), as a real provider does.
-        for d in &mut deltas {
-            if let llm_core::Delta::ToolCallStart { id, .. } = d {
-                *id = format!("{id}#{turn}");
-            }
-        }
-        AssistantStream::new(model, &options.cancel, futures_util::stream::iter(deltas))
-    }
-}
-
-fn model() -> Model {
-    Model {
-        id: "gen".into(),
-        api: "scripted".into(),
-        provider: "scripted".into(),
-        ..Model::default()
-    }
-}
-
-fn work_tool(sleep: Duration) -> AgentTool {
-    AgentTool::new(
-        Tool {
-            name: "work".into(),
-            description: "works".into(),
-            parameters: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
-        },
-        move |_inv: ToolInvocation| async move {
-            if !sleep.is_zero() {
-                tokio::time::sleep(sleep).await;
-            }
-            Ok(ToolOutput::text("done"))
-        },
-    )
-}
+use llm_core::Message;
+use workload::{Generating, model, work_tool};
 
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -135,7 +39,7 @@ fn cpu_seconds() -> f64 {
 }
 
 fn concurrent_runs(rt: &tokio::runtime::Runtime, runs: usize) {
-    let agent = Agent::new(AgentConfig::new(model(), Arc::new(Generating::new(3, 2))));
+    let agent = workload::agent();
     let tools = vec![work_tool(Duration::from_millis(50))];
     let base_kib = status_kib("VmRSS:");
     let cpu0 = cpu_seconds();
@@ -144,27 +48,8 @@ fn concurrent_runs(rt: &tokio::runtime::Runtime, runs: usize) {
     rt.block_on(async {
         let mut handles = Vec::with_capacity(runs);
         for i in 0..runs {
-            let context =
-                AgentContext { system_prompt: None, messages: Vec::new(), tools: tools.clone() };
-            let mut run = agent.run(context, vec![Message::user(format!("job {i}"))]);
-            let ok = ok.clone();
-            handles.push(tokio::spawn(async move {
-                let mut ends = 0;
-                let mut last_was_end = false;
-                while let Some(event) = run.next().await {
-                    last_was_end = matches!(event, AgentEvent::AgentEnd { .. });
-                    ends += usize::from(last_was_end);
-                }
-                let outcome = run.outcome().expect("outcome");
-                let fine = ends == 1
-                    && last_was_end
-                    && outcome.reason == EndReason::Completed
-                    && outcome.messages.len() == 1 + 3 * 3 + 1
-                    && check_tool_results(&outcome.messages).is_empty();
-                if fine {
-                    ok.fetch_add(1, Ordering::Relaxed);
-                }
-            }));
+            let run = workload::start_run(&agent, &tools, i);
+            handles.push(tokio::spawn(workload::check_run(run, ok.clone())));
         }
         for h in handles {
             h.await.expect("run task");

@@ -166,7 +166,7 @@ impl ToolCatalog {
                     name: visible.descriptor.name.clone(),
                 });
             };
-            let tool = AgentTool { tool: definition, ..registered.clone() };
+            let tool = AgentTool { tool: Arc::new(definition), ..registered.clone() };
             if self.deferred.contains(&visible.descriptor.name) {
                 planned.deferred.push(tool);
             } else {

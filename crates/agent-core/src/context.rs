@@ -23,7 +23,7 @@ pub struct AgentContext {
 }
 
 fn serialize_tools<S: serde::Serializer>(tools: &[AgentTool], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(tools.iter().map(|t| &t.tool))
+    s.collect_seq(tools.iter().map(|t| t.tool.as_ref()))
 }
 
 impl AgentContext {
@@ -32,7 +32,7 @@ impl AgentContext {
         llm_core::Context {
             system_prompt: self.system_prompt.clone(),
             messages: self.messages.clone(),
-            tools: self.tools.iter().map(|t| t.tool.clone()).collect(),
+            tools: self.tools.iter().map(|t| t.tool.as_ref().clone()).collect(),
         }
     }
 

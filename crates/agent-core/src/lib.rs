@@ -26,6 +26,7 @@ mod catalog;
 mod context;
 mod event;
 mod hooks;
+mod queue;
 mod run;
 mod tool;
 

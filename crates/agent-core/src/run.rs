@@ -12,15 +12,16 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
 use llm_core::validation::ValidatorCache;
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message, Model,
-    Provider, StopReason, StreamOptions, TextContent, ToolCall, ToolResultMessage, now_millis,
+    AssistantContent, AssistantEvent, AssistantMessage, AssistantStream, CancellationToken,
+    Context, Message, Model, Provider, StopReason, StreamOptions, TextContent, ToolCall,
+    ToolResultMessage, now_millis,
 };
 use serde_json::Value;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::context::{AgentContext, MessageQueue, QueueMode, check_unique_names};
 use crate::event::{AgentEvent, EndReason};
 use crate::hooks::{AgentHooks, BeforeToolCall, CallInfo, NoHooks, TurnInfo};
+use crate::queue::EventQueue;
 use crate::tool::{AgentTool, ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
 /// Text of the result for calls that never ran, or did not return, because the run was aborted.
@@ -184,17 +185,17 @@ impl Agent {
     }
 
     fn start(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
-        let (tx, rx) = unbounded_channel();
+        let events = EventQueue::default();
         let cancel = self.config.options.cancel.child();
         let steering = MessageQueue::new();
         let follow_up = MessageQueue::new();
         let runner = Runner {
-            model: self.config.model.clone(),
-            options: self.config.options.clone(),
+            model: None,
+            options: None,
             config: self.config.clone(),
             validators: self.validators.clone(),
             cancel: cancel.clone(),
-            tx,
+            tx: events.clone(),
             start: context.messages.len(),
             context,
             steering: steering.clone(),
@@ -204,7 +205,7 @@ impl Agent {
             error: None,
         };
         AgentRun {
-            events: rx,
+            events,
             driver: Some(Box::pin(runner.run(prompts))),
             outcome: None,
             cancel,
@@ -220,16 +221,16 @@ impl Agent {
 /// polled. Tools run on their own tokio tasks; dropping the run aborts them.
 /// Exactly one `AgentEnd` arrives, last; nothing follows it.
 pub struct AgentRun {
-    /// Events are boxed in the channel: its blocks hold 32 slots, and an
-    /// `AgentEvent` is several hundred bytes, which per run in flight adds up.
-    events: UnboundedReceiver<Box<AgentEvent>>,
+    events: EventQueue,
     driver: Option<BoxFuture<'static, AgentOutcome>>,
-    outcome: Option<AgentOutcome>,
+    /// Boxed, like `pending_end`: a run in flight keeps `AgentRun` inline in its
+    /// consumer's future, and both are rare and large.
+    outcome: Option<Box<AgentOutcome>>,
     cancel: CancellationToken,
     steering: MessageQueue,
     follow_up: MessageQueue,
     ended: bool,
-    pending_end: Option<AgentEvent>,
+    pending_end: Option<Box<AgentEvent>>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -266,7 +267,7 @@ impl AgentRun {
     pub async fn finish(mut self) -> AgentOutcome {
         while self.next().await.is_some() {}
         match self.outcome.take() {
-            Some(o) => o,
+            Some(o) => *o,
             None => AgentOutcome {
                 messages: Vec::new(),
                 context: AgentContext::default(),
@@ -278,7 +279,7 @@ impl AgentRun {
 
     /// The outcome, once the stream has ended.
     pub fn outcome(&self) -> Option<&AgentOutcome> {
-        self.outcome.as_ref()
+        self.outcome.as_deref()
     }
 }
 
@@ -295,7 +296,7 @@ impl Stream for AgentRun {
             // of defence against a bug in the loop itself.
             match std::panic::catch_unwind(AssertUnwindSafe(|| driver.as_mut().poll(cx))) {
                 Ok(Poll::Ready(outcome)) => {
-                    this.outcome = Some(outcome);
+                    this.outcome = Some(Box::new(outcome));
                     this.driver = None;
                 }
                 Ok(Poll::Pending) => {}
@@ -303,26 +304,25 @@ impl Stream for AgentRun {
                     let error = AgentError::Internal { message: panic_text(panic) };
                     tracing::error!(%error, "agent loop panicked");
                     this.driver = None;
-                    this.pending_end = Some(AgentEvent::AgentEnd {
+                    this.pending_end = Some(Box::new(AgentEvent::AgentEnd {
                         messages: Vec::new(),
                         reason: EndReason::Failed,
-                    });
-                    this.outcome = Some(AgentOutcome {
+                    }));
+                    this.outcome = Some(Box::new(AgentOutcome {
                         messages: Vec::new(),
                         context: AgentContext::default(),
                         reason: EndReason::Failed,
                         error: Some(error),
-                    });
+                    }));
                 }
             }
         }
         let next = if this.driver.is_none() {
-            // Every event is queued once the driver is done; `try_recv` also
-            // ignores tokio's co-op budget.
-            this.events.try_recv().ok().map(|e| *e).or_else(|| this.pending_end.take())
+            // Every event is queued once the driver is done.
+            this.events.try_recv().or_else(|| this.pending_end.take().map(|e| *e))
         } else {
             match this.events.poll_recv(cx) {
-                Poll::Ready(e) => e.map(|e| *e),
+                Poll::Ready(e) => Some(e),
                 Poll::Pending => return Poll::Pending,
             }
         };
@@ -364,6 +364,52 @@ fn sleep(duration: Duration) -> BoxFuture<'static, ()> {
     }
 }
 
+/// Drops the spare capacity that assembling a response left (blocks grown one
+/// by one; argument maps, which reserve room for three entries at least): the
+/// transcript keeps the response for the whole run.
+fn compact(message: &mut AssistantMessage) {
+    message.content.shrink_to_fit();
+    for block in &mut message.content {
+        if let AssistantContent::ToolCall(call) = block
+            && let Value::Object(map) = &mut call.arguments
+        {
+            // `with_capacity` and `insert` reserve exactly; collecting would not.
+            let entries = std::mem::take(map);
+            let mut exact = serde_json::Map::with_capacity(entries.len());
+            for (key, value) in entries {
+                exact.insert(key, value);
+            }
+            *map = exact;
+        }
+    }
+}
+
+/// What [`Runner::assistant`] returns for an index that is not an assistant
+/// message, which the loop never asks for.
+fn fallback_message() -> &'static AssistantMessage {
+    static EMPTY: std::sync::OnceLock<AssistantMessage> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(AssistantMessage::default)
+}
+
+/// What [`Runner::call`] returns for a position that is not a call, which the
+/// loop never asks for.
+fn fallback_call() -> &'static ToolCall {
+    static EMPTY: std::sync::OnceLock<ToolCall> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| ToolCall {
+        id: String::new(),
+        name: String::new(),
+        arguments: Value::Object(serde_json::Map::new()),
+        thought_signature: None,
+    })
+}
+
+/// Moves a value out of its box and frees the box now (a box moved out of
+/// inside an async block is only freed when the block ends).
+#[allow(clippy::boxed_local, reason = "the box is the point: it is freed on return")]
+fn unbox<T>(boxed: Box<T>) -> T {
+    *boxed
+}
+
 /// Resolves once `cancel` fired and `grace` has passed since.
 async fn grace_expired(cancel: CancellationToken, grace: Duration) {
     cancel.cancelled().await;
@@ -392,7 +438,9 @@ async fn contained<'a, T>(
 
 /// A tool call running on its own task (or the blocking pool), aborted when dropped.
 enum ToolTask {
-    Spawned(tokio::task::JoinHandle<Result<ToolOutput, ToolError>>),
+    /// The result is boxed: a task keeps room for its output beside its future
+    /// while it runs, and the result is larger than the future.
+    Spawned(tokio::task::JoinHandle<Box<Result<ToolOutput, ToolError>>>),
     /// No tokio runtime: the call runs inside the run's own future.
     Local(BoxFuture<'static, Result<Result<ToolOutput, ToolError>, String>>),
 }
@@ -404,11 +452,20 @@ impl ToolTask {
             Ok(handle) if tool.blocking => {
                 let inner = handle.clone();
                 ToolTask::Spawned(
-                    handle.spawn_blocking(move || inner.block_on(executor.execute(invocation))),
+                    handle.spawn_blocking(move || {
+                        Box::new(inner.block_on(executor.execute(invocation)))
+                    }),
                 )
             }
             Ok(handle) => {
-                ToolTask::Spawned(handle.spawn(async move { executor.execute(invocation).await }))
+                // Boxed until the task starts (and freed then, by `unbox`), so the
+                // task's future is a few words beside the tool's own; the synchronous
+                // part of `execute` runs on the task too, where it cannot stall the run.
+                let invocation = Box::new(invocation);
+                ToolTask::Spawned(
+                    handle
+                        .spawn(async move { Box::new(executor.execute(unbox(invocation)).await) }),
+                )
             }
             Err(_) => ToolTask::Local(Box::pin(async move {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
@@ -440,7 +497,7 @@ impl Future for ToolTask {
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             ToolTask::Spawned(handle) => handle.poll_unpin(cx).map(|joined| match joined {
-                Ok(result) => Ok(result),
+                Ok(result) => Ok(*result),
                 Err(e) if e.is_panic() => Err(panic_text(e.into_panic())),
                 Err(_) => Err("Tool task was cancelled".to_owned()),
             }),
@@ -470,14 +527,15 @@ struct Runner {
     config: Arc<AgentConfig>,
     validators: Arc<ValidatorCache>,
     cancel: CancellationToken,
-    tx: UnboundedSender<Box<AgentEvent>>,
+    tx: EventQueue,
     /// The stored transcript; the run's messages are `context.messages[start..]`
     /// (the transcript only grows, so they are never copied twice).
     context: AgentContext,
     start: usize,
-    /// The model and options of the next request (`prepare_next_turn` may replace them).
-    model: Model,
-    options: StreamOptions,
+    /// The model and options of the next request when `prepare_next_turn`
+    /// replaced the configured ones; until then every run shares the config's.
+    model: Option<Box<Model>>,
+    options: Option<Box<StreamOptions>>,
     steering: MessageQueue,
     follow_up: MessageQueue,
     turn_open: bool,
@@ -515,7 +573,9 @@ enum Prepared {
     /// Index into `context.tools`, and the validated arguments.
     Ready {
         tool: usize,
-        args: Value,
+        /// Boxed: it waits in the batch's queue, and its call's future keeps
+        /// its parameters for as long as the tool runs.
+        args: Box<Value>,
     },
     Immediate(CallResult),
 }
@@ -526,7 +586,29 @@ type Resolution = Result<Option<usize>, String>;
 
 impl Runner {
     fn emit(&self, event: AgentEvent) {
-        let _ = self.tx.send(Box::new(event));
+        self.tx.send(event);
+    }
+
+    /// The turn's response, which the transcript holds at `at`. The loop keeps
+    /// no copy of it: the transcript only grows during a run, so `at` stays valid.
+    fn assistant(&self, at: usize) -> &AssistantMessage {
+        match self.context.messages.get(at) {
+            Some(Message::Assistant(m)) => m,
+            _ => fallback_message(),
+        }
+    }
+
+    /// The call at content position `pos` of the response at `at`.
+    fn call(&self, at: usize, pos: usize) -> &ToolCall {
+        match self.assistant(at).content.get(pos) {
+            Some(AssistantContent::ToolCall(c)) => c,
+            _ => fallback_call(),
+        }
+    }
+
+    /// The model of the next request.
+    fn model(&self) -> &Model {
+        self.model.as_deref().unwrap_or(&self.config.model)
     }
 
     fn new_messages(&self) -> &[Message] {
@@ -546,7 +628,9 @@ impl Runner {
         }
     }
 
-    fn turn_end(&mut self, message: AssistantMessage, tool_results: Vec<ToolResultMessage>) {
+    /// Ends the turn whose response the transcript holds at `at`.
+    fn turn_end(&mut self, at: usize, tool_results: Vec<ToolResultMessage>) {
+        let message = self.assistant(at).clone();
         self.emit(AgentEvent::TurnEnd { message, tool_results });
         self.turn_open = false;
     }
@@ -555,24 +639,35 @@ impl Runner {
         contained(&self.cancel, self.config.abort_grace, f).await
     }
 
-    async fn run(mut self, prompts: Vec<Message>) -> AgentOutcome {
+    /// The whole run. Not an `async fn`: one of those keeps its parameters twice
+    /// (as passed and as moved into the body), and this future is kept, with the
+    /// runner inside it, for the whole run.
+    fn run(self, prompts: Vec<Message>) -> impl Future<Output = AgentOutcome> + Send + 'static {
+        let mut runner = self;
+        async move {
+            let reason = match runner.begin(prompts) {
+                Some(reason) => reason,
+                None => runner.run_loop().await,
+            };
+            let messages = runner.new_messages().to_vec();
+            runner.emit(AgentEvent::AgentEnd { messages: messages.clone(), reason });
+            AgentOutcome { messages, context: runner.context, reason, error: runner.error }
+        }
+    }
+
+    /// The start of a run, up to the first turn's prompts; `Some` if the run
+    /// cannot start. Not inline in `run`, whose future is kept for the whole run.
+    fn begin(&mut self, prompts: Vec<Message>) -> Option<EndReason> {
         self.emit(AgentEvent::AgentStart);
-        let reason = match self.context.check_tools() {
-            Err(error) => {
-                self.error = Some(error);
-                EndReason::Failed
-            }
-            Ok(()) => {
-                self.turn_start();
-                for p in prompts {
-                    self.add_message(p);
-                }
-                self.run_loop().await
-            }
-        };
-        let messages = self.new_messages().to_vec();
-        self.emit(AgentEvent::AgentEnd { messages: messages.clone(), reason });
-        AgentOutcome { messages, context: self.context, reason, error: self.error }
+        if let Err(error) = self.context.check_tools() {
+            self.error = Some(error);
+            return Some(EndReason::Failed);
+        }
+        self.turn_start();
+        for p in prompts {
+            self.add_message(p);
+        }
+        None
     }
 
     fn max_turns_reached(&self) -> bool {
@@ -596,44 +691,49 @@ impl Runner {
                     // Only `max_turns = 0` gets here; later turns stop below, before polling queues.
                     return EndReason::MaxTurns;
                 }
-                if let Err(reason) = self.prepare_turn().await {
+                if let Err(reason) = Box::pin(self.prepare_turn()).await {
                     return reason;
                 }
                 if self.cancel.is_cancelled() {
                     return self.abort_exit();
                 }
                 // Boxed: the run's own future stays small while it waits for tools.
-                let message = match Box::pin(self.stream_assistant()).await {
-                    Ok(m) => m,
+                // The response stays in the transcript only, at `at`.
+                let at = match Box::pin(self.stream_assistant()).await {
+                    Ok(at) => at,
                     Err(reason) => return reason,
                 };
                 self.turns += 1;
-                match message.stop_reason {
+                let stop_reason = self.assistant(at).stop_reason;
+                match stop_reason {
                     StopReason::Error | StopReason::Aborted => {
-                        let why = if message.stop_reason == StopReason::Aborted {
+                        let why = if stop_reason == StopReason::Aborted {
                             "Tool call was not executed: the response was aborted".to_owned()
                         } else {
                             format!(
                                 "Tool call was not executed: the response failed: {}",
-                                message.error_message.as_deref().unwrap_or("unknown error")
+                                self.assistant(at)
+                                    .error_message
+                                    .as_deref()
+                                    .unwrap_or("unknown error")
                             )
                         };
-                        let results = self.write_unexecuted(&message, &why);
-                        let reason = if message.stop_reason == StopReason::Aborted {
+                        let results = self.write_unexecuted(at, &why);
+                        let reason = if stop_reason == StopReason::Aborted {
                             EndReason::Aborted
                         } else {
                             EndReason::Error
                         };
-                        self.turn_end(message, results);
+                        self.turn_end(at, results);
                         return reason;
                     }
                     StopReason::Length => {
                         // Decision 2: a call cut off by the token limit never runs.
                         let results = self.write_unexecuted(
-                            &message,
+                            at,
                             "Tool call was cut off by the output token limit (stop reason: length) and was not executed",
                         );
-                        self.turn_end(message, results);
+                        self.turn_end(at, results);
                         return EndReason::Length;
                     }
                     StopReason::Stop | StopReason::ToolUse => {}
@@ -642,15 +742,15 @@ impl Runner {
                 let mut results = Vec::new();
                 let mut stop_after_batch = false;
                 last_reason = EndReason::Completed;
-                let has_calls = message.tool_calls().next().is_some();
-                if has_calls && message.stop_reason != StopReason::ToolUse {
+                let has_calls = self.assistant(at).tool_calls().next().is_some();
+                if has_calls && stop_reason != StopReason::ToolUse {
                     // Decision 2: the calls get results, then the turn ends like any other.
                     results = self.write_unexecuted(
-                        &message,
+                        at,
                         "Tool call was not executed: the assistant did not stop for tool use",
                     );
                 } else if has_calls {
-                    let batch = Box::pin(self.execute_batch(&message)).await;
+                    let batch = Box::pin(self.execute_batch(at)).await;
                     results = batch.results;
                     stop_after_batch = batch.stop_after_batch;
                     if batch.terminate {
@@ -658,17 +758,18 @@ impl Runner {
                     }
                     more_tools = !batch.terminate;
                     if batch.aborted {
-                        self.turn_end(message, results);
+                        self.turn_end(at, results);
                         return self.abort_exit();
                     }
                 }
                 let stop = {
                     let hooks = &self.config.hooks;
+                    let message = self.assistant(at);
                     std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        hooks.should_stop_after_turn(&message, &results)
+                        hooks.should_stop_after_turn(message, &results)
                     }))
                 };
-                self.turn_end(message, results);
+                self.turn_end(at, results);
                 if stop_after_batch {
                     return EndReason::StopAfterBatch;
                 }
@@ -705,9 +806,9 @@ impl Runner {
     fn closing_message(&self, stop_reason: StopReason, error: String) -> AssistantMessage {
         AssistantMessage {
             content: vec![AssistantContent::Text(TextContent::default())],
-            api: self.model.api.clone(),
-            provider: self.model.provider.clone(),
-            model: self.model.id.clone(),
+            api: self.model().api.clone(),
+            provider: self.model().provider.clone(),
+            model: self.model().id.clone(),
             stop_reason,
             error_message: Some(error),
             timestamp: now_millis(),
@@ -719,8 +820,8 @@ impl Runner {
     fn abort_exit(&mut self) -> EndReason {
         self.turn_start();
         let message = self.closing_message(StopReason::Aborted, "Agent run aborted".to_owned());
-        self.add_message(Message::Assistant(message.clone()));
-        self.turn_end(message, Vec::new());
+        self.add_message(Message::Assistant(message));
+        self.turn_end(self.context.messages.len() - 1, Vec::new());
         EndReason::Aborted
     }
 
@@ -729,8 +830,8 @@ impl Runner {
     fn fail_exit(&mut self, error: AgentError) -> EndReason {
         self.turn_start();
         let message = self.closing_message(StopReason::Error, error.to_string());
-        self.add_message(Message::Assistant(message.clone()));
-        self.turn_end(message, Vec::new());
+        self.add_message(Message::Assistant(message));
+        self.turn_end(self.context.messages.len() - 1, Vec::new());
         self.error = Some(error);
         EndReason::Failed
     }
@@ -752,7 +853,7 @@ impl Runner {
             turn: self.turns,
             context: &self.context,
             new_messages: self.new_messages(),
-            model: &self.model,
+            model: self.model(),
         };
         let update = match self.contained(|| hooks.prepare_next_turn(info)).await {
             Contained::Done(Some(update)) => update,
@@ -769,37 +870,61 @@ impl Runner {
             self.context.tools = tools;
         }
         if let Some(model) = update.model {
-            self.model = model;
+            self.model = Some(Box::new(model));
         }
         if let Some(prompt) = update.system_prompt {
             self.context.system_prompt = prompt;
         }
         if let Some(options) = update.options {
-            self.options = options;
+            self.options = Some(Box::new(options));
         }
         Ok(())
     }
 
     /// Error results for every call of a message whose calls will not run.
-    fn write_unexecuted(
-        &mut self,
-        message: &AssistantMessage,
-        why: &str,
-    ) -> Vec<ToolResultMessage> {
-        let mut results = Vec::new();
-        for call in message.tool_calls() {
-            let result = tool_result(call, &CallResult::error(why, false));
+    fn write_unexecuted(&mut self, at: usize, why: &str) -> Vec<ToolResultMessage> {
+        let results: Vec<ToolResultMessage> = self
+            .assistant(at)
+            .tool_calls()
+            .map(|call| tool_result(call, &CallResult::error(why, false)))
+            .collect();
+        for result in &results {
             self.add_message(Message::ToolResult(result.clone()));
-            results.push(result);
         }
         results
     }
 
-    async fn stream_assistant(&mut self) -> Result<AssistantMessage, EndReason> {
+    /// One request; the response goes into the transcript, and its index is returned.
+    async fn stream_assistant(&mut self) -> Result<usize, EndReason> {
+        // Boxed, both: the request's set-up (options, hook futures) is not kept
+        // while the response streams, and the stream is kept once, in `consume`.
+        let started = Box::pin(self.request()).await?;
+        let mut message = match started {
+            Ok(stream) => Box::pin(self.consume(stream)).await,
+            Err(text) => {
+                self.emit(AgentEvent::MessageStart {
+                    message: Message::Assistant(
+                        self.closing_message(StopReason::Error, text.clone()),
+                    ),
+                });
+                self.closing_message(StopReason::Error, text)
+            }
+        };
+        compact(&mut message);
+        self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
+        self.context.messages.push(Message::Assistant(message));
+        Ok(self.context.messages.len() - 1)
+    }
+
+    /// A request's set-up: the key, the transcript sent, and the provider's
+    /// stream (or the text of its panic); `Err` when a turn-level hook ended the run.
+    async fn request(&mut self) -> Result<Result<Box<AssistantStream>, String>, EndReason> {
         let hooks = self.config.hooks.clone();
-        let mut options = self.options.clone();
-        options.cancel = self.cancel.child();
-        let provider_name = self.model.provider.clone();
+        let mut options = self.options.as_deref().unwrap_or(&self.config.options).clone();
+        // The run's own token, not a child: a child per request would stay
+        // allocated in the run token's list of children until it is pruned.
+        options.cancel = self.cancel.clone();
+        let provider_name = self.model().provider.clone();
         match self.contained(|| hooks.api_key(&provider_name)).await {
             Contained::Done(Ok(Some(key))) => options.api_key = Some(key),
             Contained::Done(Ok(None)) => {}
@@ -832,35 +957,23 @@ impl Runner {
                 Some(messages) => messages,
                 None => std::mem::take(&mut self.context.messages),
             },
-            tools: self.context.tools.iter().map(|t| t.tool.clone()).collect(),
+            tools: self.context.tools.iter().map(|t| t.tool.as_ref().clone()).collect(),
         };
         let provider = self.config.provider.clone();
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            provider.stream(&self.model, &llm_context, &options)
+            provider.stream(self.model(), &llm_context, &options)
         }));
         if lent {
             self.context.messages = std::mem::take(&mut llm_context.messages);
         }
         drop(llm_context);
-        let message = match started {
-            Ok(stream) => self.consume(stream).await,
-            Err(panic) => {
-                let text = format!("The provider panicked: {}", panic_text(panic));
-                self.emit(AgentEvent::MessageStart {
-                    message: Message::Assistant(
-                        self.closing_message(StopReason::Error, text.clone()),
-                    ),
-                });
-                self.closing_message(StopReason::Error, text)
-            }
-        };
-        self.emit(AgentEvent::MessageEnd { message: Message::Assistant(message.clone()) });
-        self.context.messages.push(Message::Assistant(message.clone()));
-        Ok(message)
+        Ok(started
+            .map(Box::new)
+            .map_err(|panic| format!("The provider panicked: {}", panic_text(panic))))
     }
 
     /// Forwards a response's events; the final message (MessageStart already emitted).
-    async fn consume(&mut self, mut stream: llm_core::AssistantStream) -> AssistantMessage {
+    async fn consume(&mut self, mut stream: Box<AssistantStream>) -> AssistantMessage {
         let mut started = false;
         let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
         futures_util::pin_mut!(expired);
@@ -913,20 +1026,21 @@ impl Runner {
 
     async fn resolve(
         &mut self,
-        message: &AssistantMessage,
-        call: &ToolCall,
+        at: usize,
+        pos: usize,
         memo: &mut [Option<Resolution>],
         index: usize,
     ) -> Resolution {
         if let Some(Some(r)) = memo.get(index) {
             return r.clone();
         }
+        let call = self.call(at, pos);
         let resolution =
             if let Some(found) = self.context.tools.iter().position(|t| t.tool.name == call.name) {
                 Ok(Some(found))
             } else {
                 let hooks = self.config.hooks.clone();
-                let info = CallInfo { assistant: message, call, context: &self.context };
+                let info = CallInfo { assistant: self.assistant(at), call, context: &self.context };
                 match self.contained(|| hooks.resolve_deferred_tool(info)).await {
                     Contained::Done(Ok(Some(tool))) if tool.tool.name != call.name => Err(format!(
                         "Deferred tool resolver returned \"{}\" for requested \"{}\"",
@@ -948,12 +1062,8 @@ impl Runner {
         resolution
     }
 
-    async fn prepare(
-        &self,
-        message: &AssistantMessage,
-        call: &ToolCall,
-        resolution: Resolution,
-    ) -> Prepared {
+    async fn prepare(&self, at: usize, pos: usize, resolution: Resolution) -> Prepared {
+        let (message, call) = (self.assistant(at), self.call(at, pos));
         let tool_index = match resolution {
             Err(e) => {
                 let text = if self.cancel.is_cancelled() { ABORTED_TEXT.to_owned() } else { e };
@@ -1009,46 +1119,62 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return Prepared::Immediate(CallResult::error(ABORTED_TEXT, false));
         }
-        Prepared::Ready { tool: tool_index, args }
+        Prepared::Ready { tool: tool_index, args: Box::new(args) }
     }
 
     /// Runs one prepared call on its own task, then its `after_tool_call` hook.
     /// After an abort the tool gets `abort_grace` to return; what it returns stands.
-    async fn execute(
-        &self,
-        message: &AssistantMessage,
-        call: &ToolCall,
-        tool: usize,
-        args: Value,
-    ) -> CallResult {
+    async fn execute(&self, at: usize, pos: usize, tool: usize, args: Box<Value>) -> CallResult {
+        let (message, call) = (self.assistant(at), self.call(at, pos));
         let Some(agent_tool) = self.context.tools.get(tool) else {
             return CallResult::error(format!("Tool {} not found", call.name), false);
         };
         if self.cancel.is_cancelled() {
             return CallResult::error(ABORTED_TEXT, false);
         }
-        let sink = ProgressSink::connected(&call.id, &call.name, self.tx.clone());
-        let _close = CloseOnDrop(sink.clone());
-        let invocation = ToolInvocation {
-            call_id: call.id.clone(),
-            arguments: args,
-            cancel: self.cancel.child(),
-            progress: sink.clone(),
-        };
-        let task = ToolTask::start(agent_tool, invocation);
+        let sink = CloseOnDrop(ProgressSink::connected(&call.id, &call.name, self.tx.clone()));
+        // The invocation is built in place (no local): a local moved away before
+        // an await still takes room in this future, kept per call in flight.
+        let task = ToolTask::start(
+            agent_tool,
+            ToolInvocation {
+                call_id: call.id.clone(),
+                arguments: unbox(args),
+                cancel: self.cancel.child(),
+                progress: sink.0.clone(),
+            },
+        );
         let expired = grace_expired(self.cancel.clone(), self.config.abort_grace);
         futures_util::pin_mut!(expired);
-        let outcome = match futures_util::future::select(task, expired).await {
-            Either::Left((outcome, _)) => outcome,
-            Either::Right((_, task)) => {
+        // No await inside this match: what it matches would stay in this future.
+        let finished = match futures_util::future::select(task, expired).await {
+            Either::Left((outcome, _)) => {
+                // No update may follow the result, even from a thread the tool left running.
+                sink.0.close();
+                // Boxed: the hook's future is only alive after the tool returned,
+                // so it does not add to the future that waits for the tool.
+                Ok(Box::pin(self.after_call(message, call, outcome)))
+            }
+            Either::Right((_, task)) => Err(task),
+        };
+        match finished {
+            Ok(after) => after.await,
+            Err(task) => {
                 // Nothing of the call may outlive the run: wait (bounded) for the
                 // aborted task to be dropped rather than leaving it to the runtime.
-                task.cancel_and_settle(self.config.abort_grace).await;
-                return CallResult::error(ABORTED_TEXT, true);
+                Box::pin(task.cancel_and_settle(self.config.abort_grace)).await;
+                CallResult::error(ABORTED_TEXT, true)
             }
-        };
-        // No update may follow the result, even from a thread the tool left running.
-        sink.close();
+        }
+    }
+
+    /// `after_tool_call` on a call that ran: the hook may override its result.
+    async fn after_call(
+        &self,
+        message: &AssistantMessage,
+        call: &ToolCall,
+        outcome: Result<Result<ToolOutput, ToolError>, String>,
+    ) -> CallResult {
         let (mut output, mut is_error) = match outcome {
             Ok(Ok(output)) => (output, false),
             Ok(Err(e)) => (ToolOutput::text(e.0), true),
@@ -1100,16 +1226,25 @@ impl Runner {
         });
     }
 
-    async fn execute_batch(&mut self, message: &AssistantMessage) -> BatchOutcome {
-        let calls: Vec<&ToolCall> = message.tool_calls().collect();
+    /// Runs the calls of the response at `at`. Calls are content positions in
+    /// it: the batch borrows nothing from the transcript across its own writes.
+    async fn execute_batch(&mut self, at: usize) -> BatchOutcome {
+        let calls: Vec<usize> = self
+            .assistant(at)
+            .content
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c, AssistantContent::ToolCall(_)))
+            .map(|(pos, _)| pos)
+            .collect();
         let mut memo: Vec<Option<Resolution>> = vec![None; calls.len()];
         let mut sequential = self.config.tool_execution == ExecutionMode::Sequential;
         if !sequential {
-            for (i, call) in calls.iter().enumerate() {
+            for (i, &pos) in calls.iter().enumerate() {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                if let Ok(Some(tool)) = self.resolve(message, call, &mut memo, i).await
+                if let Ok(Some(tool)) = Box::pin(self.resolve(at, pos, &mut memo, i)).await
                     && self
                         .context
                         .tools
@@ -1124,89 +1259,96 @@ impl Runner {
         tracing::debug!(calls = calls.len(), sequential, "executing tool batch");
         let mut slots: Vec<Option<CallResult>> = calls.iter().map(|_| None).collect();
         if sequential {
-            let mut written = Vec::new();
-            for (i, call) in calls.iter().enumerate() {
-                self.emit_start(call);
-                let result = if self.cancel.is_cancelled() {
-                    CallResult::error(ABORTED_TEXT, false)
-                } else {
-                    let resolution = self.resolve(message, call, &mut memo, i).await;
-                    match self.prepare(message, call, resolution).await {
-                        Prepared::Immediate(r) => r,
-                        Prepared::Ready { tool, args } => {
-                            self.execute(message, call, tool, args).await
-                        }
-                    }
-                };
-                self.emit_end(call, &result);
-                let msg = tool_result(call, &result);
-                self.add_message(Message::ToolResult(msg.clone()));
-                written.push(msg);
-                if let Some(slot) = slots.get_mut(i) {
-                    *slot = Some(result);
-                }
-            }
-            let aborted = self.cancel.is_cancelled();
-            return self.batch_outcome(&calls, slots, aborted, Some(written));
+            // Boxed: this future is kept for the whole batch.
+            return Box::pin(self.execute_sequential(at, &calls, memo, slots)).await;
         }
 
         // Parallel: sequential preflight, then every prepared call on its own task.
-        let mut ready: Vec<(usize, usize, Value)> = Vec::new();
-        for (i, call) in calls.iter().enumerate() {
-            self.emit_start(call);
+        let mut ready: Vec<(usize, usize, usize, Box<Value>)> = Vec::new();
+        for (i, &pos) in calls.iter().enumerate() {
+            self.emit_start(self.call(at, pos));
             let prepared = if self.cancel.is_cancelled() {
                 Prepared::Immediate(CallResult::error(ABORTED_TEXT, false))
             } else {
-                let resolution = self.resolve(message, call, &mut memo, i).await;
-                self.prepare(message, call, resolution).await
+                let resolution = Box::pin(self.resolve(at, pos, &mut memo, i)).await;
+                Box::pin(self.prepare(at, pos, resolution)).await
             };
             match prepared {
                 Prepared::Immediate(r) => {
-                    self.emit_end(call, &r);
+                    self.emit_end(self.call(at, pos), &r);
                     if let Some(slot) = slots.get_mut(i) {
                         *slot = Some(r);
                     }
                 }
-                Prepared::Ready { tool, args } => ready.push((i, tool, args)),
+                Prepared::Ready { tool, args } => ready.push((i, pos, tool, args)),
             }
         }
+        // Not needed while the calls run.
+        drop(memo);
         let limit = self.config.max_concurrency.unwrap_or(usize::MAX).max(1);
         let this = &*self;
         let mut queue = ready.into_iter();
         let mut running = FuturesUnordered::new();
-        let call_list = &calls;
-        let start = |(i, tool, args): (usize, usize, Value)| {
-            let call = call_list.get(i).copied();
-            async move {
-                match call {
-                    Some(call) => (i, this.execute(message, call, tool, args).await),
-                    None => (i, CallResult::error("internal: call index out of range", false)),
-                }
-            }
+        let start = |(i, pos, tool, args): (usize, usize, usize, Box<Value>)| async move {
+            (i, pos, this.execute(at, pos, tool, args).await)
         };
+        // Boxed: `FuturesUnordered` keeps a stub task as large as its future type.
         for item in queue.by_ref().take(limit) {
-            running.push(start(item));
+            running.push(Box::pin(start(item)));
         }
-        while let Some((i, r)) = running.next().await {
-            if let Some(call) = calls.get(i) {
-                this.emit_end(call, &r);
-            }
+        while let Some((i, pos, r)) = running.next().await {
+            this.emit_end(this.call(at, pos), &r);
             if let Some(slot) = slots.get_mut(i) {
                 *slot = Some(r);
             }
             // After an abort, queued calls are not started (`execute` checks).
             if let Some(item) = queue.next() {
-                running.push(start(item));
+                running.push(Box::pin(start(item)));
             }
         }
         drop(running);
         let aborted = self.cancel.is_cancelled();
-        self.batch_outcome(&calls, slots, aborted, None)
+        self.batch_outcome(at, &calls, slots, aborted, None)
+    }
+
+    /// A batch one call at a time, each result written before the next call.
+    async fn execute_sequential(
+        &mut self,
+        at: usize,
+        calls: &[usize],
+        mut memo: Vec<Option<Resolution>>,
+        mut slots: Vec<Option<CallResult>>,
+    ) -> BatchOutcome {
+        let mut written = Vec::new();
+        for (i, &pos) in calls.iter().enumerate() {
+            self.emit_start(self.call(at, pos));
+            let result = if self.cancel.is_cancelled() {
+                CallResult::error(ABORTED_TEXT, false)
+            } else {
+                let resolution = Box::pin(self.resolve(at, pos, &mut memo, i)).await;
+                match Box::pin(self.prepare(at, pos, resolution)).await {
+                    Prepared::Immediate(r) => r,
+                    Prepared::Ready { tool, args } => {
+                        Box::pin(self.execute(at, pos, tool, args)).await
+                    }
+                }
+            };
+            self.emit_end(self.call(at, pos), &result);
+            let msg = tool_result(self.call(at, pos), &result);
+            self.add_message(Message::ToolResult(msg.clone()));
+            written.push(msg);
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        let aborted = self.cancel.is_cancelled();
+        self.batch_outcome(at, calls, slots, aborted, Some(written))
     }
 
     fn batch_outcome(
         &mut self,
-        calls: &[&ToolCall],
+        at: usize,
+        calls: &[usize],
         slots: Vec<Option<CallResult>>,
         aborted: bool,
         written: Option<Vec<ToolResultMessage>>,
@@ -1214,12 +1356,12 @@ impl Runner {
         let mut results = Vec::new();
         let mut terminate = !calls.is_empty();
         let mut stop_after_batch = false;
-        for (call, slot) in calls.iter().zip(slots) {
+        for (&pos, slot) in calls.iter().zip(slots) {
             let r = slot.unwrap_or_else(|| CallResult::error(ABORTED_TEXT, false));
             terminate &= r.output.terminate;
             stop_after_batch |= r.stop_after_batch;
             if written.is_none() {
-                let msg = tool_result(call, &r);
+                let msg = tool_result(self.call(at, pos), &r);
                 self.add_message(Message::ToolResult(msg.clone()));
                 results.push(msg);
             }

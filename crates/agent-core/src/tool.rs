@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures_util::future::BoxFuture;
 use llm_core::{CancellationToken, Tool, UserContent};
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::event::AgentEvent;
+use crate::queue::EventQueue;
 
 /// How a tool's calls run within a batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl From<&str> for ToolError {
 pub struct ProgressSink {
     pub(crate) call_id: Arc<str>,
     pub(crate) tool_name: Arc<str>,
-    pub(crate) slot: Arc<Mutex<Option<UnboundedSender<Box<AgentEvent>>>>>,
+    pub(crate) slot: Arc<Mutex<Option<EventQueue>>>,
 }
 
 impl fmt::Debug for ProgressSink {
@@ -95,11 +95,7 @@ impl ProgressSink {
         ProgressSink { call_id: Arc::from(""), tool_name: Arc::from(""), slot: Arc::default() }
     }
 
-    pub(crate) fn connected(
-        call_id: &str,
-        tool_name: &str,
-        tx: UnboundedSender<Box<AgentEvent>>,
-    ) -> Self {
+    pub(crate) fn connected(call_id: &str, tool_name: &str, tx: EventQueue) -> Self {
         ProgressSink {
             call_id: Arc::from(call_id),
             tool_name: Arc::from(tool_name),
@@ -111,11 +107,11 @@ impl ProgressSink {
     pub fn update(&self, partial: ToolOutput) {
         let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = slot.as_ref() {
-            let _ = tx.send(Box::new(AgentEvent::ToolExecutionUpdate {
+            tx.send(AgentEvent::ToolExecutionUpdate {
                 tool_call_id: self.call_id.to_string(),
                 tool_name: self.tool_name.to_string(),
                 partial,
-            }));
+            });
         }
     }
 
@@ -171,8 +167,9 @@ pub type PrepareArguments = Arc<dyn Fn(Value) -> Result<Value, ToolError> + Send
 /// A tool the agent can run.
 #[derive(Clone)]
 pub struct AgentTool {
-    /// Name, description and JSON Schema parameters.
-    pub tool: Tool,
+    /// Name, description and JSON Schema parameters; shared, so cloning a tool
+    /// (once per run, for each run's context) never copies its schema.
+    pub tool: Arc<Tool>,
     /// Label for user interfaces.
     pub label: String,
     /// Parallel (default) or sequential.
@@ -201,7 +198,7 @@ impl AgentTool {
     pub fn new(tool: Tool, executor: impl ToolExecutor + 'static) -> Self {
         AgentTool {
             label: tool.name.clone(),
-            tool,
+            tool: Arc::new(tool),
             execution_mode: ExecutionMode::Parallel,
             prepare_arguments: None,
             blocking: false,

@@ -73,9 +73,16 @@ impl CancellationToken {
             return child;
         }
         if let Ok(mut c) = self.inner.children.lock() {
-            // Prune dead entries when the list doubles: amortized O(1) per child.
-            if c.len() >= 16 && c.len() == c.capacity() {
+            // Prune dead entries whenever the list is full (a dead child's `Weak`
+            // keeps its allocation, and a parent with a few children at a time
+            // should not hold dozens of dead ones), then keep room for as many
+            // pushes as the pruning cost: amortized O(1) per child.
+            if c.len() == c.capacity() {
                 c.retain(|w| w.strong_count() > 0);
+                if c.len() * 2 > c.capacity() {
+                    let live = c.len();
+                    c.reserve(live);
+                }
             }
             c.push(Arc::downgrade(&child.inner));
         }
@@ -168,6 +175,19 @@ mod tests {
         let kept = parent.child();
         parent.cancel();
         assert!(kept.is_cancelled());
+    }
+
+    #[test]
+    fn a_parent_with_one_child_at_a_time_keeps_few_dead_ones() {
+        let parent = CancellationToken::new();
+        let live = parent.child();
+        for _ in 0..1_000 {
+            let _child = parent.child();
+        }
+        let len = parent.inner.children.lock().map(|c| c.len()).unwrap_or(usize::MAX);
+        assert!(len <= 4, "children kept: {len}");
+        parent.cancel();
+        assert!(live.is_cancelled());
     }
 
     /// Counts its wakes.
