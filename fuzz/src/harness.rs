@@ -373,23 +373,37 @@ fn has_drive_control_escape(text: &str) -> bool {
 // aws_event_stream
 // ---------------------------------------------------------------------------------------------
 
+/// Heap bytes owned by decoded frames (their vector, header strings and payloads).
+fn frames_heap(frames: &Vec<AwsFrame>) -> usize {
+    frames.capacity() * std::mem::size_of::<AwsFrame>()
+        + frames
+            .iter()
+            .map(|f| {
+                f.headers.capacity() * std::mem::size_of::<(String, String)>()
+                    + f.headers.iter().map(|(n, v)| n.capacity() + v.capacity()).sum::<usize>()
+                    + f.payload.len()
+            })
+            .sum::<usize>()
+}
+
 /// Decodes `body` in chunks; returns the frames and the first error. After an error the
-/// framing must keep failing with it.
+/// framing must keep failing with it. The memory the framing holds (counted by the caller's
+/// allocator, the frames excluded) stays within 8 x the body + 64 KiB.
 fn decode_event_stream(
     body: &[u8],
     seed: u8,
     heap: Option<&Heap>,
 ) -> (Vec<AwsFrame>, Option<AwsFrameError>) {
+    let pieces = chunks(body, seed);
     let mut framing = AwsEventStreamFraming::new();
     let mut frames = Vec::new();
     let base = heap.map(|h| (h.live)());
     let mut error = None;
-    for chunk in chunks(body, seed) {
+    for chunk in pieces {
         let result = framing.push(chunk, &mut frames);
         if let (Some(h), Some(base)) = (heap, base) {
-            let held = ((h.live)()).saturating_sub(base);
-            let bound =
-                8 * body.len() + frames.capacity() * std::mem::size_of::<AwsFrame>() + (64 << 10);
+            let held = ((h.live)()).saturating_sub(base).saturating_sub(frames_heap(&frames));
+            let bound = 8 * body.len() + (64 << 10);
             assert!(
                 held <= bound,
                 "AwsEventStreamFraming holds {held} bytes for {} body bytes",

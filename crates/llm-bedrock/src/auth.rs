@@ -183,11 +183,19 @@ pub fn selected_profile(
 /// endpoint's own region instead (spec A.2); that choice needs the endpoint and is made where
 /// the endpoint is resolved.
 pub fn resolve_region(options: &StreamOptions, env: &dyn Fn(&str) -> Option<String>) -> String {
+    region_from(options, env, &LazyFiles::new(env))
+}
+
+fn region_from(
+    options: &StreamOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &LazyFiles<'_>,
+) -> String {
     if let Some(region) = configured_region(options, env) {
         return region;
     }
     if let Some(profile) = selected_profile(options, env) {
-        let files = SharedFiles::load(env);
+        let files = files.get();
         let from = |file: &SharedFile| -> Option<String> {
             file.profiles.get(&profile)?.get("region").filter(|r| !r.is_empty()).cloned()
         };
@@ -219,7 +227,9 @@ pub fn resolve_auth(
     {
         return Ok(Auth::Bearer(key));
     }
-    let region = resolve_region(options, env);
+    // The shared files are read at most once per resolution.
+    let files = LazyFiles::new(env);
+    let region = region_from(options, env, &files);
     if skip_auth {
         let credentials = AwsCredentials::from_source(
             "dummy-access-key".to_owned(),
@@ -229,7 +239,7 @@ pub fn resolve_auth(
         );
         return Ok(Auth::SigV4 { credentials, region });
     }
-    let credentials = resolve_credentials(options, env)?;
+    let credentials = resolve_credentials(options, env, &files)?;
     Ok(Auth::SigV4 { credentials, region })
 }
 
@@ -237,6 +247,7 @@ pub fn resolve_auth(
 fn resolve_credentials(
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
+    files: &LazyFiles<'_>,
 ) -> Result<AwsCredentials, Error> {
     let profile = selected_profile(options, env);
     let mut tried = Vec::new();
@@ -266,8 +277,7 @@ fn resolve_credentials(
         tried.push("the environment (skipped: a profile is selected)".to_owned());
     }
     let name = profile.unwrap_or_else(|| "default".to_owned());
-    let files = SharedFiles::load(env);
-    match files.profile_credentials(&name) {
+    match files.get().profile_credentials(&name) {
         Ok(credentials) => return Ok(credentials),
         Err(why) => tried.push(why),
     }
@@ -390,7 +400,23 @@ struct SharedFile {
     profiles: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// The config and credentials files, read once per resolution.
+/// The shared files, read on first use.
+struct LazyFiles<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    files: std::cell::OnceCell<SharedFiles>,
+}
+
+impl<'a> LazyFiles<'a> {
+    fn new(env: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        LazyFiles { env, files: std::cell::OnceCell::new() }
+    }
+
+    fn get(&self) -> &SharedFiles {
+        self.files.get_or_init(|| SharedFiles::load(self.env))
+    }
+}
+
+/// The config and credentials files.
 #[derive(Debug)]
 struct SharedFiles {
     config: SharedFile,

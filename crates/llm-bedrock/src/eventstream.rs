@@ -161,14 +161,13 @@ impl AwsEventStreamFraming {
 
 /// The string headers and the payload of a decoded message.
 fn to_frame(message: &aws_smithy_types::event_stream::Message) -> AwsFrame {
-    let headers = message
-        .headers()
-        .iter()
-        .filter_map(|header| {
-            let value = header.value().as_string().ok()?;
-            Some((header.name().as_str().to_owned(), value.as_str().to_owned()))
-        })
-        .collect();
+    // Sized up front: a frame's headers are most of its memory when the payload is small.
+    let mut headers = Vec::with_capacity(message.headers().len());
+    for header in message.headers() {
+        if let Ok(value) = header.value().as_string() {
+            headers.push((header.name().as_str().to_owned(), value.as_str().to_owned()));
+        }
+    }
     AwsFrame { headers, payload: message.payload().clone() }
 }
 
