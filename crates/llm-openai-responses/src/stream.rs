@@ -19,6 +19,7 @@
 //! `.done` arguments and expanded wrapper calls alike, so the tool gets the arguments of
 //! its original schema.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -27,10 +28,11 @@ use llm_core::sse::SseEvent;
 use llm_core::strict::{NullFilter, StrictPlan};
 use llm_core::{
     BlockKey, Channel, Delta, Error, ErrorKind, ProviderContent, StopReason, SurrogateJoiner,
-    Usage, WireValue,
+    Usage, WireText,
 };
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::PROVIDER;
 use crate::error::stream_error;
@@ -42,23 +44,42 @@ const WRAPPER_KEYS: BlockKey = 1 << 50;
 
 /// One SSE event's data. Every field is optional and loosely typed; unknown fields
 /// (`obfuscation`, `logprobs`, `sequence_number`, ...) are ignored.
+///
+/// Borrowed from the data: the type name without an allocation, and the fields that may be
+/// large (`delta`, `arguments`, `item`, `response`) as raw JSON, decoded only where used (a
+/// `.done` event repeats a whole value that usually streamed already).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct WireEvent {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    /// Text, reasoning or an argument fragment (a lone surrogate half at either end is kept
-    /// for the next delta).
-    delta: Option<WireValue>,
+struct WireEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    /// Text, reasoning or an argument fragment (see [`text_of`]).
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
     item_id: Option<Value>,
     output_index: Option<Value>,
     summary_index: Option<Value>,
-    arguments: Option<Value>,
-    item: Option<Value>,
-    response: Option<Value>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(borrow)]
+    item: Option<&'a RawValue>,
+    #[serde(borrow)]
+    response: Option<&'a RawValue>,
     error: Option<Value>,
     code: Option<Value>,
     message: Option<Value>,
+}
+
+/// The two fields of an output item that say what to do with it, read without decoding the
+/// rest (a message's text that already streamed is skipped, not parsed).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    phase: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +172,7 @@ impl Decoder {
     }
 
     fn handle(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Delta>) {
-        let mut event: WireEvent = match serde_json::from_str(data) {
+        let event: WireEvent<'_> = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(e) => {
                 self.fail(
@@ -162,24 +183,23 @@ impl Decoder {
                 return;
             }
         };
-        let mut delta = event.delta.take();
+        let mut delta = event.delta.and_then(text_of);
         // The data's `type` names the event; the SSE `event:` line is the fallback.
         let kind = event.kind.as_deref().or(name).unwrap_or_default();
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
-                if let Some(response) = &event.response {
-                    out.push(metadata(response));
+                if let Some(response) = value_of(event.response) {
+                    out.push(metadata(&response));
                 }
             }
             "response.output_item.added" => self.item_added(&event, out),
             "response.output_item.done" => {
-                if let Some(item) = &event.item {
-                    let key = self.key_for_item(&event, item);
-                    self.item_done(key, item, out);
+                if let Some(raw) = event.item {
+                    self.output_item_done(&event, raw, out);
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                if let Some(piece) = delta.take()
                     && !piece.is_empty()
                 {
                     let key = self.resolve(&event, Kind::Message);
@@ -193,7 +213,7 @@ impl Decoder {
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                if let Some(piece) = delta.take()
                     && !piece.is_empty()
                 {
                     let key = self.resolve(&event, Kind::Reasoning);
@@ -211,7 +231,7 @@ impl Decoder {
                 }
             }
             "response.function_call_arguments.delta" => {
-                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                if let Some(piece) = delta.take()
                     && !piece.is_empty()
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
@@ -222,19 +242,23 @@ impl Decoder {
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(arguments) = str_of(event.arguments.as_ref()).filter(|t| !t.is_empty())
+                if let Some(arguments) = event
+                    .arguments
+                    .and_then(text_of)
+                    .map(WireText::into_string)
+                    .filter(|t| !t.is_empty())
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
                     self.call_arguments_done(key, arguments, out);
                 }
             }
             "response.completed" | "response.incomplete" => {
-                let response = event.response.clone().unwrap_or(Value::Null);
-                self.complete(kind, &response, out);
+                let mut response = value_of(event.response).unwrap_or(Value::Null);
+                self.complete(kind, &mut response, out);
             }
             "response.failed" | "response.cancelled" => {
-                let response = event.response.clone().unwrap_or(Value::Null);
-                self.reconcile_output(&response, out);
+                let mut response = value_of(event.response).unwrap_or(Value::Null);
+                self.reconcile_output(&mut response, out);
                 let error = failure(&response, data);
                 self.fail(out, error);
             }
@@ -261,10 +285,10 @@ impl Decoder {
                 self.fail(out, stream_error(&object, data));
             }
             "" => {
-                if let Ok(response) = serde_json::from_str::<Value>(data)
+                if let Ok(mut response) = serde_json::from_str::<Value>(data)
                     && str_of(response.get("object")) == Some("response")
                 {
-                    self.complete("response.completed", &response, out);
+                    self.complete("response.completed", &mut response, out);
                 }
             }
             _ => {}
@@ -279,7 +303,7 @@ impl Decoder {
     /// The block key an event addresses: its `output_index`, else its `item_id`, else the
     /// current item. Registers an item of `kind` if the key is new (an event whose
     /// `output_item.added` never came).
-    fn resolve(&mut self, event: &WireEvent, kind: Kind) -> BlockKey {
+    fn resolve(&mut self, event: &WireEvent<'_>, kind: Kind) -> BlockKey {
         let item_id = str_of(event.item_id.as_ref());
         let key = match num(event.output_index.as_ref()) {
             Some(index) => index,
@@ -305,10 +329,10 @@ impl Decoder {
         key
     }
 
-    fn key_for_item(&mut self, event: &WireEvent, item: &Value) -> BlockKey {
+    fn key_for_item(&mut self, event: &WireEvent<'_>, item_id: Option<&str>) -> BlockKey {
         match num(event.output_index.as_ref()) {
             Some(index) => index,
-            None => match str_of(item.get("id")).and_then(|id| self.by_item_id.get(id)) {
+            None => match item_id.and_then(|id| self.by_item_id.get(id)) {
                 Some(key) => *key,
                 None => self.synthetic_key(),
             },
@@ -337,9 +361,10 @@ impl Decoder {
         }
     }
 
-    fn item_added(&mut self, event: &WireEvent, out: &mut Vec<Delta>) {
-        let Some(item) = &event.item else { return };
-        let key = self.key_for_item(event, item);
+    fn item_added(&mut self, event: &WireEvent<'_>, out: &mut Vec<Delta>) {
+        let Some(item) = value_of(event.item) else { return };
+        let item = &item;
+        let key = self.key_for_item(event, str_of(item.get("id")));
         let item_id = str_of(item.get("id")).map(str::to_owned);
         let kind = match str_of(item.get("type")) {
             Some("message") => Kind::Message,
@@ -415,11 +440,11 @@ impl Decoder {
         }
     }
 
-    fn call_arguments_done(&mut self, key: BlockKey, arguments: &str, out: &mut Vec<Delta>) {
+    fn call_arguments_done(&mut self, key: BlockKey, arguments: String, out: &mut Vec<Delta>) {
         let Some(item) = self.items.get_mut(&key) else { return };
         if let Some(buffer) = item.wrapper.as_mut() {
             if arguments.len() > buffer.len() || !arguments.starts_with(buffer.as_str()) {
-                *buffer = arguments.to_owned();
+                *buffer = arguments;
             }
             return;
         }
@@ -430,13 +455,46 @@ impl Decoder {
         }
         // Filtered whole, the text extends what the filter let through so far.
         let arguments = match &item.plan {
-            Some(plan) => NullFilter::new(Arc::clone(plan)).push(arguments),
-            None => arguments.to_owned(),
+            Some(plan) => NullFilter::new(Arc::clone(plan)).push(&arguments),
+            None => arguments,
         };
         out.push(Delta::ToolCallArgsDone { key, arguments });
     }
 
-    fn item_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+    /// `response.output_item.done`: a message whose text already streamed is finished from
+    /// its id, type and phase alone (the repeated text is skipped, never decoded); any other
+    /// item is decoded whole.
+    fn output_item_done(&mut self, event: &WireEvent<'_>, raw: &RawValue, out: &mut Vec<Delta>) {
+        let Ok(head) = serde_json::from_str::<ItemHead<'_>>(raw.get()) else {
+            // Loosely typed `type`, `id` or `phase`: decoded whole.
+            if let Some(mut item) = value_of(Some(raw)) {
+                let key = self.key_for_item(event, str_of(item.get("id")));
+                self.item_done(key, &mut item, out);
+            }
+            return;
+        };
+        let key = self.key_for_item(event, head.id.as_deref());
+        let streamed_message = head.kind.as_deref() == Some("message")
+            && self.items.get(&key).is_some_and(|state| state.streamed && !state.done);
+        let mut item = if streamed_message {
+            let mut item = serde_json::Map::new();
+            item.insert("type".to_owned(), Value::from("message"));
+            if let Some(id) = head.id {
+                item.insert("id".to_owned(), Value::from(id.into_owned()));
+            }
+            if let Some(phase) = head.phase {
+                item.insert("phase".to_owned(), phase);
+            }
+            Value::Object(item)
+        } else {
+            let Some(item) = value_of(Some(raw)) else { return };
+            item
+        };
+        self.item_done(key, &mut item, out);
+    }
+
+    /// Finishes the item at `key`; a call's arguments are taken out of `item` (not copied).
+    fn item_done(&mut self, key: BlockKey, item: &mut Value, out: &mut Vec<Delta>) {
         let item_id = str_of(item.get("id")).map(str::to_owned);
         let state =
             self.items.entry(key).or_insert_with(|| Item::new(Kind::Other, item_id.clone()));
@@ -453,7 +511,13 @@ impl Decoder {
         match str_of(item.get("type")) {
             Some("message") => self.message_done(key, item, out),
             Some("reasoning") => self.reasoning_done(key, item, out),
-            Some("function_call") => self.call_done(key, item, out),
+            Some("function_call") => {
+                let arguments = match item.get_mut("arguments").map(Value::take) {
+                    Some(Value::String(arguments)) => arguments,
+                    _ => String::new(),
+                };
+                self.call_done(key, item, arguments, out)
+            }
             _ => self.opaque_done(key, item, out),
         }
         if let Some(state) = self.items.get_mut(&key) {
@@ -520,9 +584,8 @@ impl Decoder {
         out.push(Delta::BlockEnd { key });
     }
 
-    fn call_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+    fn call_done(&mut self, key: BlockKey, item: &Value, arguments: String, out: &mut Vec<Delta>) {
         let name = str_of(item.get("name")).unwrap_or_default().to_owned();
-        let arguments = str_of(item.get("arguments")).unwrap_or_default().to_owned();
         let wrapper_name = self.is_wrapper(&name);
         // The name is known here even for a call whose `added` never came.
         let plan = self.strict_plans.get(&name).cloned();
@@ -615,9 +678,9 @@ impl Decoder {
     ///
     /// An item is found by its id, else by its position (its `output_index`): servers
     /// that rotate item ids send ids here that no event carried.
-    fn reconcile_output(&mut self, response: &Value, out: &mut Vec<Delta>) {
-        let Some(items) = response.get("output").and_then(Value::as_array) else { return };
-        for (index, item) in items.iter().enumerate() {
+    fn reconcile_output(&mut self, response: &mut Value, out: &mut Vec<Delta>) {
+        let Some(items) = response.get_mut("output").and_then(Value::as_array_mut) else { return };
+        for (index, item) in items.iter_mut().enumerate() {
             let id = str_of(item.get("id"));
             let wire_type = str_of(item.get("type"));
             let key = match id.and_then(|id| self.by_item_id.get(id)) {
@@ -637,8 +700,9 @@ impl Decoder {
         }
     }
 
-    fn complete(&mut self, kind: &str, response: &Value, out: &mut Vec<Delta>) {
+    fn complete(&mut self, kind: &str, response: &mut Value, out: &mut Vec<Delta>) {
         self.reconcile_output(response, out);
+        let response = &*response;
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
@@ -787,6 +851,21 @@ fn reasoning_text(item: &Value) -> String {
     };
     let summary = collect("summary");
     if summary.is_empty() { collect("content").join("\n\n") } else { summary.join("\n\n") }
+}
+
+/// A field that may hold a large value, decoded where it is used.
+fn value_of(raw: Option<&RawValue>) -> Option<Value> {
+    serde_json::from_str(raw?.get()).ok()
+}
+
+/// A string field as [`WireText`] (a lone surrogate half at either end kept for the next
+/// delta); any other JSON value is absent.
+fn text_of(raw: &RawValue) -> Option<WireText> {
+    let raw = raw.get();
+    if !raw.starts_with('"') {
+        return None;
+    }
+    serde_json::from_str(raw).ok()
 }
 
 fn str_of(value: Option<&Value>) -> Option<&str> {
