@@ -237,7 +237,7 @@ impl Decoder {
                     let key = self.resolve(&event, Kind::FunctionCall);
                     let fragment = self.surrogates.join(key, Channel::ToolArgs, piece);
                     if !fragment.is_empty() {
-                        self.call_fragment(key, &fragment, out);
+                        self.call_fragment(key, fragment, out);
                     }
                 }
             }
@@ -317,7 +317,10 @@ impl Decoder {
         };
         self.items.entry(key).or_insert_with(|| Item::new(kind, item_id.map(str::to_owned)));
         if let Some(id) = item_id {
-            self.by_item_id.entry(id.to_owned()).or_insert(key);
+            // Looked up first: most events name an item already known (no key allocated).
+            if !self.by_item_id.contains_key(id) {
+                self.by_item_id.insert(id.to_owned(), key);
+            }
         }
         self.current = Some(key);
         key
@@ -418,10 +421,10 @@ impl Decoder {
         matches!(name, "parallel" | "multi_tool_use.parallel") && !self.tool_names.contains(name)
     }
 
-    fn call_fragment(&mut self, key: BlockKey, fragment: &str, out: &mut Vec<Delta>) {
+    fn call_fragment(&mut self, key: BlockKey, fragment: String, out: &mut Vec<Delta>) {
         let Some(item) = self.items.get_mut(&key) else { return };
         if let Some(buffer) = item.wrapper.as_mut() {
-            buffer.push_str(fragment);
+            buffer.push_str(&fragment);
             return;
         }
         if !item.opened {
@@ -432,8 +435,8 @@ impl Decoder {
             self.tool_calls += 1;
         }
         let fragment = match item.filter.as_mut() {
-            Some(filter) => filter.push(fragment),
-            None => fragment.to_owned(),
+            Some(filter) => filter.push(&fragment),
+            None => fragment,
         };
         if !fragment.is_empty() {
             out.push(Delta::ToolCallArgs { key, fragment });
