@@ -70,8 +70,9 @@ struct WireEvent<'a> {
     message: Option<Value>,
 }
 
-/// The two fields of an output item that say what to do with it, read without decoding the
-/// rest (a message's text that already streamed is skipped, not parsed).
+/// The fields of a finished message or function call item that clawcall reads, without
+/// decoding the rest (a message's text that already streamed is skipped, not parsed, and a
+/// call's arguments are decoded once, from their raw text).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct ItemHead<'a> {
@@ -80,6 +81,12 @@ struct ItemHead<'a> {
     #[serde(borrow)]
     id: Option<Cow<'a, str>>,
     phase: Option<Value>,
+    #[serde(borrow)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,8 +472,9 @@ impl Decoder {
     }
 
     /// `response.output_item.done`: a message whose text already streamed is finished from
-    /// its id, type and phase alone (the repeated text is skipped, never decoded); any other
-    /// item is decoded whole.
+    /// its id, type and phase alone (the repeated text is skipped, never decoded), a function
+    /// call from its id, call id, name and arguments (decoded once); any other item is
+    /// decoded whole.
     fn output_item_done(&mut self, event: &WireEvent<'_>, raw: &RawValue, out: &mut Vec<Delta>) {
         let Ok(head) = serde_json::from_str::<ItemHead<'_>>(raw.get()) else {
             // Loosely typed `type`, `id` or `phase`: decoded whole.
@@ -487,6 +495,19 @@ impl Decoder {
             }
             if let Some(phase) = head.phase {
                 item.insert("phase".to_owned(), phase);
+            }
+            Value::Object(item)
+        } else if head.kind.as_deref() == Some("function_call") {
+            let mut item = serde_json::Map::new();
+            item.insert("type".to_owned(), Value::from("function_call"));
+            let fields = [("id", head.id), ("call_id", head.call_id), ("name", head.name)];
+            for (field, value) in fields {
+                if let Some(value) = value {
+                    item.insert(field.to_owned(), Value::from(value.into_owned()));
+                }
+            }
+            if let Some(arguments) = head.arguments.and_then(text_of) {
+                item.insert("arguments".to_owned(), Value::from(arguments.into_string()));
             }
             Value::Object(item)
         } else {
