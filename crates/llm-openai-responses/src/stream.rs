@@ -249,11 +249,8 @@ impl Decoder {
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(arguments) = event
-                    .arguments
-                    .and_then(text_of)
-                    .map(WireText::into_string)
-                    .filter(|t| !t.is_empty())
+                if let Some(arguments) =
+                    event.arguments.and_then(whole_text_of).filter(|t| !t.is_empty())
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
                     self.call_arguments_done(key, arguments, out);
@@ -506,8 +503,8 @@ impl Decoder {
                     item.insert(field.to_owned(), Value::from(value.into_owned()));
                 }
             }
-            if let Some(arguments) = head.arguments.and_then(text_of) {
-                item.insert("arguments".to_owned(), Value::from(arguments.into_string()));
+            if let Some(arguments) = head.arguments.and_then(whole_text_of) {
+                item.insert("arguments".to_owned(), Value::from(arguments));
             }
             Value::Object(item)
         } else {
@@ -890,6 +887,16 @@ fn text_of(raw: &RawValue) -> Option<WireText> {
         return None;
     }
     serde_json::from_str(raw).ok()
+}
+
+/// A string field that is never continued by another event (a `.done` value); a lone
+/// surrogate half in it becomes U+FFFD.
+fn whole_text_of(raw: &RawValue) -> Option<String> {
+    // As a `String` first: serde_json decodes it without checking the UTF-8 of the whole
+    // value again (what `WireText` must do to find lone halves).
+    serde_json::from_str::<String>(raw.get())
+        .ok()
+        .or_else(|| text_of(raw).map(WireText::into_string))
 }
 
 fn str_of(value: Option<&Value>) -> Option<&str> {
