@@ -59,8 +59,8 @@ struct WireEvent<'a> {
     item_id: Option<Value>,
     output_index: Option<Value>,
     summary_index: Option<Value>,
-    #[serde(borrow)]
-    arguments: Option<&'a RawValue>,
+    /// A `.done` value: decoded in the one pass over the event.
+    arguments: Option<DoneText>,
     #[serde(borrow)]
     item: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -85,8 +85,61 @@ struct ItemHead<'a> {
     call_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    arguments: Option<&'a RawValue>,
+    arguments: Option<DoneText>,
+}
+
+/// A string field whose whole value arrives at once (`.done` arguments): decoded as a
+/// `String` in the pass that reads the event (a lone surrogate escape fails the event, as it
+/// did when these fields were `Value`s); any other JSON value is absent.
+#[derive(Debug, Default)]
+struct DoneText(Option<String>);
+
+impl<'de> Deserialize<'de> for DoneText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = DoneText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<DoneText, E> {
+                Ok(DoneText(Some(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<DoneText, E> {
+                Ok(DoneText(Some(v)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_unit<E>(self) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<DoneText, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DoneText(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<DoneText, A::Error> {
+                while a.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DoneText(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +232,7 @@ impl Decoder {
     }
 
     fn handle(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Delta>) {
-        let event: WireEvent<'_> = match serde_json::from_str(data) {
+        let mut event: WireEvent<'_> = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(e) => {
                 self.fail(
@@ -250,7 +303,7 @@ impl Decoder {
             }
             "response.function_call_arguments.done" => {
                 if let Some(arguments) =
-                    event.arguments.and_then(whole_text_of).filter(|t| !t.is_empty())
+                    event.arguments.take().and_then(|t| t.0).filter(|t| !t.is_empty())
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
                     self.call_arguments_done(key, arguments, out);
@@ -503,7 +556,7 @@ impl Decoder {
                     item.insert(field.to_owned(), Value::from(value.into_owned()));
                 }
             }
-            if let Some(arguments) = head.arguments.and_then(whole_text_of) {
+            if let Some(arguments) = head.arguments.and_then(|t| t.0) {
                 item.insert("arguments".to_owned(), Value::from(arguments));
             }
             Value::Object(item)
@@ -887,16 +940,6 @@ fn text_of(raw: &RawValue) -> Option<WireText> {
         return None;
     }
     serde_json::from_str(raw).ok()
-}
-
-/// A string field that is never continued by another event (a `.done` value); a lone
-/// surrogate half in it becomes U+FFFD.
-fn whole_text_of(raw: &RawValue) -> Option<String> {
-    // As a `String` first: serde_json decodes it without checking the UTF-8 of the whole
-    // value again (what `WireText` must do to find lone halves).
-    serde_json::from_str::<String>(raw.get())
-        .ok()
-        .or_else(|| text_of(raw).map(WireText::into_string))
 }
 
 fn str_of(value: Option<&Value>) -> Option<&str> {
