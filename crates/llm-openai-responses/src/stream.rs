@@ -527,11 +527,10 @@ impl Decoder {
     /// decoded whole.
     fn output_item_done(&mut self, event: &WireEvent<'_>, raw: &RawValue, out: &mut Vec<Delta>) {
         let Ok(head) = serde_json::from_str::<ItemHead<'_>>(raw.get()) else {
-            // Loosely typed `type`, `id` or `phase`: decoded whole.
-            if let Some(mut item) = value_of(Some(raw)) {
-                let key = self.key_for_item(event, str_of(item.get("id")));
-                self.item_done(key, &mut item, out);
-            }
+            // Loosely typed head fields: decoded whole.
+            let Some(mut item) = self.whole_item(raw, out) else { return };
+            let key = self.key_for_item(event, str_of(item.get("id")));
+            self.item_done(key, &mut item, out);
             return;
         };
         let key = self.key_for_item(event, head.id.as_deref());
@@ -561,10 +560,25 @@ impl Decoder {
             }
             Value::Object(item)
         } else {
-            let Some(item) = value_of(Some(raw)) else { return };
+            let Some(item) = self.whole_item(raw, out) else { return };
             item
         };
         self.item_done(key, &mut item, out);
+    }
+
+    /// A finished item decoded whole; one that is valid JSON but no `Value` (a lone surrogate
+    /// escape) ends the stream with a decode error, as when the whole event was parsed at once.
+    fn whole_item(&mut self, raw: &RawValue, out: &mut Vec<Delta>) -> Option<Value> {
+        match serde_json::from_str(raw.get()) {
+            Ok(item) => Some(item),
+            Err(e) => {
+                let error =
+                    Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid event JSON: {e}"))
+                        .with_body(raw.get());
+                self.fail(out, error);
+                None
+            }
+        }
     }
 
     /// Finishes the item at `key`; a call's arguments are taken out of `item` (not copied).

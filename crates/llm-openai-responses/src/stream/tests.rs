@@ -665,3 +665,14 @@ fn done_events_of_streamed_values_are_compared_or_skipped() {
     let calls: Vec<_> = final_message(&events).tool_calls().map(|c| c.arguments.clone()).collect();
     assert_eq!(calls, [json!({"a": "caf\u{e9} \"q\""}), json!({"b": 2})]);
 }
+
+#[test]
+fn a_finished_call_item_that_is_no_rust_string_still_fails_the_stream() {
+    // Valid JSON, but the lone surrogate escape is no Rust string: never dropped silently.
+    let body = sse(&[created(), call_added(0, "call_1", "fc_1", "f"), args_delta(0, "fc_1", "{}")])
+        + "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\\\"\\ud83d\\\"}\"}}\n\n"
+        + &sse(&[completed("completed")]);
+    let events = run(&body);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ErrorKind::Decode);
+}
