@@ -16,6 +16,7 @@
 //! that spliced a retried response into the body) ends the stream with a `decode` error,
 //! retryable while nothing was emitted; one with the same id is ignored.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -73,16 +74,18 @@ impl<'de> Deserialize<'de> for Num {
     }
 }
 
+/// One event's data; the type names borrow from it (no allocation for the usual event).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct WireEvent {
-    #[serde(rename = "type")]
-    kind: Option<String>,
+struct WireEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
     message: Option<WireMessage>,
     index: Option<Num>,
     /// Kept as JSON: an opaque block is stored whole.
     content_block: Option<Value>,
-    delta: Option<WireDelta>,
+    #[serde(borrow)]
+    delta: Option<WireDelta<'a>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
 }
@@ -134,9 +137,9 @@ struct WireBlock {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct WireDelta {
-    #[serde(rename = "type")]
-    kind: Option<String>,
+struct WireDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
     text: Option<WireText>,
     thinking: Option<WireText>,
     signature: Option<String>,
@@ -282,7 +285,7 @@ impl Decoder {
         out.push(Delta::Error(error));
     }
 
-    fn handle(&mut self, kind: &str, event: WireEvent, out: &mut Vec<Delta>) {
+    fn handle(&mut self, kind: &str, event: WireEvent<'_>, out: &mut Vec<Delta>) {
         match kind {
             "message_start" => self.message_start(event.message.unwrap_or_default(), out),
             "content_block_start" => {
@@ -453,7 +456,7 @@ impl Decoder {
         self.blocks.insert(key, state);
     }
 
-    fn block_delta(&mut self, key: u64, delta: WireDelta, out: &mut Vec<Delta>) {
+    fn block_delta(&mut self, key: u64, delta: WireDelta<'_>, out: &mut Vec<Delta>) {
         let Some(block) = self.blocks.get_mut(&key) else { return };
         let surrogates = &mut self.surrogates;
         match (delta.kind.as_deref(), block) {
@@ -649,8 +652,8 @@ impl Decoder {
             self.fail(error, out);
             return;
         }
-        let parsed: Result<WireEvent, _> = serde_json::from_str(&event.data);
-        let wire = match parsed {
+        let parsed: Result<WireEvent<'_>, _> = serde_json::from_str(&event.data);
+        let mut wire = match parsed {
             Ok(w) => w,
             Err(e) => {
                 if KNOWN_EVENTS.contains(&name) {
@@ -659,7 +662,7 @@ impl Decoder {
                         PROVIDER,
                         format!("Could not parse Anthropic SSE event {name}: {e}"),
                     )
-                    .with_body(event.data)
+                    .with_body(event.data.as_str())
                     .with_retryable(false);
                     self.fail(error, out);
                 }
@@ -667,7 +670,7 @@ impl Decoder {
                 return;
             }
         };
-        let kind = wire.kind.clone().unwrap_or_else(|| name.to_owned());
+        let kind = wire.kind.take().unwrap_or(Cow::Borrowed(name));
         if kind == "error" {
             let error = stream_error(&event.data);
             self.fail(error, out);

@@ -257,6 +257,28 @@ impl MessageAssembler {
                     }
                 }
             }
+            Delta::ToolCallArgsWhole { key, text, arguments } => {
+                let index = self.open_block(key, BlockKind::ToolCall);
+                if let Some(Slot::Parsing(state)) = self.slots.get_mut(index) {
+                    // Replaces what streamed: the parser's value is no longer shown.
+                    state.args = PartialJson::new();
+                    state.fragments = 0;
+                }
+                if let Some(AssistantContent::ToolCall(call)) = self.message.content.get_mut(index)
+                {
+                    call.arguments = if arguments.is_object() {
+                        arguments
+                    } else {
+                        Value::Object(Default::default())
+                    };
+                }
+                if !text.is_empty() {
+                    self.events.push_back(AssistantEvent::ToolCallDelta {
+                        content_index: index,
+                        delta: text,
+                    });
+                }
+            }
             Delta::ProviderContent { key, content } => {
                 self.ensure_started();
                 if self.open.contains_key(&key) {
@@ -732,6 +754,42 @@ mod tests {
         a.push(Delta::ToolCallArgsDone { key: 0, arguments: "{\"a\":12}".into() });
         a.push(Delta::BlockEnd { key: 0 });
         assert_eq!(*a.partial().tool_calls().next().unwrap().arguments, json!({"a": 12}));
+    }
+
+    #[test]
+    fn whole_arguments_replace_fragments_and_become_one_delta() {
+        let mut a = MessageAssembler::new(&model(), 0);
+        a.push(Delta::ToolCallStart { key: 0, id: "a".into(), name: "f".into(), arguments: None });
+        a.push(Delta::ToolCallArgs { key: 0, fragment: "{\"stale\":".into() });
+        let text = r#"{"path": "C:\\new", "n": [1, 2]}"#;
+        a.push(Delta::ToolCallArgsWhole {
+            key: 0,
+            text: text.into(),
+            arguments: serde_json::from_str(text).unwrap(),
+        });
+        // The view shows the whole value at once, not the stale parser's.
+        assert_eq!(
+            *a.partial().tool_call(0).unwrap().arguments,
+            json!({"path": "C:\\new", "n": [1, 2]})
+        );
+        a.push(Delta::ToolCallStart { key: 1, id: "b".into(), name: "g".into(), arguments: None });
+        a.push(Delta::ToolCallArgsWhole { key: 1, text: "[1]".into(), arguments: json!([1]) });
+        a.push(Delta::Stop(StopReason::ToolUse));
+        a.push(Delta::Done);
+        let events = drain(&mut a);
+        let deltas: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                AssistantEvent::ToolCallDelta { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deltas, ["{\"stale\":", text, "[1]"]);
+        let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
+        let calls: Vec<&ToolCall> = message.tool_calls().collect();
+        assert_eq!(calls[0].arguments, serde_json::from_str::<Value>(text).unwrap());
+        // A non-object is `{}`, as for streamed arguments.
+        assert_eq!(calls[1].arguments, json!({}));
     }
 
     #[test]

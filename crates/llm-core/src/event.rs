@@ -209,6 +209,17 @@ pub enum Delta {
         /// The complete arguments text.
         arguments: String,
     },
+    /// The whole arguments of call `key`, sent at once and already parsed (Gemini sends
+    /// `args` as an object): they replace any fragments, `text` (the arguments as received)
+    /// becomes one `toolcall_delta`, and nothing is parsed again. A non-object is `{}`.
+    ToolCallArgsWhole {
+        /// Block key.
+        key: BlockKey,
+        /// The arguments' JSON text as received.
+        text: String,
+        /// The parsed arguments.
+        arguments: Value,
+    },
     /// A whole opaque provider block at `key` (closes any block open there).
     ProviderContent {
         /// Block key.

@@ -46,6 +46,9 @@ pub enum SseError {
 
 /// Default maximum size of one event: 16 MiB.
 const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
+/// A line at least this long, assembled from several chunks, is handed over rather than
+/// copied (see `SseDecoder::process_long_line`).
+const LONG_LINE: usize = 64 * 1024;
 
 /// Whether the body may still turn out to be a bare JSON document instead of an event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,10 +207,15 @@ impl SseDecoder {
             } else {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(text);
-                let result = self.process_line(&line, self.line_start, out);
-                line.clear();
-                self.line = line;
-                result?;
+                if line.len() >= LONG_LINE {
+                    // A whole value in one event: its buffer is not kept for the next line.
+                    self.process_long_line(line, self.line_start, out)?;
+                } else {
+                    let result = self.process_line(&line, self.line_start, out);
+                    line.clear();
+                    self.line = line;
+                    result?;
+                }
             }
             let terminator = rest.get(k).copied();
             pos += k + 1;
@@ -219,6 +227,35 @@ impl SseDecoder {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// [`process_line`](Self::process_line) for a line assembled from several chunks and
+    /// at least [`LONG_LINE`] bytes long: the only data line of an event becomes the event's
+    /// data in place instead of being copied (a 16 MiB value in one event is held once).
+    fn process_long_line(
+        &mut self,
+        line: Vec<u8>,
+        offset: u64,
+        out: &mut Vec<SseEvent>,
+    ) -> Result<(), SseError> {
+        let plain_data = !self.first_line
+            && self.bare == Bare::No
+            && self.data.is_empty()
+            && line.starts_with(b"data:");
+        if !plain_data {
+            return self.process_line(&line, offset, out);
+        }
+        if line.len() > self.max {
+            return Err(SseError::EventTooLarge { limit: self.max });
+        }
+        let mut text = String::from_utf8(line).map_err(|e| SseError::InvalidUtf8 {
+            offset: offset + e.utf8_error().valid_up_to() as u64,
+        })?;
+        let prefix = if text.as_bytes().get(5) == Some(&b' ') { 6 } else { 5 };
+        text.drain(..prefix);
+        text.push('\n');
+        self.data = text;
         Ok(())
     }
 

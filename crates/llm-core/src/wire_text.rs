@@ -294,7 +294,7 @@ impl SurrogateJoiner {
     /// Turns the high halves whose block or stream ends in `out[from..]` (the deltas of one
     /// event) into U+FFFD, inserted just before that end ([`Delta::BlockEnd`] for the block,
     /// [`Delta::Done`] or [`Delta::Error`]). A half waiting in a tool call whose complete
-    /// arguments arrive ([`Delta::ToolCallArgsDone`]) is dropped: the complete text carries the
+    /// arguments arrive ([`Delta::ToolCallArgsDone`], [`Delta::ToolCallArgsWhole`]) is dropped: the complete text carries the
     /// whole character.
     pub fn settle(&mut self, out: &mut Vec<Delta>, from: usize) {
         if self.pending.is_empty() {
@@ -305,7 +305,10 @@ impl SurrogateJoiner {
             let tail = out.get(from..).unwrap_or_default();
             let end = tail.iter().position(|d| match d {
                 Delta::BlockEnd { key: k } => *k == key,
-                Delta::ToolCallArgsDone { key: k, .. } => *k == key && channel == Channel::ToolArgs,
+                Delta::ToolCallArgsDone { key: k, .. }
+                | Delta::ToolCallArgsWhole { key: k, .. } => {
+                    *k == key && channel == Channel::ToolArgs
+                }
                 Delta::Done | Delta::Error(_) => true,
                 _ => false,
             });
@@ -314,7 +317,10 @@ impl SurrogateJoiner {
                 continue;
             };
             self.pending.swap_remove(k);
-            if matches!(out.get(at), Some(Delta::ToolCallArgsDone { .. })) {
+            if matches!(
+                out.get(at),
+                Some(Delta::ToolCallArgsDone { .. } | Delta::ToolCallArgsWhole { .. })
+            ) {
                 continue;
             }
             let text = REPLACEMENT.to_string();

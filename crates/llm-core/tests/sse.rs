@@ -416,3 +416,47 @@ fn comment_and_retry_lines_make_it_an_event_stream() {
 fn crlf_inside_one_event_is_one_line_break() {
     assert_eq!(decode(b"data: a\r\ndata: b\r\n\r\n").unwrap(), vec![ev(None, "a\nb", None)]);
 }
+
+/// Long lines (a whole value in one event) arrive in many chunks and are handed over rather
+/// than copied: every way of framing them decodes exactly as the body pushed whole (where no
+/// line is assembled from chunks).
+#[test]
+fn long_lines_split_into_chunks_decode_like_the_whole_body() {
+    let value: String = (0..9000).map(|i| format!("{i}:caf\u{e9}\u{1F600} ")).collect();
+    assert!(value.len() > 100 * 1024);
+    let bodies = [
+        // The first line of the stream (byte-order mark handling), no space after `data:`.
+        format!("\u{FEFF}data:{value}\n\n"),
+        format!(
+            "event: e\ndata: {value}\nid: 1\n\n: comment\ndata: {value}\r\ndata: {value}\r\n\r\n"
+        ),
+        // A long line that is not a data line, and a long data line after a short one.
+        format!("data: x\n\nevent: {value}\ndata: y\n\ndata: short\ndata: {value}\n\n"),
+        // A bare JSON body whose one long line is not an event stream.
+        format!("{{\"error\": \"{value}\"}}\n"),
+        format!("data: {value}"),
+    ];
+    for body in &bodies {
+        let whole = decode(body.as_bytes()).unwrap();
+        assert!(!whole.is_empty());
+        for size in [1000, 4096, 16 * 1024 + 7] {
+            let parts: Vec<&[u8]> = body.as_bytes().chunks(size).collect();
+            assert_eq!(decode_parts(&parts).unwrap(), whole, "chunks of {size}");
+        }
+    }
+    // The limit and invalid UTF-8 are reported as for a line pushed whole.
+    let body = format!("data: ok\n\ndata: {value}\u{e9}\n\n").into_bytes();
+    let bad_at = body.len() - 4;
+    let mut bad = body.clone();
+    bad[bad_at] = 0xFF;
+    let whole = decode(&bad).unwrap_err();
+    assert_eq!(whole, SseError::InvalidUtf8 { offset: bad_at as u64 });
+    let parts: Vec<&[u8]> = bad.chunks(4096).collect();
+    assert_eq!(decode_parts(&parts).unwrap_err(), whole);
+    let limit = body.len() - 13;
+    let parts: Vec<&[u8]> = body.chunks(4096).collect();
+    let mut d = SseDecoder::with_max_event_size(limit);
+    let mut out = Vec::new();
+    let err = parts.iter().try_for_each(|p| d.push(p, &mut out)).unwrap_err();
+    assert_eq!(err, SseError::EventTooLarge { limit });
+}

@@ -10,7 +10,9 @@
 //!   non-empty one wins) and is emitted when the block closes; an empty text part
 //!   that only carries a signature (Gemini 3's closing part) keeps it.
 //! - `functionCall` parts arrive whole (`args` an object, maybe absent), several per
-//!   chunk: each becomes start + one argument fragment + end. A missing id, or one
+//!   chunk: each becomes start + the whole arguments + end. `args` is parsed once, and its
+//!   text as received is the one `toolcall_delta` (cut out of the event's data in place
+//!   when a chunk carries one call, so a large call is not held twice). A missing id, or one
 //!   already used in this message, is replaced by an id unique within the message
 //!   (derived from the response id, so also unique across turns; no global state).
 //! - `usageMetadata` repeats on every chunk and is not monotonic: each change is
@@ -23,6 +25,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
@@ -74,10 +77,12 @@ fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(matches!(v, Some(Value::Bool(true))) || matches!(v, Some(Value::String(s)) if s == "true"))
 }
 
+/// One chunk; `args` borrow from the event's data.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-struct Chunk {
-    candidates: Option<Vec<Candidate>>,
+struct Chunk<'a> {
+    #[serde(borrow)]
+    candidates: Option<Vec<Candidate<'a>>>,
     usage_metadata: Option<UsageMetadata>,
     #[serde(deserialize_with = "lenient_string")]
     model_version: Option<String>,
@@ -88,8 +93,9 @@ struct Chunk {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-struct Candidate {
-    content: Option<Content>,
+struct Candidate<'a> {
+    #[serde(borrow)]
+    content: Option<Content<'a>>,
     #[serde(deserialize_with = "lenient_string")]
     finish_reason: Option<String>,
     #[serde(deserialize_with = "lenient_string")]
@@ -98,28 +104,32 @@ struct Candidate {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Content {
-    parts: Option<Vec<Part>>,
+struct Content<'a> {
+    #[serde(borrow)]
+    parts: Option<Vec<Part<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-struct Part {
+struct Part<'a> {
     #[serde(deserialize_with = "lenient_text")]
     text: Option<WireText>,
     #[serde(deserialize_with = "lenient_bool")]
     thought: bool,
     #[serde(deserialize_with = "lenient_string")]
     thought_signature: Option<String>,
-    function_call: Option<FunctionCall>,
+    #[serde(borrow)]
+    function_call: Option<FunctionCall<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct FunctionCall {
+struct FunctionCall<'a> {
     #[serde(deserialize_with = "lenient_string")]
     name: Option<String>,
-    args: Option<Value>,
+    /// Kept as text: parsed once into the call's arguments, and shown as received.
+    #[serde(borrow)]
+    args: Option<&'a RawValue>,
     #[serde(deserialize_with = "lenient_string")]
     id: Option<String>,
 }
@@ -182,6 +192,14 @@ struct OpenBlock {
     signature: Option<String>,
 }
 
+/// The arguments of a call whose text is still to be cut out of the chunk's data: the index
+/// of its [`Delta::ToolCallArgsWhole`] in `out` and the byte range of `args` in the data.
+#[derive(Debug)]
+struct PendingArgs {
+    delta: usize,
+    range: std::ops::Range<usize>,
+}
+
 /// The Gemini stream decoder: one per HTTP attempt.
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -231,7 +249,15 @@ impl Decoder {
         self.finished = true;
     }
 
-    fn chunk(&mut self, chunk: Chunk, out: &mut Vec<Delta>) {
+    /// Turns one chunk (borrowing from `source`) into deltas; the text of each call's `args`
+    /// is left for [`fill_args`](Self::fill_args), with its place in `pending`.
+    fn chunk(
+        &mut self,
+        chunk: Chunk<'_>,
+        source: &str,
+        pending: &mut Vec<PendingArgs>,
+        out: &mut Vec<Delta>,
+    ) {
         if self.response_id.is_none() && chunk.response_id.is_some() {
             self.response_id = chunk.response_id.clone();
         }
@@ -276,17 +302,26 @@ impl Decoder {
             return;
         };
         for part in candidate.content.and_then(|c| c.parts).unwrap_or_default() {
-            self.part(part, out);
+            if self.finished {
+                return;
+            }
+            self.part(part, source, pending, out);
         }
         if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
             self.finish = Some((reason, candidate.finish_message));
         }
     }
 
-    fn part(&mut self, part: Part, out: &mut Vec<Delta>) {
+    fn part(
+        &mut self,
+        part: Part<'_>,
+        source: &str,
+        pending: &mut Vec<PendingArgs>,
+        out: &mut Vec<Delta>,
+    ) {
         let signature = part.thought_signature.filter(|s| !s.is_empty());
         if let Some(call) = part.function_call {
-            self.function_call(call, signature, out);
+            self.function_call(call, signature, source, pending, out);
             return;
         }
         let Some(piece) = part.text else { return };
@@ -318,11 +353,14 @@ impl Decoder {
 
     fn function_call(
         &mut self,
-        call: FunctionCall,
+        call: FunctionCall<'_>,
         signature: Option<String>,
+        source: &str,
+        pending: &mut Vec<PendingArgs>,
         out: &mut Vec<Delta>,
     ) {
-        if call.name.is_none() && call.args.is_none() && call.id.is_none() {
+        let args = call.args.map(RawValue::get).filter(|raw| *raw != "null");
+        if call.name.is_none() && args.is_none() && call.id.is_none() {
             // An empty marker part (streamed-arguments mode ends a call with `{}`): nothing to add.
             return;
         }
@@ -336,18 +374,34 @@ impl Decoder {
             None => self.generate_id(index),
         };
         self.used_ids.insert(id.clone());
-        let args = match call.args {
-            Some(v @ Value::Object(_)) => v,
+        let parsed = match args.map(serde_json::from_str::<Value>) {
+            None => None,
+            Some(Ok(v @ Value::Object(_))) => Some((v, args)),
             // A string holding a JSON object (never seen from Gemini, cheap to accept).
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-                Ok(v @ Value::Object(_)) => v,
-                _ => Value::Object(Default::default()),
+            Some(Ok(Value::String(s))) => match serde_json::from_str::<Value>(&s) {
+                Ok(v @ Value::Object(_)) => Some((v, None)),
+                _ => None,
             },
-            _ => Value::Object(Default::default()),
+            Some(Ok(_)) => None,
+            Some(Err(e)) => {
+                // Valid JSON that is no Rust string (a lone surrogate escape).
+                self.decode_error(&e, source.trim(), out);
+                return;
+            }
         };
-        let fragment = serde_json::to_string(&args).unwrap_or_else(|_| "{}".to_owned());
         out.push(Delta::ToolCallStart { key, id, name, arguments: None });
-        out.push(Delta::ToolCallArgs { key, fragment });
+        let (arguments, raw) = parsed.unwrap_or_else(|| (Value::Object(Default::default()), None));
+        let text = match raw {
+            Some(raw) => match offset_in(source, raw) {
+                Some(start) => {
+                    pending.push(PendingArgs { delta: out.len(), range: start..start + raw.len() });
+                    String::new()
+                }
+                None => raw.to_owned(),
+            },
+            None => arguments.to_string(),
+        };
+        out.push(Delta::ToolCallArgsWhole { key, text, arguments });
         if signature.is_some() {
             out.push(Delta::ToolCallMeta {
                 key,
@@ -382,7 +436,7 @@ impl Decoder {
         id
     }
 
-    fn data(&mut self, data: &str, out: &mut Vec<Delta>) {
+    fn data(&mut self, data: String, out: &mut Vec<Delta>) {
         let trimmed = data.trim();
         if trimmed.is_empty() || trimmed == "[DONE]" {
             return;
@@ -402,28 +456,82 @@ impl Decoder {
             }
             return;
         }
-        // Fast path: a well-formed chunk without an error.
-        if !trimmed.contains("\"error\"")
-            && let Ok(chunk) = serde_json::from_str::<Chunk>(trimmed)
-        {
-            self.chunk(chunk, out);
+        // A chunk that may hold an error is checked for one first.
+        let checked = trimmed.contains("\"error\"");
+        if checked && self.stream_error(trimmed, out) {
             return;
         }
-        match serde_json::from_str::<Value>(trimmed) {
-            Ok(v) => self.value(v, trimmed, out),
-            Err(e) => self.decode_error(&e, trimmed, out),
+        let mut pending = Vec::new();
+        match serde_json::from_str::<Chunk<'_>>(trimmed) {
+            Ok(chunk) => self.chunk(chunk, &data, &mut pending, out),
+            Err(e) => {
+                if checked || !self.stream_error(trimmed, out) {
+                    self.decode_error(&e, trimmed, out);
+                }
+                return;
+            }
+        }
+        Self::fill_args(data, pending, out);
+    }
+
+    /// Ends the stream if `data` is an error chunk (or no JSON at all); says whether it did.
+    fn stream_error(&mut self, data: &str, out: &mut Vec<Delta>) -> bool {
+        match serde_json::from_str::<Value>(data) {
+            Ok(value) => match chunk_error(&value) {
+                Some(error) => {
+                    let error = stream_error(error, data);
+                    self.fail(error, out);
+                    true
+                }
+                None => false,
+            },
+            Err(e) => {
+                self.decode_error(&e, data, out);
+                true
+            }
         }
     }
 
+    /// A chunk read from a `Value` (the lenient path: an error check first, or an item of
+    /// a JSON array body).
     fn value(&mut self, value: Value, raw: &str, out: &mut Vec<Delta>) {
         if let Some(error) = chunk_error(&value) {
             let error = stream_error(error, raw);
             self.fail(error, out);
             return;
         }
-        match serde_json::from_value::<Chunk>(value) {
-            Ok(chunk) => self.chunk(chunk, out),
+        // `args` borrow from text, so the chunk is read from its own text again (rare).
+        let text = value.to_string();
+        drop(value);
+        let mut pending = Vec::new();
+        match serde_json::from_str::<Chunk<'_>>(&text) {
+            Ok(chunk) => {
+                self.chunk(chunk, &text, &mut pending, out);
+                Self::fill_args(text, pending, out);
+            }
             Err(e) => self.decode_error(&e, raw, out),
+        }
+    }
+
+    /// Gives each call's [`Delta::ToolCallArgsWhole`] its text out of `source`: one call
+    /// takes `source`'s buffer, cut down in place (no second copy of a large value), several
+    /// get copies.
+    fn fill_args(mut source: String, pending: Vec<PendingArgs>, out: &mut [Delta]) {
+        if let [PendingArgs { delta, range }] = pending.as_slice()
+            && source.get(range.clone()).is_some()
+            && let Some(Delta::ToolCallArgsWhole { text, .. }) = out.get_mut(*delta)
+        {
+            source.truncate(range.end);
+            source.drain(..range.start);
+            *text = source;
+            return;
+        }
+        for PendingArgs { delta, range } in pending {
+            if let (Some(Delta::ToolCallArgsWhole { text, .. }), Some(slice)) =
+                (out.get_mut(delta), source.get(range))
+            {
+                *text = slice.to_owned();
+            }
         }
     }
 
@@ -434,6 +542,14 @@ impl Decoder {
                 .with_retryable(false);
         self.fail(error, out);
     }
+}
+
+/// Where `part` (a slice of `whole`) starts in `whole`, if it is one.
+fn offset_in(whole: &str, part: &str) -> Option<usize> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    let slice = whole.get(start..end)?;
+    std::ptr::eq(slice.as_ptr(), part.as_ptr()).then_some(start)
 }
 
 /// Finish reasons that mean the output was blocked.
@@ -458,7 +574,7 @@ impl WireDecoder for Decoder {
             return;
         }
         let from = out.len();
-        self.data(&event.data, out);
+        self.data(event.data, out);
         self.surrogates.settle(out, from);
     }
 

@@ -19,6 +19,7 @@
 //! `.done` arguments and expanded wrapper calls alike, so the tool gets the arguments of
 //! its original schema.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -27,10 +28,11 @@ use llm_core::sse::SseEvent;
 use llm_core::strict::{NullFilter, StrictPlan};
 use llm_core::{
     BlockKey, Channel, Delta, Error, ErrorKind, ProviderContent, StopReason, SurrogateJoiner,
-    Usage, WireValue,
+    Usage, WireText,
 };
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::PROVIDER;
 use crate::error::stream_error;
@@ -46,23 +48,102 @@ const WRAPPER_KEYS: BlockKey = 1 << 50;
 
 /// One SSE event's data. Every field is optional and loosely typed; unknown fields
 /// (`obfuscation`, `logprobs`, `sequence_number`, ...) are ignored.
+///
+/// Borrowed from the data: the type name without an allocation, and the fields that may be
+/// large (`delta`, `arguments`, `item`, `response`) as raw JSON, decoded only where used (a
+/// `.done` event repeats a whole value that usually streamed already).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct WireEvent {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    /// Text, reasoning or an argument fragment (a lone surrogate half at either end is kept
-    /// for the next delta).
-    delta: Option<WireValue>,
+struct WireEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    /// Text, reasoning or an argument fragment (see [`text_of`]).
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
     item_id: Option<Value>,
     output_index: Option<Value>,
     summary_index: Option<Value>,
-    arguments: Option<Value>,
-    item: Option<Value>,
-    response: Option<Value>,
+    /// A `.done` value: decoded in the one pass over the event.
+    arguments: Option<DoneText>,
+    #[serde(borrow)]
+    item: Option<&'a RawValue>,
+    #[serde(borrow)]
+    response: Option<&'a RawValue>,
     error: Option<Value>,
     code: Option<Value>,
     message: Option<Value>,
+}
+
+/// The fields of a finished message or function call item that clawcall reads, without
+/// decoding the rest (a message's text that already streamed is skipped, not parsed, and a
+/// call's arguments are decoded once, from their raw text).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    phase: Option<Value>,
+    #[serde(borrow)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    arguments: Option<DoneText>,
+}
+
+/// A string field whose whole value arrives at once (`.done` arguments): decoded as a
+/// `String` in the pass that reads the event (a lone surrogate escape fails the event, as it
+/// did when these fields were `Value`s); any other JSON value is absent.
+#[derive(Debug, Default)]
+struct DoneText(Option<String>);
+
+impl<'de> Deserialize<'de> for DoneText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = DoneText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<DoneText, E> {
+                Ok(DoneText(Some(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<DoneText, E> {
+                Ok(DoneText(Some(v)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_unit<E>(self) -> Result<DoneText, E> {
+                Ok(DoneText(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<DoneText, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DoneText(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<DoneText, A::Error> {
+                while a.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DoneText(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +333,7 @@ impl Decoder {
     }
 
     fn handle(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Delta>) {
-        let mut event: WireEvent = match serde_json::from_str(data) {
+        let mut event: WireEvent<'_> = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(e) => {
                 self.fail(
@@ -263,7 +344,7 @@ impl Decoder {
                 return;
             }
         };
-        let mut delta = event.delta.take();
+        let mut delta = event.delta.and_then(text_of);
         // The data's `type` names the event; the SSE `event:` line is the fallback.
         let kind = event.kind.as_deref().or(name).unwrap_or_default();
         let continues_messages = matches!(
@@ -285,19 +366,18 @@ impl Decoder {
         }
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
-                if let Some(response) = &event.response {
-                    out.push(metadata(response));
+                if let Some(response) = value_of(event.response) {
+                    out.push(metadata(&response));
                 }
             }
             "response.output_item.added" => self.item_added(&event, out),
             "response.output_item.done" => {
-                if let Some(item) = &event.item {
-                    let key = self.key_for_item(&event, item);
-                    self.item_done(key, item, out);
+                if let Some(raw) = event.item {
+                    self.output_item_done(&event, raw, out);
                 }
             }
             "response.output_text.delta" | "response.text.delta" | "response.refusal.delta" => {
-                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                if let Some(piece) = delta.take()
                     && !piece.is_empty()
                 {
                     let key = self.resolve(&event, Kind::Message);
@@ -317,7 +397,7 @@ impl Decoder {
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                if let Some(piece) = delta.take()
                     && !piece.is_empty()
                 {
                     let key = self.resolve(&event, Kind::Reasoning);
@@ -335,30 +415,31 @@ impl Decoder {
                 }
             }
             "response.function_call_arguments.delta" => {
-                if let Some(piece) = delta.take().and_then(WireValue::into_text)
+                if let Some(piece) = delta.take()
                     && !piece.is_empty()
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
                     let fragment = self.surrogates.join(key, Channel::ToolArgs, piece);
                     if !fragment.is_empty() {
-                        self.call_fragment(key, &fragment, out);
+                        self.call_fragment(key, fragment, out);
                     }
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(arguments) = str_of(event.arguments.as_ref()).filter(|t| !t.is_empty())
+                if let Some(arguments) =
+                    event.arguments.take().and_then(|t| t.0).filter(|t| !t.is_empty())
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
                     self.call_arguments_done(key, arguments, out);
                 }
             }
             "response.completed" | "response.incomplete" => {
-                let response = event.response.clone().unwrap_or(Value::Null);
-                self.complete(kind, &response, out);
+                let mut response = value_of(event.response).unwrap_or(Value::Null);
+                self.complete(kind, &mut response, out);
             }
             "response.failed" | "response.cancelled" => {
-                let response = event.response.clone().unwrap_or(Value::Null);
-                self.reconcile_output(&response, out);
+                let mut response = value_of(event.response).unwrap_or(Value::Null);
+                self.reconcile_output(&mut response, out);
                 let error = failure(&response, data);
                 self.fail(out, error);
             }
@@ -385,10 +466,10 @@ impl Decoder {
                 self.fail(out, stream_error(&object, data));
             }
             "" => {
-                if let Ok(response) = serde_json::from_str::<Value>(data)
+                if let Ok(mut response) = serde_json::from_str::<Value>(data)
                     && str_of(response.get("object")) == Some("response")
                 {
-                    self.complete("response.completed", &response, out);
+                    self.complete("response.completed", &mut response, out);
                 }
             }
             _ => {}
@@ -404,7 +485,7 @@ impl Decoder {
     /// The block key an event addresses: its `output_index`, else its `item_id`, else the
     /// current item. Registers an item of `kind` if the key is new (an event whose
     /// `output_item.added` never came).
-    fn resolve(&mut self, event: &WireEvent, kind: Kind) -> BlockKey {
+    fn resolve(&mut self, event: &WireEvent<'_>, kind: Kind) -> BlockKey {
         let item_id = str_of(event.item_id.as_ref());
         let key = match num(event.output_index.as_ref()) {
             Some(index) => index,
@@ -418,7 +499,10 @@ impl Decoder {
         };
         self.items.entry(key).or_insert_with(|| Item::new(kind, item_id.map(str::to_owned)));
         if let Some(id) = item_id {
-            self.by_item_id.entry(id.to_owned()).or_insert(key);
+            // Looked up first: most events name an item already known (no key allocated).
+            if !self.by_item_id.contains_key(id) {
+                self.by_item_id.insert(id.to_owned(), key);
+            }
         }
         self.current = Some(key);
         key
@@ -430,10 +514,10 @@ impl Decoder {
         key
     }
 
-    fn key_for_item(&mut self, event: &WireEvent, item: &Value) -> BlockKey {
+    fn key_for_item(&mut self, event: &WireEvent<'_>, item_id: Option<&str>) -> BlockKey {
         match num(event.output_index.as_ref()) {
             Some(index) => index,
-            None => match str_of(item.get("id")).and_then(|id| self.by_item_id.get(id)) {
+            None => match item_id.and_then(|id| self.by_item_id.get(id)) {
                 Some(key) => *key,
                 None => self.synthetic_key(),
             },
@@ -462,9 +546,10 @@ impl Decoder {
         }
     }
 
-    fn item_added(&mut self, event: &WireEvent, out: &mut Vec<Delta>) {
-        let Some(item) = &event.item else { return };
-        let key = self.key_for_item(event, item);
+    fn item_added(&mut self, event: &WireEvent<'_>, out: &mut Vec<Delta>) {
+        let Some(item) = value_of(event.item) else { return };
+        let item = &item;
+        let key = self.key_for_item(event, str_of(item.get("id")));
         let item_id = str_of(item.get("id")).map(str::to_owned);
         let kind = match str_of(item.get("type")) {
             Some("message") => Kind::Message,
@@ -530,10 +615,10 @@ impl Decoder {
         matches!(name, "parallel" | "multi_tool_use.parallel") && !self.tool_names.contains(name)
     }
 
-    fn call_fragment(&mut self, key: BlockKey, fragment: &str, out: &mut Vec<Delta>) {
+    fn call_fragment(&mut self, key: BlockKey, fragment: String, out: &mut Vec<Delta>) {
         let Some(item) = self.items.get_mut(&key) else { return };
         if let Some(buffer) = item.wrapper.as_mut() {
-            buffer.push_str(fragment);
+            buffer.push_str(&fragment);
             return;
         }
         if !item.opened {
@@ -544,19 +629,19 @@ impl Decoder {
             self.tool_calls += 1;
         }
         let fragment = match item.filter.as_mut() {
-            Some(filter) => filter.push(fragment),
-            None => fragment.to_owned(),
+            Some(filter) => filter.push(&fragment),
+            None => fragment,
         };
         if !fragment.is_empty() {
             out.push(Delta::ToolCallArgs { key, fragment });
         }
     }
 
-    fn call_arguments_done(&mut self, key: BlockKey, arguments: &str, out: &mut Vec<Delta>) {
+    fn call_arguments_done(&mut self, key: BlockKey, arguments: String, out: &mut Vec<Delta>) {
         let Some(item) = self.items.get_mut(&key) else { return };
         if let Some(buffer) = item.wrapper.as_mut() {
             if arguments.len() > buffer.len() || !arguments.starts_with(buffer.as_str()) {
-                *buffer = arguments.to_owned();
+                *buffer = arguments;
             }
             return;
         }
@@ -567,13 +652,74 @@ impl Decoder {
         }
         // Filtered whole, the text extends what the filter let through so far.
         let arguments = match &item.plan {
-            Some(plan) => NullFilter::new(Arc::clone(plan)).push(arguments),
-            None => arguments.to_owned(),
+            Some(plan) => NullFilter::new(Arc::clone(plan)).push(&arguments),
+            None => arguments,
         };
         out.push(Delta::ToolCallArgsDone { key, arguments });
     }
 
-    fn item_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+    /// `response.output_item.done`: a message whose text already streamed is finished from
+    /// its id, type and phase alone (the repeated text is skipped, never decoded), a function
+    /// call from its id, call id, name and arguments (decoded once); any other item is
+    /// decoded whole.
+    fn output_item_done(&mut self, event: &WireEvent<'_>, raw: &RawValue, out: &mut Vec<Delta>) {
+        let Ok(head) = serde_json::from_str::<ItemHead<'_>>(raw.get()) else {
+            // Loosely typed head fields: decoded whole.
+            let Some(mut item) = self.whole_item(raw, out) else { return };
+            let key = self.key_for_item(event, str_of(item.get("id")));
+            self.item_done(key, &mut item, out);
+            return;
+        };
+        let key = self.key_for_item(event, head.id.as_deref());
+        let streamed_message = head.kind.as_deref() == Some("message")
+            && self.items.get(&key).is_some_and(|state| state.streamed && !state.done);
+        let mut item = if streamed_message {
+            let mut item = serde_json::Map::new();
+            item.insert("type".to_owned(), Value::from("message"));
+            if let Some(id) = head.id {
+                item.insert("id".to_owned(), Value::from(id.into_owned()));
+            }
+            if let Some(phase) = head.phase {
+                item.insert("phase".to_owned(), phase);
+            }
+            Value::Object(item)
+        } else if head.kind.as_deref() == Some("function_call") {
+            let mut item = serde_json::Map::new();
+            item.insert("type".to_owned(), Value::from("function_call"));
+            let fields = [("id", head.id), ("call_id", head.call_id), ("name", head.name)];
+            for (field, value) in fields {
+                if let Some(value) = value {
+                    item.insert(field.to_owned(), Value::from(value.into_owned()));
+                }
+            }
+            if let Some(arguments) = head.arguments.and_then(|t| t.0) {
+                item.insert("arguments".to_owned(), Value::from(arguments));
+            }
+            Value::Object(item)
+        } else {
+            let Some(item) = self.whole_item(raw, out) else { return };
+            item
+        };
+        self.item_done(key, &mut item, out);
+    }
+
+    /// A finished item decoded whole; one that is valid JSON but no `Value` (a lone surrogate
+    /// escape) ends the stream with a decode error, as when the whole event was parsed at once.
+    fn whole_item(&mut self, raw: &RawValue, out: &mut Vec<Delta>) -> Option<Value> {
+        match serde_json::from_str(raw.get()) {
+            Ok(item) => Some(item),
+            Err(e) => {
+                let error =
+                    Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid event JSON: {e}"))
+                        .with_body(raw.get());
+                self.fail(out, error);
+                None
+            }
+        }
+    }
+
+    /// Finishes the item at `key`; a call's arguments are taken out of `item` (not copied).
+    fn item_done(&mut self, key: BlockKey, item: &mut Value, out: &mut Vec<Delta>) {
         let item_id = str_of(item.get("id")).map(str::to_owned);
         let state =
             self.items.entry(key).or_insert_with(|| Item::new(Kind::Other, item_id.clone()));
@@ -593,7 +739,13 @@ impl Decoder {
         match str_of(item.get("type")) {
             Some("message") => self.message_done(key, item, out),
             Some("reasoning") => self.reasoning_done(key, item, out),
-            Some("function_call") => self.call_done(key, item, out),
+            Some("function_call") => {
+                let arguments = match item.get_mut("arguments").map(Value::take) {
+                    Some(Value::String(arguments)) => arguments,
+                    _ => String::new(),
+                };
+                self.call_done(key, item, arguments, out)
+            }
             _ => self.opaque_done(key, item, out),
         }
         if let Some(state) = self.items.get_mut(&key) {
@@ -726,9 +878,8 @@ impl Decoder {
         out.push(Delta::BlockEnd { key });
     }
 
-    fn call_done(&mut self, key: BlockKey, item: &Value, out: &mut Vec<Delta>) {
+    fn call_done(&mut self, key: BlockKey, item: &Value, arguments: String, out: &mut Vec<Delta>) {
         let name = str_of(item.get("name")).unwrap_or_default().to_owned();
-        let arguments = str_of(item.get("arguments")).unwrap_or_default().to_owned();
         let wrapper_name = self.is_wrapper(&name);
         // The name is known here even for a call whose `added` never came.
         let plan = self.strict_plans.get(&name).cloned();
@@ -821,9 +972,9 @@ impl Decoder {
     ///
     /// An item is found by its id, else by its position (its `output_index`): servers
     /// that rotate item ids send ids here that no event carried.
-    fn reconcile_output(&mut self, response: &Value, out: &mut Vec<Delta>) {
-        let Some(items) = response.get("output").and_then(Value::as_array) else { return };
-        for (index, item) in items.iter().enumerate() {
+    fn reconcile_output(&mut self, response: &mut Value, out: &mut Vec<Delta>) {
+        let Some(items) = response.get_mut("output").and_then(Value::as_array_mut) else { return };
+        for (index, item) in items.iter_mut().enumerate() {
             let id = str_of(item.get("id"));
             let wire_type = str_of(item.get("type"));
             let key = match id.and_then(|id| self.by_item_id.get(id)) {
@@ -843,9 +994,10 @@ impl Decoder {
         }
     }
 
-    fn complete(&mut self, kind: &str, response: &Value, out: &mut Vec<Delta>) {
+    fn complete(&mut self, kind: &str, response: &mut Value, out: &mut Vec<Delta>) {
         self.reconcile_output(response, out);
         self.flush_held(out);
+        let response = &*response;
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
@@ -1010,6 +1162,21 @@ fn reasoning_text(item: &Value) -> String {
     };
     let summary = collect("summary");
     if summary.is_empty() { collect("content").join("\n\n") } else { summary.join("\n\n") }
+}
+
+/// A field that may hold a large value, decoded where it is used.
+fn value_of(raw: Option<&RawValue>) -> Option<Value> {
+    serde_json::from_str(raw?.get()).ok()
+}
+
+/// A string field as [`WireText`] (a lone surrogate half at either end kept for the next
+/// delta); any other JSON value is absent.
+fn text_of(raw: &RawValue) -> Option<WireText> {
+    let raw = raw.get();
+    if !raw.starts_with('"') {
+        return None;
+    }
+    serde_json::from_str(raw).ok()
 }
 
 fn str_of(value: Option<&Value>) -> Option<&str> {

@@ -394,3 +394,71 @@ mod props {
         }
     }
 }
+
+/// The `toolcall_delta` texts of a transcript, in order.
+fn call_deltas(events: &[AssistantEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::ToolCallDelta { delta, .. } => Some(delta.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn call_args_are_parsed_once_and_shown_as_received() {
+    // Large (more than the SSE decoder's long-line threshold, so the event's data is handed
+    // over and cut down in place), pretty-printed, with escapes and non-ASCII text.
+    let content: String =
+        (0..4000).map(|i| format!("line {i}: \"q\" \\ caf\u{e9}\t\u{1F600}\n")).collect();
+    let args = format!(
+        "{{ \"path\" : \"a.txt\",\t  \"content\": {}, \"n\": [1, 2.5e3, null] }}",
+        serde_json::to_string(&content).unwrap()
+    );
+    assert!(args.len() > 100 * 1024);
+    let body = format!(
+        "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"functionCall\": {{\"name\": \"write\", \"args\": {args}}}}}]}}, \"finishReason\": \"STOP\"}}], \"responseId\": \"r\"}}\r\n\r\n"
+    );
+    let (events, message) = run(&body);
+    assert_eq!(call_deltas(&events), [args.as_str()]);
+    let expected: serde_json::Value = serde_json::from_str(&args).unwrap();
+    assert_eq!(message.tool_calls().next().unwrap().arguments, expected);
+    assert!(matches!(
+        events.last(),
+        Some(AssistantEvent::Done { reason: StopReason::ToolUse, .. })
+    ));
+
+    // Several calls in one chunk get copies; a call whose args hold an `"error"` key takes the
+    // lenient path and gives the same texts.
+    let first = r#"{"error": "none", "city": "Lisbon"}"#;
+    let second = r#"{"a":[{"b":"\u00e9\"x\""}]}"#;
+    let body = format!(
+        "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"functionCall\": {{\"name\": \"f\", \"args\": {first}}}}}, {{\"functionCall\": {{\"name\": \"g\", \"args\": {second}}}}}]}}, \"finishReason\": \"STOP\"}}]}}\r\n\r\n"
+    );
+    let (events, message) = run(&body);
+    assert_eq!(call_deltas(&events), [first, second]);
+    let calls: Vec<_> = message.tool_calls().collect();
+    assert_eq!(calls[0].arguments, serde_json::from_str::<serde_json::Value>(first).unwrap());
+    assert_eq!(calls[1].arguments, serde_json::from_str::<serde_json::Value>(second).unwrap());
+}
+
+#[test]
+fn call_args_of_other_shapes() {
+    // A string holding an object is that object (shown re-serialized); anything else is `{}`
+    // (no delta); `null` is absent.
+    let body = sse(&[json!({"candidates": [{"content": {"parts": [
+        {"functionCall": {"name": "f", "args": "{\"a\": 1}"}},
+        {"functionCall": {"name": "g", "args": [1, 2]}},
+        {"functionCall": {"name": "h", "args": null}}
+    ]}, "finishReason": "STOP"}]})]);
+    let (events, message) = run(&body);
+    assert_eq!(call_deltas(&events), [r#"{"a":1}"#, "{}", "{}"]);
+    let args: Vec<_> = message.tool_calls().map(|c| c.arguments.clone()).collect();
+    assert_eq!(args, [json!({"a": 1}), json!({}), json!({})]);
+    // A lone surrogate escape in `args` is valid JSON but no Rust string: a decode error.
+    let body = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"f\", \"args\": {\"a\": \"\\ud83d\"}}}]}, \"finishReason\": \"STOP\"}]}\r\n\r\n";
+    let (events, _) = run(body);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ErrorKind::Decode);
+}

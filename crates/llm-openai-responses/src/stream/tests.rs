@@ -737,3 +737,58 @@ fn a_message_over_the_snapshot_limit_is_never_collapsed() {
     ]));
     assert_eq!(texts(final_message(&out)), [long, longer]);
 }
+
+#[test]
+fn done_events_of_streamed_values_are_compared_or_skipped() {
+    // A message whose text streamed: its `.done` item is finished from id, type and phase;
+    // the repeated text is never decoded (here it is no valid Rust string: a lone surrogate
+    // escape inside it would fail a `Value` parse).
+    let events = run(&(sse(&[
+        created(),
+        json!({"type":"response.output_item.added","item":{"id":"msg_1","type":"message","content":[],"phase":"final_answer"},"output_index":0}),
+        json!({"type":"response.output_text.delta","delta":"Hi \u{1F600}","item_id":"msg_1","output_index":0}),
+    ]) + "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"Hi \\ud83dx\",\"item_id\":\"msg_1\",\"output_index\":0}\n\n"
+        + "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hi \\ud83dx\"}],\"phase\":\"final_answer\"}}\n\n"
+        + &sse(&[completed("completed")])));
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::Stop);
+    let AssistantContent::Text(text) = &message.content[0] else { panic!() };
+    assert_eq!(text.text, "Hi \u{1F600}");
+    assert_eq!(
+        text.text_signature.as_deref(),
+        Some(r#"{"v":1,"id":"msg_1","phase":"final_answer"}"#)
+    );
+
+    // Arguments: a `.done` text equal to what streamed adds nothing; one that disagrees
+    // replaces it (and is shown whole).
+    let events = run(&sse(&[
+        created(),
+        call_added(0, "call_1", "fc_1", "f"),
+        args_delta(0, "fc_1", "{\"a\":"),
+        args_delta(0, "fc_1", "\"caf\u{e9} \\\"q\\\"\"}"),
+        args_done(0, "fc_1", "{\"a\":\"caf\u{e9} \\\"q\\\"\"}"),
+        call_done(0, "call_1", "fc_1", "f", "{\"a\":\"caf\u{e9} \\\"q\\\"\"}"),
+        call_added(1, "call_2", "fc_2", "g"),
+        args_delta(1, "fc_2", "{\"b\":1}"),
+        args_done(1, "fc_2", "{\"b\":1}"),
+        call_done(1, "call_2", "fc_2", "g", "{\"b\":2}"),
+        completed("completed"),
+    ]));
+    assert_eq!(
+        tool_deltas(&events),
+        ["{\"a\":", "\"caf\u{e9} \\\"q\\\"\"}", "{\"b\":1}", "{\"b\":2}"]
+    );
+    let calls: Vec<_> = final_message(&events).tool_calls().map(|c| c.arguments.clone()).collect();
+    assert_eq!(calls, [json!({"a": "caf\u{e9} \"q\""}), json!({"b": 2})]);
+}
+
+#[test]
+fn a_finished_call_item_that_is_no_rust_string_still_fails_the_stream() {
+    // Valid JSON, but the lone surrogate escape is no Rust string: never dropped silently.
+    let body = sse(&[created(), call_added(0, "call_1", "fc_1", "f"), args_delta(0, "fc_1", "{}")])
+        + "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\\\"\\ud83d\\\"}\"}}\n\n"
+        + &sse(&[completed("completed")]);
+    let events = run(&body);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ErrorKind::Decode);
+}
