@@ -284,6 +284,12 @@ fn edge_inputs_at_every_split() {
         // A kept escape then a colon inside the same run.
         r"C:\nx:\n".to_owned(),
         r"a C:\tb:\n".to_owned(),
+        // A code marker in the raw text just before a `\uXXXX` escape.
+        r"x(\u0041 C:\n".to_owned(),
+        // Escapes after a code marker that the 160-unit window leaves exactly inside: each
+        // escape is one unit.
+        format!(r"(\\{}\/ C:\n", "a".repeat(154)),
+        format!(r#"(\"{} C:\n"#, "a".repeat(155)),
         // The drive letter at the edges of the 160-unit window, and a marker just outside it.
         format!(r"C:{long}\n"),
         format!(r"x C:\{long}\n"),
