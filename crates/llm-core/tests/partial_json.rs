@@ -673,3 +673,25 @@ fn concatenated_objects() {
     assert_eq!(p.value(), &json!({"city": "Paris"}));
     assert_eq!(split_concatenated_objects(r#"{"a":"x\"}{"}"#), None);
 }
+
+/// `repair_json` escapes a raw control character as OpenClaw's `repairJson` does
+/// (`openclaw-behavior.md` §2.2): the short escape where JSON has one, else `\u00XX`.
+#[test]
+fn repair_escapes_every_raw_control_character() {
+    for code in 0u32..0x20 {
+        let c = char::from_u32(code).unwrap();
+        let escape = match c {
+            '\u{8}' => "\\b".to_owned(),
+            '\u{c}' => "\\f".to_owned(),
+            '\n' => "\\n".to_owned(),
+            '\r' => "\\r".to_owned(),
+            '\t' => "\\t".to_owned(),
+            _ => format!("\\u{code:04x}"),
+        };
+        let input = format!("{{\"a\":\"x{c}y\"}}");
+        let repaired = llm_core::partial_json::repair_json(&input);
+        assert_eq!(repaired, format!("{{\"a\":\"x{escape}y\"}}"), "U+{code:04X}");
+        let parsed: Value = serde_json::from_str(&repaired).unwrap();
+        assert_eq!(parsed, json!({"a": format!("x{c}y")}));
+    }
+}
