@@ -653,6 +653,21 @@ fn huge_number_is_shown_only_when_complete() {
     split.push("}");
     assert_eq!(split.value()["n"], serde_json::from_str::<Value>(&digits).unwrap());
 
+    // The same as the last element of an array: shown while short, then removed, then whole.
+    let text = format!("{{\"a\":[1,{digits}]}}");
+    let mut p = PartialJson::new();
+    for chunk in text.as_bytes().chunks(7) {
+        p.push(std::str::from_utf8(chunk).unwrap());
+        let shown = p.value()["a"].as_array().map_or(0, Vec::len);
+        let typed = p.raw().len().saturating_sub("{\"a\":[1,".len());
+        if (1..=256).contains(&typed) && !p.raw().ends_with(']') {
+            assert_eq!(shown, 2, "{typed} digits are shown");
+        } else if typed > 256 && !p.raw().contains(']') {
+            assert_eq!(p.value(), &json!({"a": [1]}), "{typed} digits are not shown");
+        }
+    }
+    assert_eq!(p.value(), &serde_json::from_str::<Value>(&text).unwrap());
+
     // Out of the f64 range: `null`, as JavaScript's JSON round trip gives.
     let mut p = PartialJson::new();
     p.push(&format!("{{\"n\":1e999,\"m\":{}}}", "9".repeat(400)));
