@@ -668,6 +668,16 @@ fn huge_number_is_shown_only_when_complete() {
     }
     assert_eq!(p.value(), &serde_json::from_str::<Value>(&text).unwrap());
 
+    // Exactly 256 characters are still shown; the 257th hides the number until it completes.
+    let mut p = PartialJson::new();
+    p.push("{\"n\":");
+    p.push(&"1".repeat(256));
+    assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"1".repeat(256)).unwrap());
+    p.push("1");
+    assert_eq!(p.value(), &json!({}));
+    p.push("}");
+    assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"1".repeat(257)).unwrap());
+
     // Out of the f64 range: `null`, as JavaScript's JSON round trip gives.
     let mut p = PartialJson::new();
     p.push(&format!("{{\"n\":1e999,\"m\":{}}}", "9".repeat(400)));
