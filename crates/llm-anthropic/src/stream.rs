@@ -29,6 +29,7 @@ use llm_core::{
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::PROVIDER;
 use crate::convert::ToolNames;
@@ -82,8 +83,9 @@ struct WireEvent<'a> {
     kind: Option<Cow<'a, str>>,
     message: Option<WireMessage>,
     index: Option<Num>,
-    /// Kept as JSON: an opaque block is stored whole.
-    content_block: Option<Value>,
+    /// Kept as raw JSON text: a known block is read from it with [`WireText`] fields (a lone
+    /// surrogate half in its text is not an error), an opaque block is stored whole.
+    content_block: Option<Box<RawValue>>,
     #[serde(borrow)]
     delta: Option<WireDelta<'a>>,
     usage: Option<WireUsage>,
@@ -96,8 +98,9 @@ struct WireMessage {
     id: Option<String>,
     model: Option<String>,
     usage: Option<WireUsage>,
-    /// Blocks given whole at the start (programmatic tool calling).
-    content: Option<Vec<Value>>,
+    /// Blocks given whole at the start (programmatic tool calling), as raw JSON text like
+    /// `content_block`.
+    content: Option<Vec<Box<RawValue>>>,
     stop_reason: Option<String>,
     stop_details: Option<Value>,
 }
@@ -117,6 +120,14 @@ struct WireUsage {
 struct WireCacheCreation {
     ephemeral_5m_input_tokens: Option<Num>,
     ephemeral_1h_input_tokens: Option<Num>,
+}
+
+/// Only the `type` of a content block, to choose how the rest is read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireBlockType {
+    #[serde(rename = "type")]
+    kind: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -292,7 +303,7 @@ impl Decoder {
                 let (Some(Num(index)), Some(block)) = (event.index, event.content_block) else {
                     return;
                 };
-                self.start_block(index, block, out);
+                self.start_block(index, &block, out);
             }
             "content_block_delta" => {
                 let (Some(Num(index)), Some(delta)) = (event.index, event.delta) else { return };
@@ -367,7 +378,7 @@ impl Decoder {
         out.push(Delta::Usage(self.tokens.usage()));
         for (index, block) in message.content.unwrap_or_default().into_iter().enumerate() {
             let index = index as u64;
-            self.start_block(index, block, out);
+            self.start_block(index, &block, out);
             if self.finished {
                 return;
             }
@@ -376,28 +387,44 @@ impl Decoder {
         self.stop_reason(message.stop_reason, message.stop_details.as_ref(), out);
     }
 
-    fn start_block(&mut self, key: u64, raw: Value, out: &mut Vec<Delta>) {
+    fn start_block(&mut self, key: u64, raw: &RawValue, out: &mut Vec<Delta>) {
         // A start for a key that is still open closes the old block first.
         if self.blocks.contains_key(&key) {
             self.stop_block(key, out);
         }
-        let kind = raw.get("type").and_then(Value::as_str);
-        if !matches!(kind, Some("text" | "thinking" | "redacted_thinking" | "tool_use")) {
-            // Any other block is kept whole, whatever its fields.
-            if let Value::Object(block) = raw {
-                self.blocks.insert(key, Block::Opaque { block, input: None });
-            }
+        let raw = raw.get();
+        if !raw.starts_with('{') {
+            // A block that is not an object is no block at all.
             return;
         }
-        let block = match WireBlock::deserialize(&raw) {
-            Ok(block) => block,
+        // serde_json skips the other fields without decoding their escapes: a lone surrogate
+        // half there does not fail this.
+        let kind = serde_json::from_str::<WireBlockType>(raw).ok().and_then(|t| t.kind);
+        let parsed = if matches!(
+            kind.as_deref(),
+            Some("text" | "thinking" | "redacted_thinking" | "tool_use")
+        ) {
+            // Read from the text, not from a `Value`, so that `text` and `thinking` go through
+            // `WireText` like the deltas do and a pair split between the start and the first
+            // delta is joined.
+            serde_json::from_str::<WireBlock>(raw).map(Some)
+        } else {
+            // Any other block is kept whole, whatever its fields.
+            serde_json::from_str::<serde_json::Map<String, Value>>(raw).map(|block| {
+                self.blocks.insert(key, Block::Opaque { block, input: None });
+                None
+            })
+        };
+        let block = match parsed {
+            Ok(Some(block)) => block,
+            Ok(None) => return,
             Err(e) => {
                 let error = Error::new(
                     ErrorKind::Decode,
                     PROVIDER,
                     format!("Could not parse Anthropic content block: {e}"),
                 )
-                .with_body(raw.to_string())
+                .with_body(raw.to_owned())
                 .with_retryable(false);
                 self.fail(error, out);
                 return;

@@ -456,6 +456,72 @@ proptest! {
     }
 }
 
+/// Whether serde_json refused `text` only for one of the two documented leniencies: a lone
+/// surrogate escape (U+FFFD here) or a number outside the `f64` range (`null` here).
+fn documented_leniency(error: &serde_json::Error) -> bool {
+    let message = error.to_string();
+    ["surrogate", "hex escape", "unicode code point", "number out of range"]
+        .iter()
+        .any(|m| message.contains(m))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Valid JSON with a few characters inserted, deleted or replaced by structural ones (a
+    /// bracket of the wrong kind, a missing comma, a stray colon, a broken literal or number):
+    /// the parser calls the text complete exactly when serde_json accepts the repaired text,
+    /// and then shows serde_json's value, at any fragmentation.
+    #[test]
+    fn edited_json_is_complete_exactly_when_serde_json_accepts_it(
+        g in top_strategy(),
+        seed in 1u64..u64::MAX,
+        edits in prop::collection::vec(
+            (any::<usize>(), 0u8..3, prop::sample::select(vec![
+                '{', '}', '[', ']', ',', ':', '"', ' ', '-', '0', '1', '.', 't', 'n', 'e',
+            ])),
+            1..4,
+        ),
+        cuts in prop::collection::vec(any::<usize>(), 0..12),
+    ) {
+        let mut text = String::new();
+        write(&g, &mut text, &mut Rng(seed));
+        for (at, kind, c) in edits {
+            let mut at = at % (text.len() + 1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            match kind {
+                0 => text.insert(at, c),
+                _ if at == text.len() => text.push(c),
+                1 => {
+                    text.remove(at);
+                }
+                _ => {
+                    text.remove(at);
+                    text.insert(at, c);
+                }
+            }
+        }
+        let mut split = PartialJson::new();
+        for part in fragments(&text, &cuts) {
+            split.push(part);
+        }
+        let repaired = llm_core::partial_json::repair_json(&text);
+        match serde_json::from_str::<Value>(&repaired) {
+            Ok(strict) => {
+                prop_assert!(split.is_complete(), "text {:?}", text);
+                let expected = if strict.is_object() { strict } else { json!({}) };
+                prop_assert_eq!(split.finish(), expected, "text {:?}", text);
+            }
+            Err(e) => prop_assert!(
+                !split.is_complete() || documented_leniency(&e),
+                "complete, but serde_json says {} for {:?}", e, text
+            ),
+        }
+    }
+}
+
 fn nasty_string() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(vec![
@@ -587,6 +653,31 @@ fn huge_number_is_shown_only_when_complete() {
     split.push("}");
     assert_eq!(split.value()["n"], serde_json::from_str::<Value>(&digits).unwrap());
 
+    // The same as the last element of an array: shown while short, then removed, then whole.
+    let text = format!("{{\"a\":[1,{digits}]}}");
+    let mut p = PartialJson::new();
+    for chunk in text.as_bytes().chunks(7) {
+        p.push(std::str::from_utf8(chunk).unwrap());
+        let shown = p.value()["a"].as_array().map_or(0, Vec::len);
+        let typed = p.raw().len().saturating_sub("{\"a\":[1,".len());
+        if (1..=256).contains(&typed) && !p.raw().ends_with(']') {
+            assert_eq!(shown, 2, "{typed} digits are shown");
+        } else if typed > 256 && !p.raw().contains(']') {
+            assert_eq!(p.value(), &json!({"a": [1]}), "{typed} digits are not shown");
+        }
+    }
+    assert_eq!(p.value(), &serde_json::from_str::<Value>(&text).unwrap());
+
+    // Exactly 256 characters are still shown; the 257th hides the number until it completes.
+    let mut p = PartialJson::new();
+    p.push("{\"n\":");
+    p.push(&"1".repeat(256));
+    assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"1".repeat(256)).unwrap());
+    p.push("1");
+    assert_eq!(p.value(), &json!({}));
+    p.push("}");
+    assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"1".repeat(257)).unwrap());
+
     // Out of the f64 range: `null`, as JavaScript's JSON round trip gives.
     let mut p = PartialJson::new();
     p.push(&format!("{{\"n\":1e999,\"m\":{}}}", "9".repeat(400)));
@@ -606,4 +697,26 @@ fn concatenated_objects() {
     assert!(!p.is_complete());
     assert_eq!(p.value(), &json!({"city": "Paris"}));
     assert_eq!(split_concatenated_objects(r#"{"a":"x\"}{"}"#), None);
+}
+
+/// `repair_json` escapes a raw control character as OpenClaw's `repairJson` does
+/// (`openclaw-behavior.md` §2.2): the short escape where JSON has one, else `\u00XX`.
+#[test]
+fn repair_escapes_every_raw_control_character() {
+    for code in 0u32..0x20 {
+        let c = char::from_u32(code).unwrap();
+        let escape = match c {
+            '\u{8}' => "\\b".to_owned(),
+            '\u{c}' => "\\f".to_owned(),
+            '\n' => "\\n".to_owned(),
+            '\r' => "\\r".to_owned(),
+            '\t' => "\\t".to_owned(),
+            _ => format!("\\u{code:04x}"),
+        };
+        let input = format!("{{\"a\":\"x{c}y\"}}");
+        let repaired = llm_core::partial_json::repair_json(&input);
+        assert_eq!(repaired, format!("{{\"a\":\"x{escape}y\"}}"), "U+{code:04X}");
+        let parsed: Value = serde_json::from_str(&repaired).unwrap();
+        assert_eq!(parsed, json!({"a": format!("x{c}y")}));
+    }
 }

@@ -669,3 +669,76 @@ fn compaction_and_result_blocks_are_kept_whole() {
     let shown = events.iter().filter(|e| matches!(e, AssistantEvent::ProviderContent { .. }));
     assert_eq!(shown.count(), 2, "a UI sees both blocks");
 }
+
+#[test]
+fn lone_surrogate_halves_in_block_start_text_are_joined_or_replaced_not_an_error() {
+    // The start's own text ends with a high half that the first delta completes; the thinking
+    // start holds halves that nothing completes (one at each end, one inside).
+    let body = sse(&[
+        ("message_start", START),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"\udc00think \ud83d here\ud83d","signature":""}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+        ),
+        ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Smile \ud83d"}}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\ude00 done"}}"#,
+        ),
+        ("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    for chunk in [1, 5, usize::MAX] {
+        let events = assemble(deltas_chunked(&mut Decoder::new(), &body, chunk));
+        let AssistantEvent::Done { message, .. } = events.last().unwrap() else {
+            panic!("{events:?}")
+        };
+        let AssistantContent::Thinking(thinking) = &message.content[0] else { panic!() };
+        assert_eq!(thinking.thinking, "\u{FFFD}think \u{FFFD} here\u{FFFD}");
+        assert_eq!(thinking.thinking_signature.as_deref(), Some("sig"));
+        assert_eq!(message.text(), "Smile \u{1F600} done");
+    }
+}
+
+#[test]
+fn lone_surrogate_half_in_a_block_given_whole_at_message_start_is_replaced() {
+    let start = r#"{"type":"message_start","message":{"id":"msg_S","model":"claude-sonnet-4-5","content":[{"type":"text","text":"cut \ud83d"}],"usage":{"input_tokens":5,"output_tokens":2}}}"#;
+    let body = sse(&[
+        ("message_start", start),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let AssistantEvent::Done { message, .. } = events.last().unwrap() else { panic!("{events:?}") };
+    assert_eq!(message.text(), "cut \u{FFFD}");
+}
+
+#[test]
+fn a_block_start_that_is_not_an_object_is_ignored() {
+    // A list with the fields in order would read as a text block if it were not checked.
+    let body = sse(&[
+        ("message_start", START),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":["text","shown?"]}"#,
+        ),
+        (
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}"#,
+        ),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let AssistantEvent::Done { message, .. } = events.last().unwrap() else { panic!("{events:?}") };
+    assert!(message.content.is_empty(), "{message:?}");
+}
