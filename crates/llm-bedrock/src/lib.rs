@@ -27,7 +27,16 @@
 //!   or failure shows only the error.
 //! - Provider options (`StreamOptions::provider_options`, camelCase): `region`, `profile`,
 //!   `thinkingDisplay`, `interleavedThinking`, `thinkingBudgets`, `requestMetadata`,
-//!   `guardrailConfig`, `serviceTier`, `forceCache`.
+//!   `guardrailConfig`, `serviceTier`, `forceCache`. A mistyped option is an
+//!   `invalid_request` error before anything is sent.
+//! - `serviceTier` (`flex`, `priority`, `default`, `reserved`, any case) is sent as
+//!   `serviceTier: {type}`. An unknown tier is an error: OpenClaw logs a warning and sends
+//!   the request without a tier, which bills and schedules it on a tier the caller did not
+//!   ask for without telling them. Claude Fable 5 serves only `default`, so another known
+//!   tier is left out with a warning (`tracing`), as OpenClaw does (spec A.12.3): the
+//!   request is still one Bedrock serves.
+//! - HTTP errors name their exception by the `x-amzn-ErrorType` response header, else by
+//!   the body's `__type`/`code`, else by the status (spec A.11.3).
 //!
 //! # OpenClaw bugs fixed here
 //!
@@ -158,7 +167,7 @@ impl Provider for BedrockProvider {
             options,
             PROVIDER,
             http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
+            error::http_error,
             AwsEventStreamFraming::with_limit,
             move || Decoder::for_model(&for_decoder),
         )

@@ -43,11 +43,12 @@ const MAX_CACHED_CLIENTS: usize = 8;
 /// marked sensitive on the wire (never logged by the HTTP stack).
 ///
 /// One list for every provider: `authorization`, `proxy-authorization`, `cookie`,
-/// and any name containing `key`, `token`, `secret`, `auth` or `signature`
+/// `set-cookie`, and any name containing `key`, `token`, `secret`, `auth` or `signature`
 /// (`x-api-key`, `api-key`, `x-goog-api-key`, `x-amz-security-token`, ...).
 pub fn is_secret_header(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     name == "cookie"
+        || name == "set-cookie"
         || ["key", "token", "secret", "auth", "signature", "credential"]
             .iter()
             .any(|part| name.contains(part))
@@ -114,11 +115,62 @@ impl HttpRequest {
 pub struct ErrorResponse {
     /// HTTP status.
     pub status: u16,
+    /// The response headers (error codes some APIs send only here, such as AWS's
+    /// `x-amzn-ErrorType`); secret values are never kept.
+    pub headers: ResponseHeaders,
     /// The delay asked for by `retry-after-ms` or `retry-after`.
     pub retry_after: Option<Duration>,
     /// The body as text (lossy UTF-8), at most [`MAX_ERROR_BODY_BYTES`]; empty when it
     /// could not be read.
     pub body: String,
+}
+
+/// The headers of a response, in arrival order, with lower-case names.
+///
+/// The value of a secret header ([`is_secret_header`], e.g. `set-cookie`) is never
+/// stored, only `[REDACTED]` in its place, so no error, log or transcript built from
+/// these headers can show it. Values that are not visible ASCII are left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseHeaders(Vec<(String, String)>);
+
+impl ResponseHeaders {
+    /// What secret header values are replaced with.
+    pub const REDACTED: &'static str = "[REDACTED]";
+
+    /// Name/value pairs as received (secret values are redacted here).
+    pub fn new<N: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
+        ResponseHeaders(
+            pairs
+                .into_iter()
+                .map(|(name, value)| {
+                    let name = name.into().to_ascii_lowercase();
+                    let value = if is_secret_header(&name) {
+                        Self::REDACTED.to_owned()
+                    } else {
+                        value.into()
+                    };
+                    (name, value)
+                })
+                .collect(),
+        )
+    }
+
+    fn from_map(map: &HeaderMap) -> Self {
+        Self::new(
+            map.iter()
+                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?.trim()))),
+        )
+    }
+
+    /// The first value of header `name` (any case), trimmed.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim())
+    }
+
+    /// Every name/value pair, in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
 }
 
 /// What decides a transport: requests with equal configurations share one client
@@ -346,14 +398,11 @@ pub async fn send(
             .boxed();
         return Ok(HttpResponse { status, body });
     }
-    let header = |name: &str| {
-        response.headers().get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned())
-    };
-    let retry_after =
-        parse_retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref());
-    let should_retry = header("x-should-retry");
+    let headers = ResponseHeaders::from_map(response.headers());
+    let retry_after = parse_retry_after(headers.get("retry-after-ms"), headers.get("retry-after"));
+    let should_retry = headers.get("x-should-retry").map(str::to_owned);
     let body = read_error_body(response, &provider).await;
-    let mut error = map_error(ErrorResponse { status, retry_after, body });
+    let mut error = map_error(ErrorResponse { status, headers, retry_after, body });
     // The server's explicit retry hint wins over the status table.
     match should_retry.as_deref() {
         Some("true") => error.retryable = true,

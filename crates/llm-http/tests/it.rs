@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use llm_core::{Error, ErrorKind, StreamOptions};
 use llm_http::{
-    ErrorResponse, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, TransportConfig,
-    is_secret_header, send,
+    ErrorResponse, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, ResponseHeaders,
+    TransportConfig, is_secret_header, send,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -91,6 +91,29 @@ async fn retry_after_headers_reach_the_mapper() {
         send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
     assert_eq!(error.retry_after, Some(Duration::from_millis(1500)));
     assert_eq!(error.body.as_deref(), Some("slow"));
+}
+
+#[tokio::test]
+async fn response_headers_reach_the_mapper_without_secret_values() {
+    let head = "x-amzn-ErrorType: ThrottlingException:http://x/\r\n\
+                set-cookie: session=sk-cookie-secret\r\n\
+                x-amz-security-token: sk-token-secret\r\n";
+    let (url, _server) = serve_once(status(400, head, b"{}")).await;
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let seen_by_mapper = Arc::clone(&seen);
+    let map: MapError = Arc::new(move |r: ErrorResponse| {
+        *seen_by_mapper.lock().unwrap() = Some(r.headers.clone());
+        Error::new(ErrorKind::from_status(r.status), "test", format!("{r:?}"))
+    });
+    let error = send(reqwest::Client::new(), request(url), "test".into(), map).await.unwrap_err();
+    let headers = seen.lock().unwrap().take().unwrap();
+    assert_eq!(headers.get("X-AMZN-ERRORTYPE"), Some("ThrottlingException:http://x/"));
+    assert_eq!(headers.get("set-cookie"), Some(ResponseHeaders::REDACTED));
+    assert_eq!(headers.get("x-amz-security-token"), Some(ResponseHeaders::REDACTED));
+    let everything =
+        format!("{headers:?} {:?} {}", headers.iter().collect::<Vec<_>>(), error.message);
+    assert!(everything.contains("ThrottlingException"), "{everything}");
+    assert!(!everything.contains("sk-cookie-secret") && !everything.contains("sk-token-secret"));
 }
 
 #[tokio::test]
