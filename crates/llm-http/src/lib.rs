@@ -195,14 +195,17 @@ impl TransportConfig {
 pub struct HttpTransport {
     /// A caller-supplied client, used for every request as is.
     given: Option<reqwest::Client>,
-    /// Clients built here, by configuration (most recently built last).
-    cache: Arc<Mutex<Vec<(TransportConfig, reqwest::Client)>>>,
+    /// Clients built here speak only HTTP/1.1 ([`HttpTransport::http1_only`]).
+    http1_only: bool,
+    /// Clients built here, by configuration and HTTP/1.1 flag (most recently built last).
+    cache: Arc<Mutex<Vec<((TransportConfig, bool), reqwest::Client)>>>,
 }
 
 impl fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpTransport")
             .field("caller_client", &self.given.is_some())
+            .field("http1_only", &self.http1_only)
             .field("cached_clients", &self.cached_clients())
             .finish()
     }
@@ -217,7 +220,14 @@ impl HttpTransport {
     /// A transport that sends every request with `client` (proxies, custom TLS, pools);
     /// that client's own connect timeout applies.
     pub fn with_client(client: reqwest::Client) -> Self {
-        HttpTransport { given: Some(client), cache: Arc::default() }
+        HttpTransport { given: Some(client), http1_only: false, cache: Arc::default() }
+    }
+
+    /// This transport, sharing its cached clients, but building clients that speak only
+    /// HTTP/1.1 (no HTTP/2 over ALPN), for endpoints that need it (proxies, some custom
+    /// endpoints). A caller-supplied client is still used as is.
+    pub fn http1_only(&self) -> Self {
+        HttpTransport { http1_only: true, ..self.clone() }
     }
 
     /// How many clients this transport has built and kept.
@@ -234,13 +244,17 @@ impl HttpTransport {
         if let Some(client) = &self.given {
             return Ok(client.clone());
         }
+        let key = (config, self.http1_only);
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, client)) = cache.iter().find(|(c, _)| *c == config) {
+        if let Some((_, client)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
         let mut builder = reqwest::Client::builder();
         if let Some(timeout) = config.connect_timeout {
             builder = builder.connect_timeout(timeout);
+        }
+        if self.http1_only {
+            builder = builder.http1_only();
         }
         let client = builder.build().map_err(|e| {
             Error::new(
@@ -252,7 +266,7 @@ impl HttpTransport {
         if cache.len() >= MAX_CACHED_CLIENTS {
             cache.remove(0);
         }
-        cache.push((config, client.clone()));
+        cache.push((key, client.clone()));
         Ok(client)
     }
 

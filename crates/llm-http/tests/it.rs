@@ -208,3 +208,21 @@ fn one_client_per_distinct_transport_configuration() {
     given.client(a, "test").unwrap();
     assert_eq!(given.cached_clients(), 0);
 }
+
+#[tokio::test]
+async fn an_http1_only_transport_shares_the_cache_with_its_own_clients() {
+    let transport = HttpTransport::new();
+    let http1 = transport.http1_only();
+    let config = TransportConfig { connect_timeout: None };
+    transport.client(config, "test").unwrap();
+    http1.client(config, "test").unwrap();
+    http1.http1_only().client(config, "test").unwrap();
+    // One client per (configuration, HTTP/1.1) pair, in the one shared cache.
+    assert_eq!((transport.cached_clients(), http1.cached_clients()), (2, 2));
+    assert!(format!("{http1:?}").contains("http1_only: true"));
+    // Its clients send HTTP/1.1 requests.
+    let (url, server) = serve_once(status(200, "", b"")).await;
+    let client = http1.client(config, "test").unwrap();
+    send(client, request(url), "test".into(), mapper()).await.unwrap();
+    assert!(server.await.unwrap().starts_with("POST /v1/x HTTP/1.1\r\n"));
+}
