@@ -198,8 +198,11 @@ pub struct HttpTransport {
     /// Clients built here speak only HTTP/1.1 ([`HttpTransport::http1_only`]).
     http1_only: bool,
     /// Clients built here, by configuration and HTTP/1.1 flag (most recently built last).
-    cache: Arc<Mutex<Vec<((TransportConfig, bool), reqwest::Client)>>>,
+    cache: Arc<Mutex<Vec<(ClientKey, reqwest::Client)>>>,
 }
+
+/// What a cached client was built for: the configuration and whether it is HTTP/1.1 only.
+type ClientKey = (TransportConfig, bool);
 
 impl fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
