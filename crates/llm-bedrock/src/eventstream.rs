@@ -19,7 +19,6 @@
 //! Buffering is linear in the body: a complete message is split off the buffer without
 //! copying the rest, and bytes are only rescanned to check a prelude (12 bytes).
 
-pub use aws_smithy_types::str_bytes::StrBytes;
 use bytes::{Bytes, BytesMut};
 use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
 
@@ -38,32 +37,16 @@ const OVERHEAD_BYTES: usize = PRELUDE_BYTES + 4;
 pub struct AwsFrame {
     /// The string-valued headers (`:message-type`, `:event-type`, `:content-type`,
     /// `:exception-type`, `:error-code`, `:error-message`, ...) in wire order; headers of
-    /// other value types are skipped (module docs). Names and values share the decoded
-    /// message's buffers (no copy per header).
-    pub headers: Vec<(StrBytes, StrBytes)>,
+    /// other value types are skipped (module docs).
+    pub headers: Vec<(String, String)>,
     /// The payload (JSON for Bedrock).
     pub payload: Bytes,
 }
 
 impl AwsFrame {
-    /// A message with these string headers (copied) and payload, for building frames by
-    /// hand (tests, replays).
-    pub fn new<N: AsRef<str>, V: AsRef<str>>(
-        headers: impl IntoIterator<Item = (N, V)>,
-        payload: impl Into<Bytes>,
-    ) -> Self {
-        let headers = headers
-            .into_iter()
-            .map(|(n, v)| {
-                (StrBytes::copy_from_str(n.as_ref()), StrBytes::copy_from_str(v.as_ref()))
-            })
-            .collect();
-        AwsFrame { headers, payload: payload.into() }
-    }
-
     /// The value of the string header `name` (the first, if the sender repeated it).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.as_str() == name).map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -176,13 +159,14 @@ impl AwsEventStreamFraming {
     }
 }
 
-/// The string headers and the payload of a decoded message (shared, not copied).
+/// The string headers and the payload of a decoded message.
 fn to_frame(message: &aws_smithy_types::event_stream::Message) -> AwsFrame {
     let headers = message
         .headers()
         .iter()
         .filter_map(|header| {
-            Some((header.name().clone(), header.value().as_string().ok()?.clone()))
+            let value = header.value().as_string().ok()?;
+            Some((header.name().as_str().to_owned(), value.as_str().to_owned()))
         })
         .collect();
     AwsFrame { headers, payload: message.payload().clone() }

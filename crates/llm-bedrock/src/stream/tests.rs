@@ -7,14 +7,24 @@ use serde_json::json;
 use super::*;
 
 fn event(name: &str, payload: Value) -> AwsFrame {
-    AwsFrame::new(
-        [(":event-type", name), (":content-type", "application/json"), (":message-type", "event")],
-        payload.to_string(),
-    )
+    AwsFrame {
+        headers: vec![
+            (":event-type".into(), name.into()),
+            (":content-type".into(), "application/json".into()),
+            (":message-type".into(), "event".into()),
+        ],
+        payload: Bytes::from(payload.to_string()),
+    }
 }
 
 fn exception(kind: &str, payload: &str) -> AwsFrame {
-    AwsFrame::new([(":exception-type", kind), (":message-type", "exception")], payload.to_owned())
+    AwsFrame {
+        headers: vec![
+            (":exception-type".into(), kind.into()),
+            (":message-type".into(), "exception".into()),
+        ],
+        payload: Bytes::from(payload.to_owned()),
+    }
 }
 
 fn text(index: u64, t: &str) -> AwsFrame {
@@ -287,10 +297,14 @@ fn exceptions_are_typed_with_openclaw_prefixes() {
 
 #[test]
 fn unmodelled_error_message_has_no_prefix() {
-    let frame = AwsFrame::new(
-        [(":message-type", "error"), (":error-code", "Foo"), (":error-message", "bar")],
-        Bytes::new(),
-    );
+    let frame = AwsFrame {
+        headers: vec![
+            (":message-type".into(), "error".into()),
+            (":error-code".into(), "Foo".into()),
+            (":error-message".into(), "bar".into()),
+        ],
+        payload: Bytes::new(),
+    };
     let out = run(vec![frame]);
     let error = terminal_error(&out);
     assert_eq!(error.message, "bar");
@@ -302,10 +316,13 @@ fn unknown_events_and_fields_are_ignored() {
     let out = run(vec![
         event("messageStart", json!({"role": "assistant", "p": "abcdefgh"})),
         event("citationsDelta", json!({"anything": [1, 2]})),
-        AwsFrame::new(
-            [(":message-type", "event"), (":event-type", "future")],
-            Bytes::from_static(b"not json at all"),
-        ),
+        AwsFrame {
+            headers: vec![
+                (":message-type".into(), "event".into()),
+                (":event-type".into(), "future".into()),
+            ],
+            payload: Bytes::from_static(b"not json at all"),
+        },
         event(
             "contentBlockDelta",
             json!({"contentBlockIndex": 0, "delta": {"text": "ok"}, "p": "xy"}),
