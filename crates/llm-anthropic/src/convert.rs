@@ -71,16 +71,7 @@ struct AnthropicOptions {
 
 impl AnthropicOptions {
     fn from_options(options: &StreamOptions) -> Result<Self, Error> {
-        let map: Map<String, Value> =
-            options.provider_options.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        serde_json::from_value(Value::Object(map)).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                PROVIDER,
-                format!("Invalid Anthropic provider option: {e}"),
-            )
-            .with_retryable(false)
-        })
+        options.typed_provider_options(PROVIDER, "Anthropic")
     }
 }
 

@@ -634,24 +634,7 @@ fn map_stop_reason(reason: &str) -> Option<StopReason> {
 
 /// `Anthropic refusal[ (category: C)][: explanation | .]`, code `provider_refusal`.
 fn refusal_error(details: Option<&Value>) -> Error {
-    let field = |name: &str| {
-        details
-            .and_then(|d| d.get(name))
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
-    let mut message = String::from("Anthropic refusal");
-    if let Some(category) = field("category") {
-        message.push_str(&format!(" (category: {category})"));
-    }
-    match field("explanation") {
-        Some(explanation) => message.push_str(&format!(": {explanation}")),
-        None => message.push('.'),
-    }
-    Error::new(ErrorKind::Refused, PROVIDER, message)
-        .with_code("provider_refusal")
-        .with_retryable(false)
+    Error::anthropic_refusal(PROVIDER, details)
 }
 
 impl WireDecoder for Decoder {

@@ -62,10 +62,7 @@ pub(crate) struct BedrockOptions {
 
 impl BedrockOptions {
     pub(crate) fn from_options(options: &StreamOptions) -> Result<Self, Error> {
-        let map: Map<String, Value> =
-            options.provider_options.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        serde_json::from_value(Value::Object(map))
-            .map_err(|e| invalid(format!("Invalid Bedrock provider option: {e}")))
+        options.typed_provider_options(PROVIDER, "Bedrock")
     }
 }
 
@@ -186,12 +183,20 @@ pub(crate) fn build_request(
     }
     if let Some(tier) = &extra.service_tier {
         let tier = tier.trim().to_ascii_lowercase();
+        // A tier Bedrock does not know is the caller's typo: an error, not a silent
+        // default (OpenClaw only warns; see the crate docs).
         if !SERVICE_TIERS.contains(&tier.as_str()) {
             return Err(invalid(format!(
                 "Invalid Bedrock serviceTier \"{tier}\": expected one of flex, priority, default, reserved"
             )));
         }
-        body.insert("serviceTier".into(), json!({"type": tier}));
+        // Fable 5 serves only the default tier: another one is left out, as OpenClaw
+        // does, rather than failing a request Bedrock would otherwise serve (spec A.12.3).
+        if traits.fable && tier != "default" {
+            tracing::warn!(tier, "ignoring unsupported Fable 5 Bedrock service tier");
+        } else {
+            body.insert("serviceTier".into(), json!({"type": tier}));
+        }
     }
 
     let mut headers = Headers::default();

@@ -5,24 +5,32 @@
 //! keeps OpenClaw's human prefixes (`Throttling error: ...`) so string matching downstream
 //! still works, and the kind, status and code make it typed.
 
-use std::time::Duration;
-
 use llm_core::{Error, ErrorKind};
+use llm_http::ErrorResponse;
 use serde_json::Value;
 
 use crate::PROVIDER;
 
-/// An HTTP error response. The exception name comes from the `__type` or `code` field of
-/// the body (text after `#`), else from the status; the message from `message`/`Message`.
-pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: String) -> Error {
+/// The response header naming the exception (`ThrottlingException:http://...`).
+const ERROR_TYPE_HEADER: &str = "x-amzn-ErrorType";
+
+/// An HTTP error response (spec A.11.3). The exception name comes from the
+/// `x-amzn-ErrorType` header (text before the first `:`), else from the `__type` or `code`
+/// field of the body (text after `#`), else from the status; the message from
+/// `message`/`Message`.
+pub(crate) fn http_error(response: ErrorResponse) -> Error {
+    let ErrorResponse { status, headers, retry_after, body } = response;
     let parsed = serde_json::from_str::<Value>(&body).ok();
     let field = |names: &[&str]| {
         names.iter().find_map(|n| {
             parsed.as_ref().and_then(|v| v.get(*n)).and_then(Value::as_str).map(str::to_owned)
         })
     };
-    let name = field(&["__type", "code", "Code"])
-        .map(|t| exception_name(&t))
+    let name = headers
+        .get(ERROR_TYPE_HEADER)
+        .map(exception_name)
+        .filter(|t| !t.is_empty())
+        .or_else(|| field(&["__type", "code", "Code"]).map(|t| exception_name(&t)))
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| status_exception(status).to_owned());
     let message = field(&["message", "Message"]).unwrap_or_else(|| format!("HTTP {status}"));

@@ -22,12 +22,26 @@
 //!   A custom base URL (VPC endpoint, proxy) is always used as is; a standard one is
 //!   replaced by the configured region's endpoint (so a catalogue default never overrides
 //!   `AWS_REGION`).
+//! - HTTP version: HTTP/2 where the server offers it (ALPN), HTTP/1.1 only with
+//!   `AWS_BEDROCK_FORCE_HTTP1=1` (spec A.2; a client given to
+//!   [`BedrockProvider::with_http_client`] is used as is). Unlike OpenClaw, a proxy from
+//!   `HTTP(S)_PROXY` does not force HTTP/1.1: OpenClaw's Node HTTP/2 handler cannot use
+//!   proxy agents, while reqwest tunnels HTTP/2 through the proxy.
 //! - Claude Fable 5 (also behind an alias whose `compat.canonicalModelId` names it) may
 //!   refuse after partial output: its events are held until `messageStop`, and a refusal
 //!   or failure shows only the error.
 //! - Provider options (`StreamOptions::provider_options`, camelCase): `region`, `profile`,
 //!   `thinkingDisplay`, `interleavedThinking`, `thinkingBudgets`, `requestMetadata`,
-//!   `guardrailConfig`, `serviceTier`, `forceCache`.
+//!   `guardrailConfig`, `serviceTier`, `forceCache`. A mistyped option is an
+//!   `invalid_request` error before anything is sent.
+//! - `serviceTier` (`flex`, `priority`, `default`, `reserved`, any case) is sent as
+//!   `serviceTier: {type}`. An unknown tier is an error: OpenClaw logs a warning and sends
+//!   the request without a tier, which bills and schedules it on a tier the caller did not
+//!   ask for without telling them. Claude Fable 5 serves only `default`, so another known
+//!   tier is left out with a warning (`tracing`), as OpenClaw does (spec A.12.3): the
+//!   request is still one Bedrock serves.
+//! - HTTP errors name their exception by the `x-amzn-ErrorType` response header, else by
+//!   the body's `__type`/`code`, else by the status (spec A.11.3).
 //!
 //! # OpenClaw bugs fixed here
 //!
@@ -119,6 +133,14 @@ fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// The environment variable that makes requests use HTTP/1.1 only (spec A.2).
+pub const FORCE_HTTP1_ENV: &str = "AWS_BEDROCK_FORCE_HTTP1";
+
+/// Whether [`FORCE_HTTP1_ENV`] is `1`: "some custom endpoints require HTTP/1.1".
+fn force_http1(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env(FORCE_HTTP1_ENV).is_some_and(|v| v.trim() == "1")
+}
+
 /// The request as sent: converted, serialized and authenticated (a bearer key, or signed
 /// with SigV4 for the endpoint's region).
 fn prepare(
@@ -153,12 +175,14 @@ impl Provider for BedrockProvider {
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
         let http = prepare(model, context, options, &process_env);
         let for_decoder = model.clone();
-        self.http.stream(
+        let transport =
+            if force_http1(&process_env) { self.http.http1_only() } else { self.http.clone() };
+        transport.stream(
             model,
             options,
             PROVIDER,
             http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
+            error::http_error,
             AwsEventStreamFraming::with_limit,
             move || Decoder::for_model(&for_decoder),
         )

@@ -378,30 +378,13 @@ fn stop_outcome(reason: Option<&str>, fields: Option<&Value>) -> Result<StopReas
     }
 }
 
-/// `Anthropic refusal[ (category: C)][: explanation | .]` from
-/// `additionalModelResponseFields.stop_details` (or `stopDetails`).
+/// `Anthropic refusal...` from `additionalModelResponseFields.stop_details` (or
+/// `stopDetails`), when that field is an object (spec A.10).
 fn refusal_error(fields: Option<&Value>) -> Error {
     let details = fields
         .and_then(|f| f.get("stop_details").or_else(|| f.get("stopDetails")))
         .filter(|d| d.is_object());
-    let field = |name: &str| {
-        details
-            .and_then(|d| d.get(name))
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
-    let mut message = String::from("Anthropic refusal");
-    if let Some(category) = field("category") {
-        message.push_str(&format!(" (category: {category})"));
-    }
-    match field("explanation") {
-        Some(explanation) => message.push_str(&format!(": {explanation}")),
-        None => message.push('.'),
-    }
-    Error::new(ErrorKind::Refused, PROVIDER, message)
-        .with_code("provider_refusal")
-        .with_retryable(false)
+    Error::anthropic_refusal(PROVIDER, details)
 }
 
 impl FrameDecoder<AwsFrame> for Decoder {

@@ -98,3 +98,15 @@ fn the_options_key_wins_and_no_credentials_is_an_auth_error() {
     assert_eq!(error.kind, llm_core::ErrorKind::Auth);
     assert!(!error.retryable);
 }
+
+#[test]
+fn http1_is_forced_only_by_the_switch_set_to_1() {
+    let with =
+        |value: &'static str| move |name: &str| (name == FORCE_HTTP1_ENV).then(|| value.to_owned());
+    assert!(force_http1(&with("1")));
+    assert!(force_http1(&with(" 1 ")));
+    for off in ["0", "", "true", "yes"] {
+        assert!(!force_http1(&with(off)), "{off:?}");
+    }
+    assert!(!force_http1(&|_: &str| None));
+}

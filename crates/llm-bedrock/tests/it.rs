@@ -70,6 +70,79 @@ async fn streams_over_loopback_in_every_chunking() {
     }
 }
 
+/// Spec D.1 #31, OpenClaw's session-level retry matching on the error text, as the typed
+/// error a session reads instead: each exception arrives after text (so the driver does
+/// not retry it, decision 7), and the error says whether a new turn may retry it
+/// (`retryable`) and whether the prompt is too long (`context_length`, compact first).
+#[tokio::test]
+async fn exceptions_after_content_say_whether_a_session_may_retry() {
+    use llm_core::ErrorKind;
+    let cases = [
+        ("internalServerException", "x", "Internal server error: x", true, false),
+        ("modelStreamErrorException", "x", "Model stream error: x", false, false),
+        (
+            "validationException",
+            "Input is too long for requested model",
+            "Validation error: Input is too long for requested model",
+            false,
+            true,
+        ),
+        (
+            "throttlingException",
+            "Too many tokens, please wait",
+            "Throttling error: Too many tokens, please wait",
+            true,
+            false,
+        ),
+    ];
+    for (exception, text, expected, retryable, overflow) in cases {
+        let body = encode(&[
+            frame("messageStart", json!({"role": "assistant"})),
+            frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "Hi"}})),
+            FrameSource {
+                exception: Some(exception.to_owned()),
+                payload: Some(json!({"message": text})),
+                ..FrameSource::default()
+            },
+        ])
+        .unwrap_or_default();
+        let canned =
+            Canned::new(200, [("content-type", llm_testkit::eventstream::CONTENT_TYPE)], body);
+        let server =
+            Server::start(Responses::Always(canned), Chunking::Whole).await.unwrap_or_else(|e| {
+                panic!("cannot start the server: {e}");
+            });
+        let model = Model {
+            id: "us.amazon.nova-pro-v1:0".into(),
+            api: llm_bedrock::API.into(),
+            provider: llm_bedrock::PROVIDER.into(),
+            base_url: format!("http://{}", server.addr),
+            ..Model::default()
+        };
+        let options = StreamOptions {
+            api_key: Some(llm_core::ApiKey::new("test-key")),
+            ..StreamOptions::default()
+        };
+        let context = Context { messages: vec![Message::user("Say hello.")], ..Context::default() };
+        let events: Vec<AssistantEvent> =
+            llm_bedrock::BedrockProvider::new().stream(&model, &context, &options).collect().await;
+        let Some(AssistantEvent::Error { error, message, .. }) = events.last() else {
+            panic!("{exception}: no error event: {events:?}");
+        };
+        assert_eq!(error.message, expected);
+        assert_eq!(message.error_message.as_deref(), Some(expected));
+        assert_eq!(message.text(), "Hi", "{exception}: partial content is kept");
+        assert_eq!(error.retryable, retryable, "{exception}");
+        assert_eq!(
+            error.kind == ErrorKind::ContextLength,
+            overflow,
+            "{exception}: {:?}",
+            error.kind
+        );
+        assert_eq!(server.recorded().len(), 1, "{exception}: not retried after content");
+    }
+}
+
 /// One live round trip with a tool; runs only when `CLAWCALL_LIVE_BEDROCK_MODEL` names a
 /// model and `AWS_BEARER_TOKEN_BEDROCK` or `AWS_ACCESS_KEY_ID` plus `AWS_SECRET_ACCESS_KEY`
 /// are set (the region comes from `AWS_REGION`, else `us-east-1`).

@@ -129,6 +129,39 @@ impl Error {
         }
     }
 
+    /// A Claude refusal (`stop_reason` `refusal`), for every provider that serves Claude:
+    /// `Anthropic refusal[ (category: C)][: explanation | .]` from the trimmed, non-empty
+    /// `category` and `explanation` strings of `details` (Anthropic's `stop_details`),
+    /// kind `refused`, code `provider_refusal`, not retryable.
+    pub fn anthropic_refusal(
+        provider: impl Into<String>,
+        details: Option<&serde_json::Value>,
+    ) -> Self {
+        let field = |name: &str| {
+            details
+                .and_then(|d| d.get(name))
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        };
+        let mut message = String::from("Anthropic refusal");
+        if let Some(category) = field("category") {
+            message.push_str(" (category: ");
+            message.push_str(category);
+            message.push(')');
+        }
+        match field("explanation") {
+            Some(explanation) => {
+                message.push_str(": ");
+                message.push_str(explanation);
+            }
+            None => message.push('.'),
+        }
+        Error::new(ErrorKind::Refused, provider, message)
+            .with_code("provider_refusal")
+            .with_retryable(false)
+    }
+
     /// The caller cancelled the request.
     pub fn aborted(provider: impl Into<String>) -> Self {
         Error::new(ErrorKind::Aborted, provider, "Request was aborted")
@@ -185,4 +218,37 @@ pub fn parse_retry_after(
     }
     let secs = retry_after.and_then(|v| v.trim().parse::<f64>().ok())?;
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn anthropic_refusal_messages_follow_the_spec() {
+        let cases = [
+            (None, "Anthropic refusal."),
+            (
+                Some(json!({"category": " cyber ", "explanation": "  "})),
+                "Anthropic refusal (category: cyber).",
+            ),
+            (Some(json!({"explanation": "Not allowed."})), "Anthropic refusal: Not allowed."),
+            (
+                Some(json!({"category": "bio", "explanation": "No."})),
+                "Anthropic refusal (category: bio): No.",
+            ),
+            (Some(json!({"category": 3})), "Anthropic refusal."),
+        ];
+        for (details, expected) in cases {
+            let e = Error::anthropic_refusal("acme", details.as_ref());
+            assert_eq!(e.message, expected);
+            assert_eq!(
+                (e.kind, e.retryable, e.code.as_deref()),
+                (ErrorKind::Refused, false, Some("provider_refusal"))
+            );
+            assert_eq!(e.provider, "acme");
+        }
+    }
 }

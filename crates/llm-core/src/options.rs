@@ -236,6 +236,29 @@ pub struct StreamOptions {
     pub max_event_bytes: Option<usize>,
 }
 
+impl StreamOptions {
+    /// [`StreamOptions::provider_options`] read into a provider's typed options `T` (a
+    /// `serde` struct, so a mistyped or misspelt option is caught here). The error is an
+    /// `invalid_request` of `provider`, not retryable, naming `label`
+    /// (`Invalid Bedrock provider option: ...`).
+    pub fn typed_provider_options<T: serde::de::DeserializeOwned>(
+        &self,
+        provider: &str,
+        label: &str,
+    ) -> Result<T, crate::Error> {
+        let map: serde_json::Map<String, Value> =
+            self.provider_options.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        serde_json::from_value(Value::Object(map)).map_err(|e| {
+            crate::Error::new(
+                crate::ErrorKind::InvalidRequest,
+                provider,
+                format!("Invalid {label} provider option: {e}"),
+            )
+            .with_retryable(false)
+        })
+    }
+}
+
 /// A test clock for backoff: records every requested delay and returns at once.
 #[derive(Debug, Default)]
 pub struct RecordingSleeper {
@@ -280,6 +303,31 @@ mod tests {
             assert!(!text.contains("SECRET"), "{text}");
         }
         assert_eq!(options.api_key.as_ref().map(ApiKey::expose), Some(key));
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used, reason = "tests")]
+    fn provider_options_are_typed_and_a_mistyped_one_is_an_invalid_request() {
+        #[derive(Debug, Default, PartialEq, Deserialize)]
+        #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+        struct Acme {
+            service_tier: Option<String>,
+        }
+        let with = |key: &str, value: Value| StreamOptions {
+            provider_options: [(key.to_owned(), value)].into(),
+            ..StreamOptions::default()
+        };
+        let typed: Acme =
+            with("serviceTier", "flex".into()).typed_provider_options("acme", "Acme").unwrap();
+        assert_eq!(typed.service_tier.as_deref(), Some("flex"));
+        let error = with("serviceTier", 3.into())
+            .typed_provider_options::<Acme>("acme", "Acme")
+            .unwrap_err();
+        assert_eq!((error.kind, error.retryable), (crate::ErrorKind::InvalidRequest, false));
+        assert_eq!(error.provider, "acme");
+        assert!(error.message.starts_with("Invalid Acme provider option: "), "{}", error.message);
+        let empty: Acme = StreamOptions::default().typed_provider_options("acme", "Acme").unwrap();
+        assert_eq!(empty, Acme::default());
     }
 
     #[test]

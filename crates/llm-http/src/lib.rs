@@ -43,11 +43,12 @@ const MAX_CACHED_CLIENTS: usize = 8;
 /// marked sensitive on the wire (never logged by the HTTP stack).
 ///
 /// One list for every provider: `authorization`, `proxy-authorization`, `cookie`,
-/// and any name containing `key`, `token`, `secret`, `auth` or `signature`
+/// `set-cookie`, and any name containing `key`, `token`, `secret`, `auth` or `signature`
 /// (`x-api-key`, `api-key`, `x-goog-api-key`, `x-amz-security-token`, ...).
 pub fn is_secret_header(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     name == "cookie"
+        || name == "set-cookie"
         || ["key", "token", "secret", "auth", "signature", "credential"]
             .iter()
             .any(|part| name.contains(part))
@@ -114,11 +115,62 @@ impl HttpRequest {
 pub struct ErrorResponse {
     /// HTTP status.
     pub status: u16,
+    /// The response headers (error codes some APIs send only here, such as AWS's
+    /// `x-amzn-ErrorType`); secret values are never kept.
+    pub headers: ResponseHeaders,
     /// The delay asked for by `retry-after-ms` or `retry-after`.
     pub retry_after: Option<Duration>,
     /// The body as text (lossy UTF-8), at most [`MAX_ERROR_BODY_BYTES`]; empty when it
     /// could not be read.
     pub body: String,
+}
+
+/// The headers of a response, in arrival order, with lower-case names.
+///
+/// The value of a secret header ([`is_secret_header`], e.g. `set-cookie`) is never
+/// stored, only `[REDACTED]` in its place, so no error, log or transcript built from
+/// these headers can show it. Values that are not visible ASCII are left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseHeaders(Vec<(String, String)>);
+
+impl ResponseHeaders {
+    /// What secret header values are replaced with.
+    pub const REDACTED: &'static str = "[REDACTED]";
+
+    /// Name/value pairs as received (secret values are redacted here).
+    pub fn new<N: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
+        ResponseHeaders(
+            pairs
+                .into_iter()
+                .map(|(name, value)| {
+                    let name = name.into().to_ascii_lowercase();
+                    let value = if is_secret_header(&name) {
+                        Self::REDACTED.to_owned()
+                    } else {
+                        value.into()
+                    };
+                    (name, value)
+                })
+                .collect(),
+        )
+    }
+
+    fn from_map(map: &HeaderMap) -> Self {
+        Self::new(
+            map.iter()
+                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?.trim()))),
+        )
+    }
+
+    /// The first value of header `name` (any case), trimmed.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim())
+    }
+
+    /// Every name/value pair, in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
 }
 
 /// What decides a transport: requests with equal configurations share one client
@@ -143,14 +195,20 @@ impl TransportConfig {
 pub struct HttpTransport {
     /// A caller-supplied client, used for every request as is.
     given: Option<reqwest::Client>,
-    /// Clients built here, by configuration (most recently built last).
-    cache: Arc<Mutex<Vec<(TransportConfig, reqwest::Client)>>>,
+    /// Clients built here speak only HTTP/1.1 ([`HttpTransport::http1_only`]).
+    http1_only: bool,
+    /// Clients built here, by configuration and HTTP/1.1 flag (most recently built last).
+    cache: Arc<Mutex<Vec<(ClientKey, reqwest::Client)>>>,
 }
+
+/// What a cached client was built for: the configuration and whether it is HTTP/1.1 only.
+type ClientKey = (TransportConfig, bool);
 
 impl fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpTransport")
             .field("caller_client", &self.given.is_some())
+            .field("http1_only", &self.http1_only)
             .field("cached_clients", &self.cached_clients())
             .finish()
     }
@@ -165,7 +223,14 @@ impl HttpTransport {
     /// A transport that sends every request with `client` (proxies, custom TLS, pools);
     /// that client's own connect timeout applies.
     pub fn with_client(client: reqwest::Client) -> Self {
-        HttpTransport { given: Some(client), cache: Arc::default() }
+        HttpTransport { given: Some(client), http1_only: false, cache: Arc::default() }
+    }
+
+    /// This transport, sharing its cached clients, but building clients that speak only
+    /// HTTP/1.1 (no HTTP/2 over ALPN), for endpoints that need it (proxies, some custom
+    /// endpoints). A caller-supplied client is still used as is.
+    pub fn http1_only(&self) -> Self {
+        HttpTransport { http1_only: true, ..self.clone() }
     }
 
     /// How many clients this transport has built and kept.
@@ -182,13 +247,17 @@ impl HttpTransport {
         if let Some(client) = &self.given {
             return Ok(client.clone());
         }
+        let key = (config, self.http1_only);
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, client)) = cache.iter().find(|(c, _)| *c == config) {
+        if let Some((_, client)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
         let mut builder = reqwest::Client::builder();
         if let Some(timeout) = config.connect_timeout {
             builder = builder.connect_timeout(timeout);
+        }
+        if self.http1_only {
+            builder = builder.http1_only();
         }
         let client = builder.build().map_err(|e| {
             Error::new(
@@ -200,7 +269,7 @@ impl HttpTransport {
         if cache.len() >= MAX_CACHED_CLIENTS {
             cache.remove(0);
         }
-        cache.push((config, client.clone()));
+        cache.push((key, client.clone()));
         Ok(client)
     }
 
@@ -346,14 +415,11 @@ pub async fn send(
             .boxed();
         return Ok(HttpResponse { status, body });
     }
-    let header = |name: &str| {
-        response.headers().get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned())
-    };
-    let retry_after =
-        parse_retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref());
-    let should_retry = header("x-should-retry");
+    let headers = ResponseHeaders::from_map(response.headers());
+    let retry_after = parse_retry_after(headers.get("retry-after-ms"), headers.get("retry-after"));
+    let should_retry = headers.get("x-should-retry").map(str::to_owned);
     let body = read_error_body(response, &provider).await;
-    let mut error = map_error(ErrorResponse { status, retry_after, body });
+    let mut error = map_error(ErrorResponse { status, headers, retry_after, body });
     // The server's explicit retry hint wins over the status table.
     match should_retry.as_deref() {
         Some("true") => error.retryable = true,

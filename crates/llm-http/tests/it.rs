@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use llm_core::{Error, ErrorKind, StreamOptions};
 use llm_http::{
-    ErrorResponse, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, TransportConfig,
-    is_secret_header, send,
+    ErrorResponse, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, ResponseHeaders,
+    TransportConfig, is_secret_header, send,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -91,6 +91,29 @@ async fn retry_after_headers_reach_the_mapper() {
         send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
     assert_eq!(error.retry_after, Some(Duration::from_millis(1500)));
     assert_eq!(error.body.as_deref(), Some("slow"));
+}
+
+#[tokio::test]
+async fn response_headers_reach_the_mapper_without_secret_values() {
+    let head = "x-amzn-ErrorType: ThrottlingException:http://x/\r\n\
+                set-cookie: session=sk-cookie-secret\r\n\
+                x-amz-security-token: sk-token-secret\r\n";
+    let (url, _server) = serve_once(status(400, head, b"{}")).await;
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let seen_by_mapper = Arc::clone(&seen);
+    let map: MapError = Arc::new(move |r: ErrorResponse| {
+        *seen_by_mapper.lock().unwrap() = Some(r.headers.clone());
+        Error::new(ErrorKind::from_status(r.status), "test", format!("{r:?}"))
+    });
+    let error = send(reqwest::Client::new(), request(url), "test".into(), map).await.unwrap_err();
+    let headers = seen.lock().unwrap().take().unwrap();
+    assert_eq!(headers.get("X-AMZN-ERRORTYPE"), Some("ThrottlingException:http://x/"));
+    assert_eq!(headers.get("set-cookie"), Some(ResponseHeaders::REDACTED));
+    assert_eq!(headers.get("x-amz-security-token"), Some(ResponseHeaders::REDACTED));
+    let everything =
+        format!("{headers:?} {:?} {}", headers.iter().collect::<Vec<_>>(), error.message);
+    assert!(everything.contains("ThrottlingException"), "{everything}");
+    assert!(!everything.contains("sk-cookie-secret") && !everything.contains("sk-token-secret"));
 }
 
 #[tokio::test]
@@ -184,4 +207,22 @@ fn one_client_per_distinct_transport_configuration() {
     let given = HttpTransport::with_client(reqwest::Client::new());
     given.client(a, "test").unwrap();
     assert_eq!(given.cached_clients(), 0);
+}
+
+#[tokio::test]
+async fn an_http1_only_transport_shares_the_cache_with_its_own_clients() {
+    let transport = HttpTransport::new();
+    let http1 = transport.http1_only();
+    let config = TransportConfig { connect_timeout: None };
+    transport.client(config, "test").unwrap();
+    http1.client(config, "test").unwrap();
+    http1.http1_only().client(config, "test").unwrap();
+    // One client per (configuration, HTTP/1.1) pair, in the one shared cache.
+    assert_eq!((transport.cached_clients(), http1.cached_clients()), (2, 2));
+    assert!(format!("{http1:?}").contains("http1_only: true"));
+    // Its clients send HTTP/1.1 requests.
+    let (url, server) = serve_once(status(200, "", b"")).await;
+    let client = http1.client(config, "test").unwrap();
+    send(client, request(url), "test".into(), mapper()).await.unwrap();
+    assert!(server.await.unwrap().starts_with("POST /v1/x HTTP/1.1\r\n"));
 }

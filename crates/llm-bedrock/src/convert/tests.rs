@@ -595,3 +595,24 @@ fn roles_alternate_on_the_wire() {
         ])
     );
 }
+
+#[test]
+fn fable_takes_only_the_default_service_tier_and_ignores_others() {
+    let fable = model("us.anthropic.claude-fable-5");
+    let tier = |value: &str| StreamOptions {
+        provider_options: [("serviceTier".to_owned(), json!(value))].into(),
+        ..StreamOptions::default()
+    };
+    for ignored in ["flex", " Priority ", "reserved"] {
+        let body = build(&fable, &Context::default(), &tier(ignored)).body;
+        assert!(body.get("serviceTier").is_none(), "{ignored}: {body}");
+    }
+    let body = build(&fable, &Context::default(), &tier("Default")).body;
+    assert_eq!(body["serviceTier"], json!({"type": "default"}));
+    // Another model gets the tier; an unknown tier is an error for every model.
+    let body = build(&model(SONNET45), &Context::default(), &tier("flex")).body;
+    assert_eq!(body["serviceTier"], json!({"type": "flex"}));
+    let error =
+        build_request(&fable, &Context::default(), &tier("fast"), &no_env, None).unwrap_err();
+    assert!(error.message.contains("\"fast\""), "{}", error.message);
+}
