@@ -310,6 +310,17 @@ fn resolve_credentials(
 /// [`ErrorKind::InvalidRequest`] when the request cannot be signed (a URL without a host, a
 /// header that is not valid HTTP); the message never contains a secret.
 pub fn apply(auth: &Auth, request: &mut HttpRequest, now: SystemTime) -> Result<(), Error> {
+    apply_for_method(auth, "POST", request, now)
+}
+
+/// [`apply`] for a request sent with `method` (the control plane's `GetInferenceProfile`
+/// is a `GET`, and SigV4 signs the method).
+pub(crate) fn apply_for_method(
+    auth: &Auth,
+    method: &str,
+    request: &mut HttpRequest,
+    now: SystemTime,
+) -> Result<(), Error> {
     const REPLACED: [&str; 4] =
         ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"];
     request.headers.retain(|(name, _)| !REPLACED.iter().any(|r| name.eq_ignore_ascii_case(r)));
@@ -319,7 +330,7 @@ pub fn apply(auth: &Auth, request: &mut HttpRequest, now: SystemTime) -> Result<
             Ok(())
         }
         Auth::SigV4 { credentials, region } => {
-            let signed = sign(credentials, region, request, now)?;
+            let signed = sign(credentials, region, method, request, now)?;
             request.headers.extend(signed);
             Ok(())
         }
@@ -331,10 +342,11 @@ fn signing_error(what: impl std::fmt::Display) -> Error {
         .with_retryable(false)
 }
 
-/// The SigV4 headers for `request` (POST), computed by `aws-sigv4`.
+/// The SigV4 headers for `request` sent with `method`, computed by `aws-sigv4`.
 fn sign(
     credentials: &AwsCredentials,
     region: &str,
+    method: &str,
     request: &HttpRequest,
     now: SystemTime,
 ) -> Result<Vec<(String, String)>, Error> {
@@ -374,7 +386,7 @@ fn sign(
         .map_err(signing_error)?
         .into();
     let signable = SignableRequest::new(
-        "POST",
+        method,
         request.url.as_str(),
         sent.into_iter(),
         SignableBody::Bytes(&request.body),

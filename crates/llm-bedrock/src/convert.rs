@@ -24,7 +24,9 @@ mod claude;
 mod endpoint;
 
 pub(crate) use claude::ClaudeTraits;
-pub(crate) use endpoint::{Endpoint, EndpointInputs};
+pub(crate) use endpoint::{
+    Endpoint, EndpointInputs, control_plane_endpoint, inference_profile_path,
+};
 
 /// The thinking signature OpenAI-compatible providers use as a marker, not a signature.
 const REASONING_CONTENT_MARKER: &str = "reasoning_content";
@@ -58,6 +60,9 @@ pub(crate) struct BedrockOptions {
     service_tier: Option<String>,
     /// Cache points for non-Claude models too (as `AWS_BEDROCK_FORCE_CACHE=1`).
     force_cache: Option<bool>,
+    /// The control-plane base URL for `GetInferenceProfile` (a proxy, a VPC endpoint, a
+    /// test server); default `https://bedrock.<region>.amazonaws.com`.
+    pub(crate) control_plane_url: Option<String>,
 }
 
 impl BedrockOptions {
@@ -102,7 +107,7 @@ fn endpoint_inputs<'a>(
     options: &StreamOptions,
     env: Env<'_>,
 ) -> EndpointInputs<'a> {
-    let fips = env("AWS_USE_FIPS_ENDPOINT").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let fips = uses_fips(env);
     EndpointInputs {
         base_url: &model.base_url,
         configured_region: auth::configured_region(options, env),
@@ -112,8 +117,32 @@ fn endpoint_inputs<'a>(
     }
 }
 
+/// `AWS_USE_FIPS_ENDPOINT=true`: the FIPS endpoints.
+pub(crate) fn uses_fips(env: Env<'_>) -> bool {
+    env("AWS_USE_FIPS_ENDPOINT").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Whether cache points go to any model (`forceCache` or `AWS_BEDROCK_FORCE_CACHE=1`).
+pub(crate) fn forces_cache(extra: &BedrockOptions, env: Env<'_>) -> bool {
+    extra.force_cache.unwrap_or(false)
+        || env("AWS_BEDROCK_FORCE_CACHE").is_some_and(|v| v.trim() == "1")
+}
+
+/// The endpoint of the runtime request (spec A.2), as [`build_request`] resolves it.
+pub(crate) fn resolve_endpoint(
+    model: &Model,
+    options: &StreamOptions,
+    env: Env<'_>,
+    profile_region: Option<String>,
+) -> Endpoint {
+    let mut inputs = endpoint_inputs(model, options, env);
+    inputs.profile_region = profile_region;
+    Endpoint::resolve(&inputs)
+}
+
 /// Builds the request. Fails on an input Bedrock cannot express (an unknown image type,
 /// invalid base64, a bad provider option).
+#[cfg(test)]
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
@@ -121,14 +150,27 @@ pub(crate) fn build_request(
     env: Env<'_>,
     profile_region: Option<String>,
 ) -> Result<WireRequest, Error> {
-    let extra = BedrockOptions::from_options(options)?;
-    let traits = ClaudeTraits::of(model);
-    let mut inputs = endpoint_inputs(model, options, env);
-    inputs.profile_region = profile_region;
-    let endpoint = Endpoint::resolve(&inputs);
+    build_request_with(model, context, options, env, profile_region, None)
+}
 
-    let force_cache = extra.force_cache.unwrap_or(false)
-        || env("AWS_BEDROCK_FORCE_CACHE").is_some_and(|v| v.trim() == "1");
+/// [`build_request`] where `profile_caching`, when known, says whether the application
+/// inference profile behind the model id routes only to models that cache (spec A.12.6).
+pub(crate) fn build_request_with(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    env: Env<'_>,
+    profile_region: Option<String>,
+    profile_caching: Option<bool>,
+) -> Result<WireRequest, Error> {
+    let extra = BedrockOptions::from_options(options)?;
+    let mut traits = ClaudeTraits::of(model);
+    if let Some(caching) = profile_caching {
+        traits.caching = caching;
+    }
+    let endpoint = resolve_endpoint(model, options, env, profile_region);
+
+    let force_cache = forces_cache(&extra, env);
     let cache_point = match options.cache_retention {
         CacheRetention::None => None,
         _ if !(traits.caching || force_cache) => None,

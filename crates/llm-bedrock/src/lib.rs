@@ -9,7 +9,8 @@
 //! this crate converts requests (`convert.rs`: body, endpoint and region, model-id path
 //! encoding), authenticates them (`auth.rs`: bearer key or SigV4), frames the AWS event
 //! stream (`eventstream.rs`, binary messages with CRCs instead of SSE), decodes its events
-//! (`stream.rs`) and maps Bedrock's exceptions (`error.rs`).
+//! (`stream.rs`), maps Bedrock's exceptions (`error.rs`) and asks the control plane which
+//! models an application inference profile routes to (`profile.rs`).
 //!
 //! # Configuration
 //!
@@ -32,8 +33,24 @@
 //!   or failure shows only the error.
 //! - Provider options (`StreamOptions::provider_options`, camelCase): `region`, `profile`,
 //!   `thinkingDisplay`, `interleavedThinking`, `thinkingBudgets`, `requestMetadata`,
-//!   `guardrailConfig`, `serviceTier`, `forceCache`. A mistyped option is an
-//!   `invalid_request` error before anything is sent.
+//!   `guardrailConfig`, `serviceTier`, `forceCache`, `controlPlaneUrl`. A mistyped option is
+//!   an `invalid_request` error before anything is sent.
+//! - Application inference profiles (spec A.12.6): an
+//!   `arn:aws(-cn|-us-gov)?:bedrock:<region>:<account>:application-inference-profile/<id>`
+//!   model id gets cache points when its profile segment says `claude`. Otherwise, when
+//!   cache points are wanted (retention not `none`, no forced cache), the first request for
+//!   that ARN asks the control plane's `GetInferenceProfile` (`GET
+//!   /inference-profiles/<arn>` at `https://bedrock.<ARN region>.amazonaws.com`, or the
+//!   `controlPlaneUrl` option: a proxy, a VPC endpoint, a test server; authenticated like the
+//!   runtime request, SigV4 for the ARN's region) and sends cache points only if every
+//!   routed `modelArn` names a model that caches. The answer is kept per ARN for the
+//!   provider's lifetime, shared by its clones. The lookup runs inside the request's
+//!   connect step: it is bounded by [`DEFAULT_LOOKUP_TIMEOUT`]
+//!   ([`BedrockProvider::with_profile_lookup_timeout`]) and by the request's first-byte
+//!   timeout, and cancelling the request cancels it. A failed lookup is logged (`tracing`),
+//!   not cached, and the request goes on with the name heuristic (no cache points for an
+//!   opaque name); the next request asks again. Unlike OpenClaw, the lookup does not also
+//!   drop `temperature` for Opus 4.7+ targets.
 //! - `serviceTier` (`flex`, `priority`, `default`, `reserved`, any case) is sent as
 //!   `serviceTier: {type}`. An unknown tier is an error: OpenClaw logs a warning and sends
 //!   the request without a tier, which bills and schedules it on a tier the caller did not
@@ -64,18 +81,21 @@ pub mod auth;
 mod convert;
 mod error;
 pub mod eventstream;
+mod profile;
 mod stream;
 
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use llm_core::{
     AssistantStream, Capabilities, Capability, Context, Error, Model, ModelInfo, Provider,
     ProviderInfo, StreamOptions,
 };
-use llm_http::HttpRequest;
+use llm_http::{ErrorResponse, HttpRequest, HttpTransport, TransportConfig};
 
 pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
 pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
+pub use profile::DEFAULT_LOOKUP_TIMEOUT;
 pub use stream::Decoder;
 
 /// The API id this crate serves.
@@ -123,9 +143,36 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-llm_http::http_provider! {
-    /// The Amazon Bedrock `ConverseStream` provider.
-    pub struct BedrockProvider;
+/// The Amazon Bedrock `ConverseStream` provider.
+///
+/// Cheap to clone; clones share the HTTP clients and what `GetInferenceProfile` said about
+/// application inference profiles.
+#[derive(Debug, Clone, Default)]
+pub struct BedrockProvider {
+    http: HttpTransport,
+    profiles: profile::ProfileCache,
+}
+
+impl BedrockProvider {
+    /// A provider with its own HTTP clients (rustls; one per connect timeout).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A provider that sends every request with `http` (proxies, custom TLS, pools; that
+    /// client's own connect timeout applies), the `GetInferenceProfile` lookups included.
+    pub fn with_http_client(http: reqwest::Client) -> Self {
+        BedrockProvider { http: HttpTransport::with_client(http), ..Self::default() }
+    }
+
+    /// This provider with `timeout` as the bound on one `GetInferenceProfile` lookup
+    /// (default [`DEFAULT_LOOKUP_TIMEOUT`]); when it passes, the request goes on with the
+    /// name heuristic.
+    #[must_use]
+    pub fn with_profile_lookup_timeout(mut self, timeout: Duration) -> Self {
+        self.profiles.timeout = timeout;
+        self
+    }
 }
 
 /// The process environment.
@@ -143,16 +190,29 @@ fn force_http1(env: &dyn Fn(&str) -> Option<String>) -> bool {
 
 /// The request as sent: converted, serialized and authenticated (a bearer key, or signed
 /// with SigV4 for the endpoint's region).
+#[cfg(test)]
 fn prepare(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<HttpRequest, Error> {
+    prepare_with(model, context, options, env, None)
+}
+
+/// [`prepare`] with what `GetInferenceProfile` said about the model's profile, when known.
+fn prepare_with(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile_caching: Option<bool>,
+) -> Result<HttpRequest, Error> {
     // A profile's own region is read from the shared config only when a profile is selected.
     let profile_region =
         auth::selected_profile(options, env).map(|_| auth::resolve_region(options, env));
-    let request = convert::build_request(model, context, options, env, profile_region)?;
+    let request =
+        convert::build_request_with(model, context, options, env, profile_region, profile_caching)?;
     let mut auth = auth::resolve_auth(options, env)?;
     if let Auth::SigV4 { region, .. } = &mut auth {
         // A pinned standard endpoint signs for its own region (spec A.2).
@@ -173,10 +233,17 @@ impl Provider for BedrockProvider {
     }
 
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let http = prepare(model, context, options, &process_env);
-        let for_decoder = model.clone();
         let transport =
             if force_http1(&process_env) { self.http.http1_only() } else { self.http.clone() };
+        let profile_caching = match profile::lookup_target(model, options, &process_env) {
+            None => None,
+            Some(arn) => match self.profiles.get(arn) {
+                Some(known) => Some(known),
+                None => return self.stream_after_lookup(&transport, model, context, options),
+            },
+        };
+        let http = prepare_with(model, context, options, &process_env, profile_caching);
+        let for_decoder = model.clone();
         transport.stream(
             model,
             options,
@@ -186,6 +253,97 @@ impl Provider for BedrockProvider {
             AwsEventStreamFraming::with_limit,
             move || Decoder::for_model(&for_decoder),
         )
+    }
+}
+
+impl BedrockProvider {
+    /// The request of an application-profile model whose caching is not known yet: the
+    /// first attempt asks `GetInferenceProfile` (bounded by the lookup timeout, and inside
+    /// the driver's connect step, so cancelling the request or its first-byte timeout stops
+    /// it), builds and signs the request with the answer (or the heuristic when the lookup
+    /// failed), and later attempts resend that request. Only a successful answer is cached.
+    fn stream_after_lookup(
+        &self,
+        transport: &HttpTransport,
+        model: &Model,
+        context: &Context,
+        options: &StreamOptions,
+    ) -> AssistantStream {
+        let client = match transport.client(TransportConfig::from_options(options), PROVIDER) {
+            Ok(client) => client,
+            Err(error) => return AssistantStream::from_error(model, error),
+        };
+        let lookup = Arc::new(profile::lookup_request(model, options, &process_env));
+        let inputs = Arc::new((model.clone(), context.clone(), options.clone()));
+        let profiles = self.profiles.clone();
+        let prepared: Arc<Mutex<Option<Arc<HttpRequest>>>> = Arc::default();
+        let map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
+            Arc::new(error::http_error);
+        let name: Arc<str> = PROVIDER.into();
+        let connect = move |_attempt: u32| {
+            let (client, lookup, inputs, profiles, prepared, map_error, name) = (
+                client.clone(),
+                Arc::clone(&lookup),
+                Arc::clone(&inputs),
+                profiles.clone(),
+                Arc::clone(&prepared),
+                Arc::clone(&map_error),
+                Arc::clone(&name),
+            );
+            async move {
+                let ready = prepared.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                let request = match ready {
+                    Some(request) => request,
+                    None => {
+                        let (model, context, options) = &*inputs;
+                        let caching = ask_profile(&client, &lookup, &profiles, &model.id).await;
+                        let request =
+                            Arc::new(prepare_with(model, context, options, &process_env, caching)?);
+                        *prepared.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(Arc::clone(&request));
+                        request
+                    }
+                };
+                llm_http::send(client, request, name, map_error).await
+            }
+        };
+        let for_decoder = model.clone();
+        llm_core::drive::drive(
+            model,
+            options,
+            PROVIDER,
+            connect,
+            AwsEventStreamFraming::with_limit,
+            move || Decoder::for_model(&for_decoder),
+        )
+    }
+}
+
+/// What `GetInferenceProfile` says about `arn` (cached on success), `None` when the lookup
+/// failed (logged; the heuristic decides and the next request asks again).
+async fn ask_profile(
+    client: &reqwest::Client,
+    lookup: &Result<HttpRequest, Error>,
+    profiles: &profile::ProfileCache,
+    arn: &str,
+) -> Option<bool> {
+    let answer = match lookup {
+        Ok(request) => profile::lookup(client.clone(), request, profiles.timeout).await,
+        Err(error) => Err(error.clone()),
+    };
+    match answer {
+        Ok(caching) => {
+            profiles.insert(arn, caching);
+            Some(caching)
+        }
+        Err(error) => {
+            tracing::warn!(
+                provider = PROVIDER,
+                error = %error.message,
+                "GetInferenceProfile failed; deciding cache points from the profile name"
+            );
+            None
+        }
     }
 }
 

@@ -432,6 +432,7 @@ fn uri_encode_path(path: &str) -> String {
 /// The `Authorization` header by AWS's documented SigV4 algorithm, written from the
 /// documentation (not from aws-sigv4): canonical request, string to sign, derived key.
 fn expected_authorization(
+    method: &str,
     host: &str,
     path: &str,
     headers: &[(&str, &str)],
@@ -456,7 +457,7 @@ fn expected_authorization(
     let signed_headers = canonical.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(";");
     // Non-S3 services: the already-encoded path is encoded once more.
     let canonical_request = format!(
-        "POST\n{}\n\n{canonical_headers}\n{signed_headers}\n{payload_hash}",
+        "{method}\n{}\n\n{canonical_headers}\n{signed_headers}\n{payload_hash}",
         uri_encode_path(path)
     );
     let scope = format!("{date}/{region}/bedrock/aws4_request");
@@ -492,6 +493,7 @@ fn sigv4_matches_the_documented_algorithm_with_a_session_token_and_an_arn_path()
     apply(&auth, &mut r, signing_time()).unwrap();
     let path = ARN_URL.strip_prefix("https://bedrock-runtime.us-west-2.amazonaws.com").unwrap();
     let (expected, canonical_request) = expected_authorization(
+        "POST",
         "bedrock-runtime.us-west-2.amazonaws.com",
         path,
         &[("content-type", "application/json"), ("x-custom", "  last   value ")],
@@ -521,6 +523,7 @@ fn sigv4_without_a_token_and_with_a_port() {
     r.headers.truncate(1);
     apply(&auth, &mut r, signing_time()).unwrap();
     let (expected, _) = expected_authorization(
+        "POST",
         "127.0.0.1:8123",
         "/prefix/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream",
         &[("content-type", "application/json")],
@@ -535,6 +538,37 @@ fn sigv4_without_a_token_and_with_a_port() {
     assert_eq!(header(&r, "authorization"), [expected.as_str()]);
     assert_eq!(header(&r, "x-amz-date").len(), 1);
     assert_eq!(header(&r, "x-amz-content-sha256").len(), 1);
+}
+
+/// The control plane's `GetInferenceProfile` is a `GET` with no body: the method and the
+/// empty payload's hash are signed.
+#[test]
+fn sigv4_signs_the_method_of_a_get_without_a_body() {
+    let auth = Auth::SigV4 {
+        credentials: AwsCredentials::new(KEY_ID, SECRET, None),
+        region: "us-west-2".into(),
+    };
+    let path = "/inference-profiles/arn%3Aaws%3Abedrock%3Aus-west-2%3A123456789012%3Aapplication-inference-profile%2Fabc123";
+    let mut r = HttpRequest {
+        url: format!("https://bedrock.us-west-2.amazonaws.com{path}"),
+        headers: vec![("accept".into(), "application/json".into())],
+        body: bytes::Bytes::new(),
+    };
+    apply_for_method(&auth, "GET", &mut r, signing_time()).unwrap();
+    let (expected, canonical_request) = expected_authorization(
+        "GET",
+        "bedrock.us-west-2.amazonaws.com",
+        path,
+        &[("accept", "application/json")],
+        b"",
+        None,
+        "us-west-2",
+    );
+    assert!(canonical_request.starts_with("GET\n"));
+    assert_eq!(header(&r, "authorization"), [expected.as_str()]);
+    let mut as_post = r.clone();
+    apply(&auth, &mut as_post, signing_time()).unwrap();
+    assert_ne!(header(&as_post, "authorization"), [expected.as_str()], "the method is signed");
 }
 
 #[test]

@@ -69,6 +69,19 @@ pub(crate) fn model_path(model_id: &str) -> String {
     format!("/model/{}/converse-stream", utf8_percent_encode(model_id, PATH_SEGMENT))
 }
 
+/// `/inference-profiles/<percent-encoded id or ARN>`: the control plane's
+/// `GetInferenceProfile` path.
+pub(crate) fn inference_profile_path(profile: &str) -> String {
+    format!("/inference-profiles/{}", utf8_percent_encode(profile, PATH_SEGMENT))
+}
+
+/// `https://bedrock[-fips].<region>.amazonaws.com[.cn]`: the control plane of `region`.
+pub(crate) fn control_plane_endpoint(region: &str, fips: bool) -> String {
+    let host = if fips { "bedrock-fips" } else { "bedrock" };
+    let suffix = if region.starts_with("cn-") { "amazonaws.com.cn" } else { "amazonaws.com" };
+    format!("https://{host}.{region}.{suffix}")
+}
+
 /// `https://bedrock-runtime[-fips].<region>.amazonaws.com[.cn]`.
 pub(crate) fn standard_endpoint(region: &str, fips: bool) -> String {
     let host = if fips { "bedrock-runtime-fips" } else { "bedrock-runtime" };

@@ -1,0 +1,218 @@
+//! Application inference profiles (spec A.12.6, A.14.13, D.1 #30).
+//!
+//! An `arn:aws(-cn|-us-gov)?:bedrock:<region>:<account>:application-inference-profile/<id>`
+//! model id hides which models it routes to, so the name-based cache heuristic (A.5.4)
+//! cannot tell whether cache points are allowed. For such an opaque id, when cache points
+//! are wanted, the control plane's `GetInferenceProfile` is asked once: cache points go in
+//! only if every routed `modelArn` names a model that caches. A successful answer is kept
+//! per ARN for the provider's lifetime (shared by its clones); a failed one is not, so the
+//! next request asks again, and this request falls back to the heuristic.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use llm_core::{CacheRetention, Error, ErrorKind, Model, StreamOptions};
+use llm_http::HttpRequest;
+use serde::Deserialize;
+
+use crate::PROVIDER;
+use crate::auth::{self, Auth};
+use crate::convert::{self, BedrockOptions, ClaudeTraits, Env};
+
+/// How long a `GetInferenceProfile` call may take before the request goes on without it.
+pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest profile description read; a profile is a few hundred bytes.
+const MAX_PROFILE_BYTES: usize = 1 << 20;
+
+/// What `GetInferenceProfile` said per profile ARN (whether every routed model caches).
+#[derive(Clone)]
+pub(crate) struct ProfileCache {
+    known: Arc<Mutex<HashMap<String, bool>>>,
+    /// The bound on one lookup.
+    pub(crate) timeout: Duration,
+}
+
+impl Default for ProfileCache {
+    fn default() -> Self {
+        ProfileCache { known: Arc::default(), timeout: DEFAULT_LOOKUP_TIMEOUT }
+    }
+}
+
+impl fmt::Debug for ProfileCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner).len();
+        f.debug_struct("ProfileCache")
+            .field("known_profiles", &known)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl ProfileCache {
+    /// The cached answer for `arn`.
+    pub(crate) fn get(&self, arn: &str) -> Option<bool> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner).get(arn).copied()
+    }
+
+    /// Keeps a successful answer for `arn`.
+    pub(crate) fn insert(&self, arn: &str, caching: bool) {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner).insert(arn.to_owned(), caching);
+    }
+}
+
+/// The fields of an `arn:aws(-cn|-us-gov)?:bedrock:<region>:<account>:application-inference-profile/<id>`
+/// id: its region (field 4, possibly empty).
+fn app_profile_region(id: &str) -> Option<&str> {
+    let mut fields = id.splitn(6, ':');
+    let (Some("arn"), Some(partition), Some("bedrock"), Some(region), Some(_account), Some(rest)) =
+        (fields.next(), fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return None;
+    };
+    let known_partition = matches!(partition, "aws" | "aws-cn" | "aws-us-gov");
+    let profile = rest.strip_prefix("application-inference-profile/")?;
+    (known_partition && !profile.is_empty()).then_some(region)
+}
+
+/// The profile ARN to look up before `model`'s request is built: an application-profile
+/// id, cache points wanted (retention not `none`), and neither the name heuristic nor a
+/// forced cache already allows them. `None` for every other request (and for options that
+/// do not parse: building the request reports that error).
+pub(crate) fn lookup_target<'m>(
+    model: &'m Model,
+    options: &StreamOptions,
+    env: Env<'_>,
+) -> Option<&'m str> {
+    if options.cache_retention == CacheRetention::None || app_profile_region(&model.id).is_none() {
+        return None;
+    }
+    let extra = BedrockOptions::from_options(options).ok()?;
+    let decided = ClaudeTraits::of(model).caching || convert::forces_cache(&extra, env);
+    (!decided).then_some(model.id.as_str())
+}
+
+/// The signed `GET /inference-profiles/<arn>` for `model` (whose id [`lookup_target`]
+/// returned). It goes to the `controlPlaneUrl` option, else the control plane of the ARN's
+/// region (else the request's region), signed for that region like the runtime request.
+pub(crate) fn lookup_request(
+    model: &Model,
+    options: &StreamOptions,
+    env: Env<'_>,
+) -> Result<HttpRequest, Error> {
+    let extra = BedrockOptions::from_options(options)?;
+    let region = match app_profile_region(&model.id).filter(|r| !r.is_empty()) {
+        Some(region) => region.to_owned(),
+        None => {
+            let profile_region =
+                auth::selected_profile(options, env).map(|_| auth::resolve_region(options, env));
+            convert::resolve_endpoint(model, options, env, profile_region).region
+        }
+    };
+    let base = match extra.control_plane_url.as_deref().map(str::trim) {
+        Some(url) if !url.is_empty() => url.trim_end_matches('/').to_owned(),
+        _ => convert::control_plane_endpoint(&region, convert::uses_fips(env)),
+    };
+    let url = format!("{base}{}", convert::inference_profile_path(&model.id));
+    let mut auth = auth::resolve_auth(options, env)?;
+    if let Auth::SigV4 { region: signing, .. } = &mut auth {
+        signing.clone_from(&region);
+    }
+    let mut request = HttpRequest {
+        url,
+        headers: vec![("accept".to_owned(), "application/json".to_owned())],
+        body: bytes::Bytes::new(),
+    };
+    auth::apply_for_method(&auth, "GET", &mut request, SystemTime::now())?;
+    Ok(request)
+}
+
+/// Sends `request` (from [`lookup_request`]) within `timeout` and says whether every model
+/// the profile routes to caches.
+///
+/// # Errors
+///
+/// A transport error, a timeout, an error status or a body that is not a profile: the
+/// caller falls back to the heuristic and does not cache the failure.
+pub(crate) async fn lookup(
+    client: reqwest::Client,
+    request: &HttpRequest,
+    timeout: Duration,
+) -> Result<bool, Error> {
+    let mut headers = reqwest::header::HeaderMap::with_capacity(request.headers.len());
+    for (name, value) in &request.headers {
+        let invalid = || {
+            Error::new(ErrorKind::InvalidRequest, PROVIDER, "Invalid GetInferenceProfile header")
+                .with_retryable(false)
+        };
+        let name =
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+        let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| invalid())?;
+        value.set_sensitive(llm_http::is_secret_header(name.as_str()));
+        headers.insert(name, value);
+    }
+    let failed = |e| llm_http::transport_error(PROVIDER, "GetInferenceProfile failed", e);
+    let mut response = client
+        .get(request.url.as_str())
+        .headers(headers)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(failed)?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(Error::new(
+            ErrorKind::Provider,
+            PROVIDER,
+            format!("GetInferenceProfile returned HTTP {}", status.as_u16()),
+        )
+        .with_status(status.as_u16()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(failed)? {
+        if body.len() + chunk.len() > MAX_PROFILE_BYTES {
+            return Err(Error::new(
+                ErrorKind::Decode,
+                PROVIDER,
+                format!("GetInferenceProfile answered more than {MAX_PROFILE_BYTES} bytes"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let profile: InferenceProfile = serde_json::from_slice(&body).map_err(|e| {
+        Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid GetInferenceProfile answer: {e}"))
+    })?;
+    Ok(profile.routes_only_to_caching_models())
+}
+
+/// The part of `GetInferenceProfile`'s answer this crate reads.
+#[derive(Debug, Deserialize)]
+struct InferenceProfile {
+    models: Vec<ProfileModel>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileModel {
+    model_arn: String,
+}
+
+impl InferenceProfile {
+    /// Every routed model passes spec A.5.4 (a profile routing to no model does not: there
+    /// is nothing to say it caches).
+    fn routes_only_to_caching_models(&self) -> bool {
+        !self.models.is_empty() && self.models.iter().all(|m| model_arn_caches(&m.model_arn))
+    }
+}
+
+/// Whether the model a `modelArn` names (`…:foundation-model/<id>` or a system profile
+/// `…:inference-profile/<id>`) supports cache points.
+fn model_arn_caches(model_arn: &str) -> bool {
+    let id = model_arn.rsplit_once('/').map_or(model_arn, |(_, id)| id);
+    ClaudeTraits::of(&Model { id: id.to_owned(), ..Model::default() }).caching
+}
+
+#[cfg(test)]
+mod tests;
