@@ -743,7 +743,13 @@ fn check_request(expected: &ExpectedRequest, got: &Recorded) -> Vec<String> {
             }
         }
     }
-    match serde_json::from_slice::<Value>(&got.body) {
+    // An empty body (a GET) is expected as `"body": null`.
+    let received = if got.body.is_empty() {
+        Ok(Value::Null)
+    } else {
+        serde_json::from_slice::<Value>(&got.body)
+    };
+    match received {
         Err(e) => problems.push(format!(
             "body is not JSON ({e}): {}",
             truncate(&String::from_utf8_lossy(&got.body), 300)
