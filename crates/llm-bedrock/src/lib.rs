@@ -44,7 +44,8 @@
 //!   `controlPlaneUrl` option: a proxy, a VPC endpoint, a test server; authenticated like the
 //!   runtime request, SigV4 for the ARN's region) and sends cache points only if every
 //!   routed `modelArn` names a model that caches. The answer is kept per ARN for the
-//!   provider's lifetime, shared by its clones. The lookup runs inside the request's
+//!   provider's lifetime, shared by its clones; concurrent first requests for one ARN wait
+//!   for one lookup. The lookup runs inside the request's
 //!   connect step: it is bounded by [`DEFAULT_LOOKUP_TIMEOUT`]
 //!   ([`BedrockProvider::with_profile_lookup_timeout`]) and by the request's first-byte
 //!   timeout, and cancelling the request cancels it. A failed lookup is logged (`tracing`),
@@ -319,7 +320,8 @@ impl BedrockProvider {
     }
 }
 
-/// What `GetInferenceProfile` says about `arn` (cached on success), `None` when the lookup
+/// What `GetInferenceProfile` says about `arn` (cached on success; a concurrent request for
+/// the same ARN waits for this lookup instead of sending its own), `None` when the lookup
 /// failed (logged; the heuristic decides and the next request asks again).
 async fn ask_profile(
     client: &reqwest::Client,
@@ -327,15 +329,17 @@ async fn ask_profile(
     profiles: &profile::ProfileCache,
     arn: &str,
 ) -> Option<bool> {
-    let answer = match lookup {
-        Ok(request) => profile::lookup(client.clone(), request, profiles.timeout).await,
-        Err(error) => Err(error.clone()),
-    };
+    let cell = profiles.cell(arn);
+    let answer = cell
+        .get_or_try_init(|| async {
+            match lookup {
+                Ok(request) => profile::lookup(client.clone(), request, profiles.timeout).await,
+                Err(error) => Err(error.clone()),
+            }
+        })
+        .await;
     match answer {
-        Ok(caching) => {
-            profiles.insert(arn, caching);
-            Some(caching)
-        }
+        Ok(caching) => Some(*caching),
         Err(error) => {
             tracing::warn!(
                 provider = PROVIDER,

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use llm_core::{CacheRetention, Error, ErrorKind, Model, StreamOptions};
 use llm_http::HttpRequest;
 use serde::Deserialize;
+use tokio::sync::OnceCell;
 
 use crate::PROVIDER;
 use crate::auth::{self, Auth};
@@ -28,9 +29,12 @@ pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_PROFILE_BYTES: usize = 1 << 20;
 
 /// What `GetInferenceProfile` said per profile ARN (whether every routed model caches).
+///
+/// One cell per ARN: concurrent first requests wait for one lookup; a failed (or cancelled)
+/// lookup leaves the cell empty, so the next request looks up again.
 #[derive(Clone)]
 pub(crate) struct ProfileCache {
-    known: Arc<Mutex<HashMap<String, bool>>>,
+    known: Arc<Mutex<HashMap<String, Arc<OnceCell<bool>>>>>,
     /// The bound on one lookup.
     pub(crate) timeout: Duration,
 }
@@ -43,7 +47,8 @@ impl Default for ProfileCache {
 
 impl fmt::Debug for ProfileCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner).len();
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = known.values().filter(|cell| cell.initialized()).count();
         f.debug_struct("ProfileCache")
             .field("known_profiles", &known)
             .field("timeout", &self.timeout)
@@ -54,12 +59,14 @@ impl fmt::Debug for ProfileCache {
 impl ProfileCache {
     /// The cached answer for `arn`.
     pub(crate) fn get(&self, arn: &str) -> Option<bool> {
-        self.known.lock().unwrap_or_else(PoisonError::into_inner).get(arn).copied()
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        known.get(arn).and_then(|cell| cell.get().copied())
     }
 
-    /// Keeps a successful answer for `arn`.
-    pub(crate) fn insert(&self, arn: &str, caching: bool) {
-        self.known.lock().unwrap_or_else(PoisonError::into_inner).insert(arn.to_owned(), caching);
+    /// The cell holding `arn`'s answer once a lookup succeeds.
+    pub(crate) fn cell(&self, arn: &str) -> Arc<OnceCell<bool>> {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(known.entry(arn.to_owned()).or_default())
     }
 }
 

@@ -168,6 +168,29 @@ async fn a_profile_routing_only_to_caching_claude_models_is_looked_up_once() {
     assert_eq!(cache_points(&recorded[2]), (no_ttl(), no_ttl()));
 }
 
+/// Concurrent first requests for one ARN share one lookup.
+#[tokio::test]
+async fn concurrent_first_requests_share_one_lookup() {
+    let server =
+        start(vec![profile(&[SONNET_4_5]), converse_ok(), converse_ok(), converse_ok()]).await;
+    let base = format!("http://{}", server.addr);
+    let provider = BedrockProvider::new();
+    let model = model(OPAQUE_ARN, base.clone());
+    let options = options(base);
+    futures_util::future::join3(
+        ask(&provider, &model, &options),
+        ask(&provider.clone(), &model, &options),
+        ask(&provider, &model, &options),
+    )
+    .await;
+    let recorded = server.recorded();
+    let methods: Vec<&str> = recorded.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["GET", "POST", "POST", "POST"]);
+    for request in &recorded[1..] {
+        assert_eq!(cache_points(request), (no_ttl(), no_ttl()));
+    }
+}
+
 /// D.1 #30, third case: a failing lookup leaves the heuristic in charge (an opaque name:
 /// no cache points) and is not cached, so the next request asks again.
 #[tokio::test]

@@ -157,7 +157,11 @@ fn the_cache_keeps_answers_per_arn_and_is_shared_by_clones() {
     assert_eq!(cache.timeout, DEFAULT_LOOKUP_TIMEOUT);
     let clone = cache.clone();
     assert_eq!(cache.get(OPAQUE), None);
-    clone.insert(OPAQUE, true);
+    let cell = clone.cell(OPAQUE);
+    assert!(Arc::ptr_eq(&cell, &cache.cell(OPAQUE)), "one cell per ARN");
+    assert_eq!(cache.get(OPAQUE), None, "an empty cell is no answer");
+    assert!(format!("{cache:?}").contains("known_profiles: 0"));
+    cell.set(true).unwrap();
     assert_eq!(cache.get(OPAQUE), Some(true));
     assert_eq!(cache.get("other"), None);
     assert!(format!("{cache:?}").contains("known_profiles: 1"));
