@@ -678,6 +678,16 @@ fn huge_number_is_shown_only_when_complete() {
     p.push("}");
     assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"1".repeat(257)).unwrap());
 
+    // A number already shown that grows to exactly 256 characters stays shown.
+    let mut p = PartialJson::new();
+    p.push("{\"n\":");
+    p.push(&"2".repeat(100));
+    assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"2".repeat(100)).unwrap());
+    p.push(&"2".repeat(156));
+    assert_eq!(p.value()["n"], serde_json::from_str::<Value>(&"2".repeat(256)).unwrap());
+    p.push("2");
+    assert_eq!(p.value(), &json!({}));
+
     // Out of the f64 range: `null`, as JavaScript's JSON round trip gives.
     let mut p = PartialJson::new();
     p.push(&format!("{{\"n\":1e999,\"m\":{}}}", "9".repeat(400)));
