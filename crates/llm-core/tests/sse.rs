@@ -435,6 +435,11 @@ fn long_lines_split_into_chunks_decode_like_the_whole_body() {
         // A bare JSON body whose one long line is not an event stream.
         format!("{{\"error\": \"{value}\"}}\n"),
         format!("data: {value}"),
+        // A long data line while the body may still be bare JSON or is still undecided:
+        // SSE's own line handling decides, as for the line pushed whole.
+        format!("\n\ndata: {value}\n\n"),
+        format!("{{\ndata: {value}\n\n"),
+        format!("[1,\n\ndata: {value}\n\n"),
     ];
     for body in &bodies {
         let whole = decode(body.as_bytes()).unwrap();
