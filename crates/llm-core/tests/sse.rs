@@ -465,3 +465,29 @@ fn long_lines_split_into_chunks_decode_like_the_whole_body() {
     let err = parts.iter().try_for_each(|p| d.push(p, &mut out)).unwrap_err();
     assert_eq!(err, SseError::EventTooLarge { limit });
 }
+
+/// A long data line of exactly the limit is accepted, one byte more is not, whether it
+/// arrives whole or assembled from chunks.
+#[test]
+fn long_line_at_the_limit_is_accepted_in_any_framing() {
+    let line = format!("data: {}", "v".repeat(70 * 1024));
+    for (limit, ok) in [(line.len(), true), (line.len() - 1, false)] {
+        let body = format!("data: a\n\n{line}\n\n");
+        for size in [body.len(), 4096, 1000] {
+            let mut d = SseDecoder::with_max_event_size(limit);
+            let mut out = Vec::new();
+            let result = body.as_bytes().chunks(size).try_for_each(|p| d.push(p, &mut out));
+            if ok {
+                result.unwrap();
+                assert_eq!(out.len(), 2, "chunks of {size}");
+                assert_eq!(out[1].data.len(), line.len() - "data: ".len());
+            } else {
+                assert_eq!(
+                    result.unwrap_err(),
+                    SseError::EventTooLarge { limit },
+                    "chunks of {size}"
+                );
+            }
+        }
+    }
+}
