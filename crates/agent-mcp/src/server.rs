@@ -465,6 +465,13 @@ impl Server {
             }
             r = &mut response => r,
         };
+        // rmcp runs each notification's handler on a task of its own, while the answer goes
+        // straight to this call: a progress notification the server sent just before its
+        // answer may still be queued. Let queued tasks run before the call (and its progress
+        // route) ends, so that update is not lost behind the result.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
         in_flight.answered();
         match outcome {
             Ok(ServerResult::CallToolResult(result)) => map_call_result(id, tool_name, result),
