@@ -11,7 +11,10 @@
 //! `getrusage` would need `unsafe` FFI, which the workspace forbids): the
 //! HTTP client, SSE decoding, the provider's decoder, the assembler and the consumer, not
 //! the server thread. The floor is the CPU time of `serde_json` parsing every event's
-//! `data` of the same wire bytes into a `Value`, once.
+//! `data` of the same wire bytes into a `Value`, once. The transport is the CPU time of
+//! receiving the same response with the same HTTP client and cutting it into events with
+//! the provider's framing, parsing nothing: no client that uses HTTP and serde_json can
+//! cost less than transport + floor.
 //!
 //! Streams (100-byte deltas): `text` (one text block), `one-call` (one `write_file` call),
 //! `three-calls` (three calls in a row, a third of the bytes each). Sizes count argument
@@ -25,6 +28,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use llm_core::framing::Framing as _;
 use llm_core::{
     ApiKey, AssistantEvent, AssistantMessage, Context, Message, Model, PartialContent, Provider,
     RetryPolicy, StopReason, StreamOptions, Tool,
@@ -812,6 +816,36 @@ struct Measure {
     peak_bytes: u64,
 }
 
+/// How a case consumes the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Only the transport: HTTP and the provider's framing, nothing parsed.
+    Transport,
+    /// The provider's stream, every event read and dropped.
+    Plain,
+    /// The provider's stream with a `partial()` read after every delta.
+    Partial,
+}
+
+impl Mode {
+    fn arg(self) -> &'static str {
+        match self {
+            Mode::Transport => "transport",
+            Mode::Plain => "0",
+            Mode::Partial => "1",
+        }
+    }
+
+    fn parse(arg: &str) -> Result<Self> {
+        match arg {
+            "transport" => Ok(Mode::Transport),
+            "0" => Ok(Mode::Plain),
+            "1" => Ok(Mode::Partial),
+            other => Err(Error::Msg(format!("bench-case mode `{other}`: 0, 1 or transport"))),
+        }
+    }
+}
+
 fn context() -> Context {
     Context {
         system_prompt: None,
@@ -888,6 +922,63 @@ fn stream_once(
     Ok((message, cpu))
 }
 
+/// Receives the response of `scenario` with the HTTP client the providers use (reqwest) and
+/// cuts it into events with the provider's framing, parsing nothing; returns how many
+/// events it saw and the client thread's CPU time.
+fn transport_once(
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    scenario: Scenario,
+    size: usize,
+) -> Result<(usize, u64)> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| Error::Msg(format!("cannot bind the loopback server: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| Error::Msg(e.to_string()))?;
+    let (body, model) = wire(name, scenario, size, addr)?;
+    let binary = body.content_type == llm_testkit::eventstream::CONTENT_TYPE;
+    let server = std::thread::spawn(move || serve(listener, body));
+    let client = reqwest::Client::new();
+    let start = thread_cpu_ns()?;
+    let events = runtime.block_on(async {
+        let response = client
+            .post(format!("{}/bench", model.base_url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .map_err(|e| Error::Msg(format!("transport request: {e}")))?;
+        let mut chunks = response.bytes_stream();
+        let mut sse = llm_core::sse::SseDecoder::with_max_event_size(MAX_EVENT_BYTES);
+        let mut aws = llm_bedrock::AwsEventStreamFraming::with_max_frame_bytes(MAX_EVENT_BYTES);
+        let (mut sse_out, mut aws_out) = (Vec::new(), Vec::new());
+        let mut events = 0usize;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| Error::Msg(format!("transport body: {e}")))?;
+            if binary {
+                aws.push(&chunk, &mut aws_out).map_err(|e| Error::Msg(e.to_string()))?;
+                events += aws_out.len();
+                aws_out.clear();
+            } else {
+                sse.push(&chunk, &mut sse_out).map_err(|e| Error::Msg(e.to_string()))?;
+                events += sse_out.len();
+                sse_out.clear();
+            }
+        }
+        if binary {
+            aws.finish(&mut aws_out).map_err(|e| Error::Msg(e.to_string()))?;
+            events += aws_out.len();
+        } else {
+            sse.finish(&mut sse_out).map_err(|e| Error::Msg(e.to_string()))?;
+            events += sse_out.len();
+        }
+        Ok::<_, Error>(events)
+    })?;
+    let cpu = thread_cpu_ns()?.saturating_sub(start);
+    let served = server.join().map_err(|_| Error::Msg("the bench server panicked".into()))?;
+    served.map_err(|e| Error::Msg(format!("bench server: {e}")))?;
+    Ok((events, cpu))
+}
+
 /// Checks the final message against what was generated.
 fn verify(message: &AssistantMessage, scenario: Scenario, size: usize) -> Result<()> {
     if let Some(error) = &message.error_message {
@@ -931,15 +1022,15 @@ fn verify(message: &AssistantMessage, scenario: Scenario, size: usize) -> Result
     Ok(())
 }
 
-/// `xtask bench-case PROVIDER SCENARIO BYTES PARTIAL`: one measured case in this process;
-/// prints `cpu_ns peak_bytes`.
+/// `xtask bench-case PROVIDER SCENARIO BYTES MODE` (MODE `0` plain, `1` partial reads,
+/// `transport`): one measured case in this process; prints `cpu_ns peak_bytes`.
 pub fn run_case(args: &[String]) -> Result<()> {
-    let [name, scenario, size, partial] = args else {
-        return Err(Error::Msg("bench-case PROVIDER SCENARIO BYTES 0|1".into()));
+    let [name, scenario, size, mode] = args else {
+        return Err(Error::Msg("bench-case PROVIDER SCENARIO BYTES 0|1|transport".into()));
     };
     let scenario = Scenario::parse(scenario)?;
     let size: usize = size.parse().map_err(|e| Error::Msg(format!("size: {e}")))?;
-    let partial = partial == "1";
+    let mode = Mode::parse(mode)?;
     let entry = PROVIDERS
         .iter()
         .find(|p| p.name == name)
@@ -948,6 +1039,21 @@ pub fn run_case(args: &[String]) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::Msg(format!("tokio runtime: {e}")))?;
+    if mode == Mode::Transport {
+        // Warm-up as below; the event count shows the whole body was framed.
+        transport_once(&runtime, name, scenario, 16 * 1024)?;
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        let base = status_bytes("VmRSS:")?;
+        let (events, cpu_ns) = transport_once(&runtime, name, scenario, size)?;
+        let peak = status_bytes("VmHWM:")?.saturating_sub(base);
+        let expected = event_payloads(name, scenario, size)?.len();
+        if events < expected {
+            return Err(Error::Msg(format!("transport saw {events} events, expected {expected}")));
+        }
+        println!("{cpu_ns} {peak}");
+        return Ok(());
+    }
+    let partial = mode == Mode::Partial;
     let provider = (entry.make)();
     // Warm-up: connection setup and lazy statics are not what is measured.
     let (warm, _) = stream_once(&runtime, &provider, name, scenario, 16 * 1024, partial)?;
@@ -1015,7 +1121,7 @@ fn measure(
     name: &str,
     scenario: Scenario,
     size: usize,
-    partial: bool,
+    mode: Mode,
     reps: usize,
 ) -> Result<Measure> {
     let exe = std::env::current_exe().map_err(|e| Error::Msg(format!("current_exe: {e}")))?;
@@ -1027,7 +1133,7 @@ fn measure(
                 name,
                 scenario.name(),
                 &size.to_string(),
-                if partial { "1" } else { "0" },
+                mode.arg(),
             ])
             .output()
             .map_err(|e| Error::Msg(format!("cannot run {}: {e}", exe.display())))?;
@@ -1054,23 +1160,36 @@ fn measure(
     best.ok_or_else(|| Error::Msg("no run".into()))
 }
 
+/// What one size of one row measured.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    /// serde_json parsing every event once, ns.
+    floor: u64,
+    /// HTTP and framing only.
+    transport: Measure,
+    /// Events read, no partial reads.
+    plain: Measure,
+    /// A partial read after every delta.
+    partial: Measure,
+}
+
 /// One row of the table: a provider and a scenario at every size.
 #[derive(Debug)]
 struct Row {
     provider: &'static str,
     scenario: Scenario,
-    /// Per size: floor, without partial reads, with partial reads.
-    cells: Vec<Result<(u64, Measure, Measure)>>,
+    /// One cell per size.
+    cells: Vec<Result<Cell>>,
 }
 
 fn ms_per_mib(ns: u64, size_mib: usize) -> f64 {
     ns as f64 / 1e6 / size_mib.max(1) as f64
 }
 
-fn ratio(a: &Result<(u64, Measure, Measure)>, b: &Result<(u64, Measure, Measure)>) -> String {
+fn ratio(a: &Result<Cell>, b: &Result<Cell>) -> String {
     match (a, b) {
-        (Ok((_, _, big)), Ok((_, _, small))) if small.cpu_ns > 0 => {
-            format!("{:.2}", big.cpu_ns as f64 / small.cpu_ns as f64)
+        (Ok(big), Ok(small)) if small.partial.cpu_ns > 0 => {
+            format!("{:.2}", big.partial.cpu_ns as f64 / small.partial.cpu_ns as f64)
         }
         _ => "-".into(),
     }
@@ -1080,12 +1199,12 @@ fn render(rows: &[Row], sizes: &[usize]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "CPU ms per MiB of argument/text bytes (client thread): floor = serde_json parse of the wire events into Value, once; plain = reading events only; partial = AssistantStream::partial() read after every delta."
+        "CPU ms per MiB of argument/text bytes (client thread): floor = serde_json parse of the wire events into Value, once; transport = the same HTTP client and framing, nothing parsed; plain = reading events only; partial = AssistantStream::partial() read after every delta."
     );
     let mut head = "| provider | stream |".to_owned();
     let mut rule = "|---|---|".to_owned();
     for size in sizes {
-        let _ = write!(head, " {size} MiB floor / plain / partial |");
+        let _ = write!(head, " {size} MiB floor / transport / plain / partial |");
         rule.push_str("---|");
     }
     for pair in sizes.windows(2) {
@@ -1097,22 +1216,23 @@ fn render(rows: &[Row], sizes: &[usize]) -> String {
     if let Some(last) = sizes.last() {
         let _ = write!(
             head,
-            " partial overhead at {last} MiB | plain / floor at {last} MiB | peak RSS at {last} MiB (limit 2x+16) |"
+            " partial overhead at {last} MiB | plain / floor at {last} MiB | (floor + transport) / floor at {last} MiB | peak RSS at {last} MiB (limit 2x+16) |"
         );
-        rule.push_str("---|---|---|");
+        rule.push_str("---|---|---|---|");
     }
     let _ = writeln!(out, "{head}\n{rule}");
     for row in rows {
         let mut line = format!("| {} | {} |", row.provider, row.scenario.name());
         for (cell, size) in row.cells.iter().zip(sizes) {
             match cell {
-                Ok((floor, plain, partial)) => {
+                Ok(cell) => {
                     let _ = write!(
                         line,
-                        " {:.1} / {:.1} / {:.1} |",
-                        ms_per_mib(*floor, *size),
-                        ms_per_mib(plain.cpu_ns, *size),
-                        ms_per_mib(partial.cpu_ns, *size)
+                        " {:.1} / {:.1} / {:.1} / {:.1} |",
+                        ms_per_mib(cell.floor, *size),
+                        ms_per_mib(cell.transport.cpu_ns, *size),
+                        ms_per_mib(cell.plain.cpu_ns, *size),
+                        ms_per_mib(cell.partial.cpu_ns, *size)
                     );
                 }
                 Err(e) => {
@@ -1125,19 +1245,21 @@ fn render(rows: &[Row], sizes: &[usize]) -> String {
                 let _ = write!(line, " {} |", ratio(big, small));
             }
         }
-        if let (Some(Ok((floor, plain, partial))), Some(size)) = (row.cells.last(), sizes.last()) {
+        if let (Some(Ok(cell)), Some(size)) = (row.cells.last(), sizes.last()) {
             let limit = 2 * (*size as u64) * MIB as u64 + 16 * MIB as u64;
-            let peak = plain.peak_bytes.max(partial.peak_bytes);
+            let peak = cell.plain.peak_bytes.max(cell.partial.peak_bytes);
+            let floor = cell.floor.max(1) as f64;
             let _ = write!(
                 line,
-                " {:+.0}% | {:.2} | {:.1} MiB{} |",
-                (partial.cpu_ns as f64 / plain.cpu_ns.max(1) as f64 - 1.0) * 100.0,
-                plain.cpu_ns as f64 / (*floor).max(1) as f64,
+                " {:+.0}% | {:.2} | {:.2} | {:.1} MiB{} |",
+                (cell.partial.cpu_ns as f64 / cell.plain.cpu_ns.max(1) as f64 - 1.0) * 100.0,
+                cell.plain.cpu_ns as f64 / floor,
+                (cell.floor + cell.transport.cpu_ns) as f64 / floor,
                 peak as f64 / MIB as f64,
                 if peak > limit { " (over)" } else { "" }
             );
         } else {
-            line.push_str(" - | - | - |");
+            line.push_str(" - | - | - | - |");
         }
         let _ = writeln!(out, "{line}");
     }
@@ -1165,19 +1287,24 @@ pub fn run(options: &Options) -> Result<String> {
                         .into_iter()
                         .min()
                         .unwrap_or_default();
-                    let plain = measure(entry.name, scenario, size, false, options.reps)?;
-                    let partial = measure(entry.name, scenario, size, true, options.reps)?;
-                    Ok((floor, plain, partial))
+                    let measure = |mode| measure(entry.name, scenario, size, mode, options.reps);
+                    Ok(Cell {
+                        floor,
+                        transport: measure(Mode::Transport)?,
+                        plain: measure(Mode::Plain)?,
+                        partial: measure(Mode::Partial)?,
+                    })
                 })();
                 match &cell {
-                    Ok((floor, plain, partial)) => eprintln!(
-                        "{} {} {size_mib} MiB: floor {:.1} ms, plain {:.1} ms, partial {:.1} ms, peak {:.1} MiB",
+                    Ok(cell) => eprintln!(
+                        "{} {} {size_mib} MiB: floor {:.1} ms, transport {:.1} ms, plain {:.1} ms, partial {:.1} ms, peak {:.1} MiB",
                         entry.name,
                         scenario.name(),
-                        *floor as f64 / 1e6,
-                        plain.cpu_ns as f64 / 1e6,
-                        partial.cpu_ns as f64 / 1e6,
-                        plain.peak_bytes.max(partial.peak_bytes) as f64 / MIB as f64
+                        cell.floor as f64 / 1e6,
+                        cell.transport.cpu_ns as f64 / 1e6,
+                        cell.plain.cpu_ns as f64 / 1e6,
+                        cell.partial.cpu_ns as f64 / 1e6,
+                        cell.plain.peak_bytes.max(cell.partial.peak_bytes) as f64 / MIB as f64
                     ),
                     Err(e) => eprintln!("{} {} {size_mib} MiB: {e}", entry.name, scenario.name()),
                 }
@@ -1220,6 +1347,26 @@ mod tests {
                     });
                 }
                 assert!(payloads.len() >= 2, "{} {}", entry.name, scenario.name());
+            }
+        }
+    }
+
+    #[test]
+    fn the_transport_frames_every_event_of_every_wire_format() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for entry in PROVIDERS {
+            for scenario in Scenario::ALL {
+                let (events, _) = transport_once(&runtime, entry.name, scenario, 64 * 1024)
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", entry.name, scenario.name()));
+                let payloads = event_payloads(entry.name, scenario, 64 * 1024).unwrap();
+                // SSE bodies may end with a `[DONE]` event, which carries no JSON.
+                assert!(
+                    events == payloads.len() || events == payloads.len() + 1,
+                    "{} {}: {events} events, {} payloads",
+                    entry.name,
+                    scenario.name(),
+                    payloads.len()
+                );
             }
         }
     }
