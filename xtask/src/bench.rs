@@ -1128,13 +1128,7 @@ fn measure(
     let mut best: Option<Measure> = None;
     for _ in 0..reps {
         let output = Command::new(&exe)
-            .args([
-                "bench-case",
-                name,
-                scenario.name(),
-                &size.to_string(),
-                mode.arg(),
-            ])
+            .args(["bench-case", name, scenario.name(), &size.to_string(), mode.arg()])
             .output()
             .map_err(|e| Error::Msg(format!("cannot run {}: {e}", exe.display())))?;
         let stdout = String::from_utf8_lossy(&output.stdout);

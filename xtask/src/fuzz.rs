@@ -269,7 +269,7 @@ fn argument_texts(bodies: &[(harness::Provider, Vec<u8>)]) -> BTreeSet<String> {
         let mut calls: std::collections::BTreeMap<usize, String> = Default::default();
         for event in &events {
             match event {
-                llm_core::AssistantEvent::ToolCallDelta { content_index, delta } => {
+                llm_core::AssistantEvent::ToolCallDelta { content_index, delta, .. } => {
                     calls.entry(*content_index).or_default().push_str(delta);
                 }
                 llm_core::AssistantEvent::ToolCallEnd { tool_call, .. } => {

@@ -149,10 +149,13 @@ fn serialize_assistant_event<S: Serializer>(
             map.serialize_entry("id", id)?;
             map.serialize_entry("name", name)?;
         }
-        AssistantEvent::ToolCallDelta { content_index, delta } => {
+        AssistantEvent::ToolCallDelta { content_index, delta, changed } => {
             map.serialize_entry("type", "toolcall_delta")?;
             map.serialize_entry("content_index", content_index)?;
             map.serialize_entry("delta", delta)?;
+            if let Some(pointer) = changed {
+                map.serialize_entry("changed", &**pointer)?;
+            }
         }
         AssistantEvent::ToolCallEnd { content_index, tool_call } => {
             map.serialize_entry("type", "toolcall_end")?;

@@ -234,7 +234,7 @@ impl MessageAssembler {
             }
             Delta::ToolCallArgs { key, fragment } => {
                 let index = self.open_block(key, BlockKind::ToolCall);
-                self.push_args(index, fragment);
+                self.push_args(index, fragment, false);
             }
             Delta::ToolCallArgsDone { key, arguments } => {
                 let index = self.open_block(key, BlockKind::ToolCall);
@@ -245,7 +245,7 @@ impl MessageAssembler {
                     _ => None,
                 };
                 match missing {
-                    Some(suffix) if !suffix.is_empty() => self.push_args(index, suffix),
+                    Some(suffix) if !suffix.is_empty() => self.push_args(index, suffix, false),
                     Some(_) => {}
                     None => {
                         // The final text disagrees with what streamed: trust the final text.
@@ -253,7 +253,7 @@ impl MessageAssembler {
                             state.args = PartialJson::new();
                             state.fragments = 0;
                         }
-                        self.push_args(index, arguments);
+                        self.push_args(index, arguments, true);
                     }
                 }
             }
@@ -273,9 +273,11 @@ impl MessageAssembler {
                     };
                 }
                 if !text.is_empty() {
+                    // The whole arguments were replaced.
                     self.events.push_back(AssistantEvent::ToolCallDelta {
                         content_index: index,
                         delta: text,
+                        changed: Some(Arc::from("")),
                     });
                 }
             }
@@ -320,16 +322,25 @@ impl MessageAssembler {
         }
     }
 
-    fn push_args(&mut self, index: usize, fragment: String) {
+    /// Feeds an argument fragment; `replaces` when it starts the arguments over (what was
+    /// shown before may be gone, so the whole value counts as changed).
+    fn push_args(&mut self, index: usize, fragment: String, replaces: bool) {
         if fragment.is_empty() {
             return;
         }
-        if let Some(Slot::Parsing(state)) = self.slots.get_mut(index) {
-            state.args.push(&fragment);
-            state.fragments += 1;
-        }
-        self.events
-            .push_back(AssistantEvent::ToolCallDelta { content_index: index, delta: fragment });
+        let changed = match self.slots.get_mut(index) {
+            Some(Slot::Parsing(state)) => {
+                state.args.push(&fragment);
+                state.fragments += 1;
+                if replaces { Some(Arc::from("")) } else { state.args.changed().cloned() }
+            }
+            _ => None,
+        };
+        self.events.push_back(AssistantEvent::ToolCallDelta {
+            content_index: index,
+            delta: fragment,
+            changed,
+        });
     }
 
     fn open_block(&mut self, key: BlockKey, kind: BlockKind) -> usize {

@@ -74,6 +74,12 @@ pub enum AssistantEvent {
         content_index: usize,
         /// The fragment as received.
         delta: String,
+        /// Where the fragment changed the call's partial arguments (what
+        /// `AssistantStream::partial().tool_call(content_index)` shows), as a JSON Pointer
+        /// (RFC 6901, for `Value::pointer`): the longest path that every change lies under,
+        /// `""` for changes in several places, `None` when the shown arguments did not change.
+        /// See [`PartialJson::changed`](crate::partial_json::PartialJson::changed).
+        changed: Option<Arc<str>>,
     },
     /// A tool call closed with its final arguments.
     ToolCallEnd {

@@ -80,6 +80,7 @@
 //! `is_complete` false; see [`split_concatenated_objects`] for `{…}{…}`).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
 
@@ -590,6 +591,127 @@ enum Op {
     Remove(Slot),
 }
 
+impl Op {
+    fn slot(&self) -> &Slot {
+        match self {
+            Op::Put(slot, _) | Op::Append(slot, _) | Op::Remove(slot) => slot,
+        }
+    }
+}
+
+/// Whether applying `op` to `node` changes it (a `Put` of the value already there does not).
+fn op_changes(node: &Value, op: &Op) -> bool {
+    match op {
+        Op::Put(slot, value) => child(node, slot) != Some(value),
+        Op::Append(slot, text) => {
+            !text.is_empty() && matches!(child(node, slot), Some(Value::String(_)))
+        }
+        Op::Remove(slot) => child(node, slot).is_some(),
+    }
+}
+
+fn child<'a>(node: &'a Value, slot: &Slot) -> Option<&'a Value> {
+    match (node, slot) {
+        (Value::Object(map), Slot::Key(key)) => map.get(key),
+        (Value::Array(items), Slot::Index(index)) => items.get(*index),
+        (node, Slot::Root) => Some(node),
+        _ => None,
+    }
+}
+
+/// Notes that `op` changes the container at `frames` (see [`note_change`]). A `Put` that
+/// replaces a value (a repeated key) is followed down to where the two values differ.
+fn note_op(change: &mut Option<Vec<Slot>>, node: &Value, frames: &[Frame], op: &Op) {
+    let slot = op.slot();
+    match (op, child(node, slot)) {
+        (Op::Put(_, new), Some(old)) => {
+            let mut below = vec![slot.clone()];
+            differing_path(old, new, &mut below);
+            note_change(change, frames, &below.iter().collect::<Vec<_>>());
+        }
+        _ => note_change(change, frames, &[slot]),
+    }
+}
+
+/// Extends `path` down from `old`/`new` while everything that differs between them sits in
+/// one member or element.
+fn differing_path(mut old: &Value, mut new: &Value, path: &mut Vec<Slot>) {
+    loop {
+        let step = match (old, new) {
+            (Value::Object(a), Value::Object(b)) => {
+                let mut keys = a
+                    .keys()
+                    .chain(b.keys().filter(|k| !a.contains_key(*k)))
+                    .filter(|k| a.get(*k) != b.get(*k));
+                match (keys.next(), keys.next()) {
+                    (Some(key), None) => Some((Slot::Key(key.clone()), a.get(key), b.get(key))),
+                    _ => None,
+                }
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                let mut indices = (0..a.len().max(b.len())).filter(|&i| a.get(i) != b.get(i));
+                match (indices.next(), indices.next()) {
+                    (Some(i), None) => Some((Slot::Index(i), a.get(i), b.get(i))),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some((slot, a, b)) = step else { return };
+        path.push(slot);
+        match (a, b) {
+            (Some(a), Some(b)) => (old, new) = (a, b),
+            _ => return,
+        }
+    }
+}
+
+/// Narrows `change` (the common path of the changes made so far by this push, `None`
+/// before the first) to its common prefix with `frames`' slots followed by `last`.
+fn note_change(change: &mut Option<Vec<Slot>>, frames: &[Frame], last: &[&Slot]) {
+    let steps = frames.iter().map(|f| &f.slot).chain(last.iter().copied());
+    match change {
+        None => *change = Some(steps.cloned().collect()),
+        Some(common) => {
+            let same = common.iter().zip(steps).take_while(|(a, b)| same_slot(a, b)).count();
+            common.truncate(same);
+        }
+    }
+}
+
+fn same_slot(a: &Slot, b: &Slot) -> bool {
+    match (a, b) {
+        (Slot::Key(a), Slot::Key(b)) => a == b,
+        (Slot::Index(a), Slot::Index(b)) => a == b,
+        (Slot::Root, Slot::Root) => true,
+        _ => false,
+    }
+}
+
+/// `path` as a JSON Pointer (RFC 6901): `""` for the whole value, `/a/0/b~1c` below it.
+fn json_pointer(path: &[Slot]) -> String {
+    let mut out = String::new();
+    for slot in path {
+        match slot {
+            Slot::Key(key) => {
+                out.push('/');
+                for c in key.chars() {
+                    match c {
+                        '~' => out.push_str("~0"),
+                        '/' => out.push_str("~1"),
+                        c => out.push(c),
+                    }
+                }
+            }
+            Slot::Index(index) => {
+                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("/{index}"));
+            }
+            Slot::Root => {}
+        }
+    }
+    out
+}
+
 fn apply_op(node: &mut Value, op: Op) {
     match (node, op) {
         (Value::Object(map), Op::Put(Slot::Key(key), value)) => {
@@ -788,6 +910,17 @@ pub struct PartialJson {
     // Literal state.
     lit: usize,
     lit_pos: usize,
+
+    // What the last push changed (see `changed`).
+    /// Common path of the changes made so far by the current push.
+    change: Option<Vec<Slot>>,
+    /// The last push's common path, as a JSON Pointer.
+    changed: Option<Arc<str>>,
+    /// Bumped whenever a container opens or closes or the member being parsed moves on, so
+    /// an unchanged `shape` means the same member.
+    shape: u64,
+    /// `shape` when the last push did nothing but append to the string being parsed.
+    append_shape: Option<u64>,
 }
 
 impl Default for PartialJson {
@@ -817,6 +950,10 @@ impl PartialJson {
             num_shown: 0,
             lit: 0,
             lit_pos: 0,
+            change: None,
+            changed: None,
+            shape: 0,
+            append_shape: None,
         }
     }
 
@@ -826,8 +963,35 @@ impl PartialJson {
     /// literals (multi-byte characters are never split since the input is `&str`).
     pub fn push(&mut self, fragment: &str) {
         self.raw.push_str(fragment);
+        self.change = None;
         self.process(fragment);
-        self.flush();
+        match self.flush() {
+            // The common streaming case: more text for the same string, same pointer.
+            Flushed::SameAppend => {}
+            flushed => {
+                self.changed = self.change.take().map(|path| {
+                    let pointer = json_pointer(&path);
+                    match self.changed.take() {
+                        Some(last) if *last == *pointer => last,
+                        _ => Arc::from(pointer),
+                    }
+                });
+                self.append_shape = (flushed == Flushed::Append).then_some(self.shape);
+            }
+        }
+    }
+
+    /// Where the last [`push`](Self::push) changed [`value`](Self::value), as a JSON Pointer
+    /// (RFC 6901, for [`Value::pointer`]): the longest path that every change it made lies
+    /// under. `Some("/content")` when it appended to that string or put that member in place,
+    /// `Some("")` when it changed members in several places, `None` when the shown value did
+    /// not change (whitespace, an escape not finished yet, a key still being read).
+    ///
+    /// A UI that shows the arguments while they stream re-renders that part only, without
+    /// diffing. O(1) for a push that appends to the same string as the last one; otherwise
+    /// O(depth).
+    pub fn changed(&self) -> Option<&Arc<str>> {
+        self.changed.as_ref()
     }
 
     /// The best-effort current value of everything fed so far, as OpenClaw's
@@ -994,6 +1158,7 @@ impl PartialJson {
                     Some(parent) => (parent.current_slot(), false),
                 };
                 let array = b == b'[';
+                self.shape += 1;
                 self.stack.push(Frame {
                     slot,
                     array,
@@ -1037,6 +1202,7 @@ impl PartialJson {
     /// A value completed. `value` is `None` when it is already in the tree (or nothing is
     /// shown).
     fn complete(&mut self, value: Option<Value>) {
+        self.shape += 1;
         let materialize = self.materialize;
         match self.stack.last_mut() {
             Some(top) => {
@@ -1055,6 +1221,7 @@ impl PartialJson {
             self.fail();
             return;
         };
+        self.shape += 1;
         if !self.materialize {
             self.complete(None);
             return;
@@ -1069,8 +1236,26 @@ impl PartialJson {
                         .and_then(|parent| child_mut(parent, &frame.slot)),
                 };
                 if let Some(node) = node {
+                    let parents = self.stack.get(1..).unwrap_or_default();
                     for op in frame.ops {
-                        apply_op(node, op);
+                        if op_changes(node, &op) {
+                            match &frame.slot {
+                                Slot::Root => note_op(&mut self.change, node, parents, &op),
+                                slot => {
+                                    // The frame's own slot leads from its parent to `node`.
+                                    let mut below = vec![slot.clone()];
+                                    let mut inner = None;
+                                    note_op(&mut inner, node, &[], &op);
+                                    below.extend(inner.unwrap_or_default());
+                                    note_change(
+                                        &mut self.change,
+                                        parents,
+                                        &below.iter().collect::<Vec<_>>(),
+                                    );
+                                }
+                            }
+                            apply_op(node, op);
+                        }
                     }
                 }
             }
@@ -1112,6 +1297,7 @@ impl PartialJson {
             if let Some(top) = self.stack.last_mut() {
                 top.key = Some(text);
             }
+            self.shape += 1;
             self.mode = Mode::Colon;
             return;
         }
@@ -1411,9 +1597,10 @@ impl PartialJson {
     // Flush: bring the shown tree up to date
     // -----------------------------------------------------------------------------------------
 
-    fn flush(&mut self) {
+    /// Brings the shown tree up to date, noting what changed in `change`.
+    fn flush(&mut self) -> Flushed {
         if !self.materialize {
-            return;
+            return Flushed::Other;
         }
         // The scalar being parsed, if it has something to show.
         let mut append_current = false;
@@ -1446,7 +1633,7 @@ impl PartialJson {
         // Attached frames form a prefix of the stack; build the others off-tree, innermost
         // first, and attach the chain under the deepest attached frame.
         let Some(deepest) = self.stack.iter().rposition(|f| f.attached) else {
-            return;
+            return Flushed::Other;
         };
         let mut carry: Option<(Slot, Value)> = None;
         for frame in self.stack.iter_mut().skip(deepest + 1).rev() {
@@ -1462,22 +1649,34 @@ impl PartialJson {
         }
         let has_ops = self.stack.get(deepest).is_some_and(|f| !f.ops.is_empty());
         if !has_ops && carry.is_none() && !append_current {
-            return;
+            return Flushed::Other;
         }
+        // Only more text for the string being parsed, as in the last push: same place.
+        let append_only = append_current && !has_ops && carry.is_none() && self.change.is_none();
+        let same_append = append_only && self.append_shape == Some(self.shape);
         let path = self.stack.get(1..=deepest).unwrap_or_default();
         let Some(node) = navigate(&mut self.root, path) else {
-            return;
+            return Flushed::Other;
         };
-        if let Some(frame) = self.stack.get_mut(deepest) {
-            for op in frame.ops.drain(..) {
+        let mut ops =
+            self.stack.get_mut(deepest).map(|f| std::mem::take(&mut f.ops)).unwrap_or_default();
+        let path = self.stack.get(1..=deepest).unwrap_or_default();
+        for op in ops.drain(..) {
+            if op_changes(node, &op) {
+                note_op(&mut self.change, node, path, &op);
                 apply_op(node, op);
             }
         }
         if let Some((slot, child)) = carry {
-            apply_op(node, Op::Put(slot, child));
+            let op = Op::Put(slot, child);
+            if op_changes(node, &op) {
+                note_op(&mut self.change, node, path, &op);
+                apply_op(node, op);
+            }
         }
         if append_current {
-            let member = match (node, self.stack.get(deepest)) {
+            let frame = self.stack.get(deepest);
+            let member = match (node, frame) {
                 (Value::Object(map), Some(frame)) => {
                     frame.key.as_deref().and_then(|k| map.get_mut(k))
                 }
@@ -1486,10 +1685,33 @@ impl PartialJson {
             };
             if let Some(Value::String(shown)) = member {
                 shown.push_str(&self.sbuf);
+                if !same_append && let Some(frame) = frame {
+                    note_change(&mut self.change, path, &[&frame.current_slot()]);
+                }
             }
             self.sbuf.clear();
         }
+        // Give the (now empty) list its allocation back.
+        if let Some(frame) = self.stack.get_mut(deepest) {
+            frame.ops = ops;
+        }
+        match (same_append, append_only) {
+            (true, _) => Flushed::SameAppend,
+            (false, true) => Flushed::Append,
+            _ => Flushed::Other,
+        }
     }
+}
+
+/// What [`PartialJson::flush`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushed {
+    /// Appended to the string being parsed, which the last push also did (and only that).
+    SameAppend,
+    /// Appended to the string being parsed and nothing else.
+    Append,
+    /// Anything else (noted in `change`, or nothing).
+    Other,
 }
 
 fn hex_value(d: u8) -> u8 {

@@ -39,9 +39,12 @@ pub fn print_event(event: &AssistantEvent) -> String {
         AssistantEvent::ToolCallStart { content_index, id, name } => {
             format!("toolcall_start {content_index} id={} name={}", quote(id), quote(name))
         }
-        AssistantEvent::ToolCallDelta { content_index, delta } => {
-            format!("toolcall_delta {content_index} {}", quote(delta))
-        }
+        AssistantEvent::ToolCallDelta { content_index, delta, changed } => match changed {
+            Some(pointer) => {
+                format!("toolcall_delta {content_index} {} at={}", quote(delta), quote(pointer))
+            }
+            None => format!("toolcall_delta {content_index} {}", quote(delta)),
+        },
         AssistantEvent::ToolCallEnd { content_index, tool_call } => format!(
             "toolcall_end {content_index} {}",
             serde_json::to_string(&**tool_call).unwrap_or_default()

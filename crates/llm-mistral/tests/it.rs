@@ -876,7 +876,7 @@ async fn end_to_end_tool_call_over_loopback() {
     assert_eq!(lines[0], "start");
     assert_eq!(lines[1], "toolcall_start 0 id=\"Hk29LmQ7z\" name=\"read_file\"");
     assert_eq!(lines[2], "toolcall_delta 0 \"{\\\"path\\\": \"");
-    assert_eq!(lines[3], "toolcall_delta 0 \"\\\"notes.txt\\\"}\"");
+    assert_eq!(lines[3], "toolcall_delta 0 \"\\\"notes.txt\\\"}\" at=\"/path\"");
     assert!(
         lines[4]
             == "toolcall_end 0 {\"id\":\"Hk29LmQ7z\",\"name\":\"read_file\",\"arguments\":{\"path\":\"notes.txt\"}}",
