@@ -49,6 +49,8 @@ const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
 /// A line at least this long, assembled from several chunks, is handed over rather than
 /// copied (see `SseDecoder::process_long_line`).
 const LONG_LINE: usize = 64 * 1024;
+/// A long line reserves room up to the event limit only when the limit is at most this.
+const MAX_LINE_RESERVE: usize = 256 * 1024 * 1024;
 
 /// Whether the body may still turn out to be a bare JSON document instead of an event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +200,7 @@ impl SseDecoder {
                 if self.line.len() + rest.len() + self.data.len() > self.max {
                     return Err(SseError::EventTooLarge { limit: self.max });
                 }
+                self.reserve_long_line(rest.len());
                 self.line.extend_from_slice(rest);
                 break;
             };
@@ -205,6 +208,7 @@ impl SseDecoder {
             if self.line.is_empty() {
                 self.process_line(text, base + pos as u64, out)?;
             } else {
+                self.reserve_long_line(text.len());
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(text);
                 if line.len() >= LONG_LINE {
@@ -228,6 +232,24 @@ impl SseDecoder {
             }
         }
         Ok(())
+    }
+
+    /// Once a line being assembled is [`LONG_LINE`] bytes long, reserves room for the longest
+    /// line the limit allows (plus the `\n` its data gets), so it never grows again.
+    ///
+    /// Doubling a buffer of many MiB copies it whenever the allocator cannot move it in place
+    /// (glibc's `brk` heap, which it uses for blocks below its dynamic mmap threshold after a
+    /// large block was freed), and the old and new copies are resident at once: a 16 MiB
+    /// line peaked at about 1.5 times its size. Reserved but untouched pages are not resident,
+    /// and [`process_long_line`](Self::process_long_line) gives the spare room back.
+    fn reserve_long_line(&mut self, more: usize) {
+        let len = self.line.len() + more;
+        if len >= LONG_LINE && self.line.capacity() < len {
+            let room = self.max.saturating_sub(self.data.len()).saturating_add(1);
+            // A limit set very high (or none) keeps the usual doubling.
+            let room = if room <= MAX_LINE_RESERVE { room.max(len) } else { len };
+            self.line.reserve(room - self.line.len());
+        }
     }
 
     /// [`process_line`](Self::process_line) for a line assembled from several chunks and
@@ -255,6 +277,9 @@ impl SseDecoder {
         let prefix = if text.as_bytes().get(5) == Some(&b' ') { 6 } else { 5 };
         text.drain(..prefix);
         text.push('\n');
+        // Give back the room reserved for the longest line (no copy: the block shrinks in
+        // place, or is remapped).
+        text.shrink_to_fit();
         self.data = text;
         Ok(())
     }

@@ -491,3 +491,27 @@ fn long_line_at_the_limit_is_accepted_in_any_framing() {
         }
     }
 }
+
+/// A long line assembled from chunks reserves room up to the limit while it grows (so it is
+/// never copied by a reallocation), and the event's data gives the spare room back; a limit
+/// too high to reserve keeps the usual growth.
+#[test]
+fn long_line_data_keeps_no_spare_room_whatever_the_limit() {
+    let value = "v".repeat(300 * 1024);
+    let body = format!("data: a\n\ndata: {value}\n\n");
+    for limit in [16 * 1024 * 1024, 1024 * 1024 * 1024, usize::MAX] {
+        let mut d = SseDecoder::with_max_event_size(limit);
+        let mut out = Vec::new();
+        for chunk in body.as_bytes().chunks(1000) {
+            d.push(chunk, &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].data, value);
+        assert!(
+            out[1].data.capacity() <= value.len() + 1,
+            "limit {limit}: capacity {} for {} bytes",
+            out[1].data.capacity(),
+            value.len()
+        );
+    }
+}
