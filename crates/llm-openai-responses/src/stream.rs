@@ -213,6 +213,74 @@ fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
     u32::from_str_radix(digits, 16).ok().filter(|_| digits.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// A `response` object whose `output` items are kept raw: [`Decoder::reconcile_output`]
+/// decodes only the items that did not finish already (a finished item repeats text or
+/// arguments that may be many megabytes).
+#[derive(Debug)]
+struct ResponseParts<'a> {
+    /// Every field but an `output` array; `Null` when the response is no object or does not
+    /// decode.
+    fields: Value,
+    /// The `output` items, as received.
+    output: Vec<&'a RawValue>,
+    /// The whole response, as received.
+    raw: &'a str,
+}
+
+impl<'a> ResponseParts<'a> {
+    fn parse(raw: &'a str) -> Self {
+        match serde_json::from_str::<SplitResponse<'a>>(raw) {
+            Ok(SplitResponse { fields, output }) => {
+                ResponseParts { fields: Value::Object(fields), output, raw }
+            }
+            Err(_) => ResponseParts { fields: Value::Null, output: Vec::new(), raw },
+        }
+    }
+}
+
+/// The map behind [`ResponseParts`]: `output` borrowed item by item, the rest decoded.
+struct SplitResponse<'a> {
+    fields: serde_json::Map<String, Value>,
+    output: Vec<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for SplitResponse<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SplitResponse<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a response object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SplitResponse<'de>, A::Error> {
+                let mut fields = serde_json::Map::new();
+                let mut output = Vec::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key != "output" {
+                        fields.insert(key.into_owned(), map.next_value()?);
+                        continue;
+                    }
+                    let raw: &'de RawValue = map.next_value()?;
+                    match serde_json::from_str::<Vec<&'de RawValue>>(raw.get()) {
+                        Ok(items) => output = items,
+                        // Not an array: kept as a field, as any other.
+                        Err(_) => {
+                            let value = serde_json::from_str(raw.get())
+                                .map_err(serde::de::Error::custom)?;
+                            fields.insert(key.into_owned(), value);
+                        }
+                    }
+                }
+                Ok(SplitResponse { fields, output })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Message,
@@ -544,14 +612,15 @@ impl Decoder {
                 }
             }
             "response.completed" | "response.incomplete" => {
-                let mut response = value_of(event.response).unwrap_or(Value::Null);
-                self.complete(kind, &mut response, out);
+                let response = ResponseParts::parse(event.response.map_or("null", RawValue::get));
+                self.complete(kind, &response, out);
             }
             "response.failed" | "response.cancelled" => {
-                let mut response = value_of(event.response).unwrap_or(Value::Null);
-                self.reconcile_output(&mut response, out);
-                let error = failure(&response, data);
-                self.fail(out, error);
+                let response = ResponseParts::parse(event.response.map_or("null", RawValue::get));
+                if self.reconcile_output(&response.output, out) {
+                    let error = failure(&response.fields, data);
+                    self.fail(out, error);
+                }
             }
             "error" => {
                 let object = match &event.error {
@@ -576,10 +645,9 @@ impl Decoder {
                 self.fail(out, stream_error(&object, data));
             }
             "" => {
-                if let Ok(mut response) = serde_json::from_str::<Value>(data)
-                    && str_of(response.get("object")) == Some("response")
-                {
-                    self.complete("response.completed", &mut response, out);
+                let response = ResponseParts::parse(data);
+                if str_of(response.fields.get("object")) == Some("response") {
+                    self.complete("response.completed", &response, out);
                 }
             }
             _ => {}
@@ -1090,11 +1158,32 @@ impl Decoder {
     ///
     /// An item is found by its id, else by its position (its `output_index`): servers
     /// that rotate item ids send ids here that no event carried.
-    fn reconcile_output(&mut self, response: &mut Value, out: &mut Vec<Delta>) {
-        let Some(items) = response.get_mut("output").and_then(Value::as_array_mut) else { return };
-        for (index, item) in items.iter_mut().enumerate() {
-            let id = str_of(item.get("id"));
-            let wire_type = str_of(item.get("type"));
+    ///
+    /// An item is decoded only when it is not finished already: one that finished (with
+    /// `output_item.done`) is recognised from its head fields and skipped, so its text or
+    /// arguments are not decoded a third time. Returns `false` when an item that must be
+    /// read does not decode (the stream then ended with that error).
+    fn reconcile_output(&mut self, output: &[&RawValue], out: &mut Vec<Delta>) -> bool {
+        for (index, raw) in output.iter().enumerate() {
+            let head = serde_json::from_str::<ItemHead<'_>>(raw.get());
+            let decoded = match head {
+                Ok(_) => None,
+                // Loosely typed head fields: decoded whole.
+                Err(_) => match self.whole_item(raw, out) {
+                    Some(item) => Some(item),
+                    None => return false,
+                },
+            };
+            let (id, wire_type) = match (&head, &decoded) {
+                (Ok(head), _) => (head.id.as_deref(), head.kind.as_deref()),
+                (Err(_), item) => {
+                    let item = item.as_ref();
+                    (
+                        str_of(item.and_then(|i| i.get("id"))),
+                        str_of(item.and_then(|i| i.get("type"))),
+                    )
+                }
+            };
             let key = match id.and_then(|id| self.by_item_id.get(id)) {
                 Some(key) => *key,
                 None => match self.items.get(&(index as BlockKey)) {
@@ -1108,14 +1197,22 @@ impl Decoder {
             if self.items.get(&key).is_some_and(|s| s.done) {
                 continue;
             }
-            self.item_done(key, item, out);
+            let item = match decoded {
+                Some(item) => Some(item),
+                None => self.whole_item(raw, out),
+            };
+            let Some(mut item) = item else { return false };
+            self.item_done(key, &mut item, out);
         }
+        true
     }
 
-    fn complete(&mut self, kind: &str, response: &mut Value, out: &mut Vec<Delta>) {
-        self.reconcile_output(response, out);
+    fn complete(&mut self, kind: &str, parts: &ResponseParts<'_>, out: &mut Vec<Delta>) {
+        if !self.reconcile_output(&parts.output, out) {
+            return;
+        }
         self.flush_held(out);
-        let response = &*response;
+        let response = &parts.fields;
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
@@ -1139,7 +1236,10 @@ impl Decoder {
                 StopReason::Length
             }
             "failed" | "cancelled" => {
-                let error = failure(response, &response.to_string());
+                // The body is the whole response, output included (decoded on this rare path).
+                let body = serde_json::from_str::<Value>(parts.raw)
+                    .map_or_else(|_| parts.raw.to_owned(), |whole| whole.to_string());
+                let error = failure(response, &body);
                 self.fail(out, error);
                 return;
             }

@@ -949,3 +949,32 @@ proptest! {
         prop_assert_eq!(decoded, expected, "{}", literal);
     }
 }
+
+#[test]
+fn completed_output_skips_finished_items_without_decoding_them() {
+    // The finished call comes again in `response.completed.output` with arguments that are no
+    // Rust string (a lone surrogate escape): it is recognised from its head and skipped, so
+    // the stream ends normally with what streamed. An item seen only there is still decoded.
+    let completed_with_output = r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"a\":\"\ud83d\"}","call_id":"call_1","name":"f"},{"id":"fc_2","type":"function_call","status":"completed","arguments":"{\"b\":2}","call_id":"call_2","name":"g"}],"usage":{"input_tokens":3,"output_tokens":2,"total_tokens":5}}}"#;
+    let body = sse(&[
+        created(),
+        call_added(0, "call_1", "fc_1", "f"),
+        args_delta(0, "fc_1", "{\"a\":1}"),
+        args_done(0, "fc_1", "{\"a\":1}"),
+        call_done(0, "call_1", "fc_1", "f", "{\"a\":1}"),
+    ]) + &sse_raw("response.completed", completed_with_output);
+    let events = run(&body);
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::ToolUse, "{events:?}");
+    let calls: Vec<_> =
+        message.tool_calls().map(|c| (c.name.clone(), c.arguments.clone())).collect();
+    assert_eq!(calls, [("f".to_owned(), json!({"a": 1})), ("g".to_owned(), json!({"b": 2}))]);
+    assert_eq!(message.usage.output, 2);
+
+    // An unfinished item that does not decode fails the stream, as `output_item.done` does.
+    let body = sse(&[created()])
+        + &sse_raw("response.completed", &completed_with_output.replace("fc_1", "fc_9"));
+    let events = run(&body);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ErrorKind::Decode);
+}
