@@ -316,7 +316,7 @@ pub fn partial_json(data: &[u8], heap: Option<&Heap>) {
         parser.push(piece);
         assert!(parser.value().is_object(), "value() is not an object");
     }
-    assert_eq!(parser.raw(), text);
+    assert_eq!(parser.raw(), Some(text));
     let finished = parser.finish();
     assert!(finished.is_object(), "finish() is not an object");
     if let (Some(h), Some(base)) = (heap, base) {

@@ -27,6 +27,8 @@ enum BlockKind {
 
 #[derive(Debug)]
 struct ToolState {
+    /// The call's arguments parser; it keeps no second copy of the streamed text, only a
+    /// hash to compare complete arguments with (`Delta::ToolCallArgsDone`).
     args: PartialJson,
     fragments: usize,
 }
@@ -240,7 +242,7 @@ impl MessageAssembler {
                 let index = self.open_block(key, BlockKind::ToolCall);
                 let missing = match self.slots.get(index) {
                     Some(Slot::Parsing(state)) => {
-                        arguments.strip_prefix(state.args.raw()).map(str::to_owned)
+                        state.args.suffix_after_fed(&arguments).map(str::to_owned)
                     }
                     _ => None,
                 };
@@ -250,7 +252,7 @@ impl MessageAssembler {
                     None => {
                         // The final text disagrees with what streamed: trust the final text.
                         if let Some(Slot::Parsing(state)) = self.slots.get_mut(index) {
-                            state.args = PartialJson::new();
+                            state.args = PartialJson::without_raw();
                             state.fragments = 0;
                         }
                         self.push_args(index, arguments, true);
@@ -261,7 +263,7 @@ impl MessageAssembler {
                 let index = self.open_block(key, BlockKind::ToolCall);
                 if let Some(Slot::Parsing(state)) = self.slots.get_mut(index) {
                     // Replaces what streamed: the parser's value is no longer shown.
-                    state.args = PartialJson::new();
+                    state.args = PartialJson::without_raw();
                     state.fragments = 0;
                 }
                 if let Some(AssistantContent::ToolCall(call)) = self.message.content.get_mut(index)
@@ -381,7 +383,10 @@ impl MessageAssembler {
                     thought_signature: None,
                 }),
                 AssistantEvent::ToolCallStart { content_index: index, id, name },
-                Slot::Parsing(Box::new(ToolState { args: PartialJson::new(), fragments: 0 })),
+                Slot::Parsing(Box::new(ToolState {
+                    args: PartialJson::without_raw(),
+                    fragments: 0,
+                })),
             ),
         };
         self.message.content.push(content);

@@ -72,6 +72,14 @@
 //! briefly shows a newline there and then flips to a backslash once the buffer is complete;
 //! here the repair rules apply while streaming too, so the shown value never flips.
 //!
+//! # What is kept of the input
+//!
+//! [`PartialJson::new`] keeps the raw text fed to it ([`PartialJson::raw`]).
+//! [`PartialJson::without_raw`] keeps only its length and a keyed hash, which is all that
+//! comparing it with complete arguments that arrive later needs
+//! ([`PartialJson::suffix_after_fed`]); the message assembler uses it, so a streamed call's
+//! arguments are held once, as the shown value, instead of twice.
+//!
 //! # Malformed input
 //!
 //! On a syntax error the parser stops and keeps the value it had built (like npm
@@ -80,9 +88,11 @@
 //! `is_complete` false; see [`split_concatenated_objects`] for `{…}{…}`).
 
 use std::borrow::Cow;
+use std::hash::Hasher;
 use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
+use siphasher::sip128::{Hasher128, SipHasher13};
 
 /// Nesting deeper than this is treated as a syntax error (serde_json stops at 128, so every
 /// document that serde_json accepts is accepted here too).
@@ -871,6 +881,77 @@ fn parse_number(text: &str) -> Option<Number> {
     text.parse::<Number>().ok()
 }
 
+/// What a [`PartialJson`] keeps of the text fed to it.
+#[derive(Debug, Clone)]
+enum Fed {
+    /// The text itself ([`PartialJson::new`]).
+    Raw(String),
+    /// Its length and hash ([`PartialJson::without_raw`]).
+    Digest(FedDigest),
+}
+
+/// The length and a keyed 128-bit SipHash-1-3 of the text fed to a
+/// [`PartialJson::without_raw`] parser: enough to tell whether a later complete text starts
+/// with it, without holding a second copy of arguments that may be many megabytes.
+///
+/// Why a collision cannot silently change a result in practice: the lengths are compared
+/// exactly, so only two different texts of the same length can be confused, and only if their
+/// hashes agree. The key is 128 random bits drawn per parser from the standard library's
+/// randomly seeded hasher state and never leaves the process (it is not shown by `Debug`), so
+/// the text a model or a server sends cannot depend on it: SipHash is a pseudorandom function
+/// under a secret key, and the chance that two given different texts collide is about 2^-128
+/// per comparison, far below that of a memory error. Two different texts of the same length
+/// that agree in their hash are the only way to get the streamed value instead of the complete
+/// text's; every other difference is found exactly.
+#[derive(Clone)]
+struct FedDigest {
+    len: usize,
+    key: [u8; 16],
+    hasher: SipHasher13,
+}
+
+impl std::fmt::Debug for FedDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key and state stay out of logs.
+        f.debug_struct("FedDigest").field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
+impl FedDigest {
+    fn new() -> Self {
+        let key = random_key();
+        Self { len: 0, key, hasher: SipHasher13::new_with_key(&key) }
+    }
+
+    fn push(&mut self, text: &str) {
+        self.len += text.len();
+        self.hasher.write(text.as_bytes());
+    }
+
+    /// Whether `text` (of [`len`](Self::len) bytes) hashes as the text fed so far.
+    fn matches(&self, text: &str) -> bool {
+        if text.len() != self.len {
+            return false;
+        }
+        let mut other = SipHasher13::new_with_key(&self.key);
+        other.write(text.as_bytes());
+        other.finish128() == self.hasher.finish128()
+    }
+}
+
+/// 128 bits from the standard library's randomly seeded hasher state (seeded once per thread
+/// from the operating system, then stepped per `RandomState`): unpredictable outside the
+/// process, with no dependency or `unsafe` for it.
+fn random_key() -> [u8; 16] {
+    use std::hash::BuildHasher;
+    let mut key = [0u8; 16];
+    for half in key.chunks_mut(8) {
+        let word = std::collections::hash_map::RandomState::new().hash_one(half.len());
+        half.copy_from_slice(&word.to_le_bytes());
+    }
+    key
+}
+
 /// Incremental partial-JSON parser for streamed tool arguments.
 ///
 /// Feed fragments with [`push`](Self::push) and read the best-effort current value with
@@ -880,7 +961,8 @@ fn parse_number(text: &str) -> Option<Number> {
 /// in its length however often `value()` is read.
 #[derive(Debug, Clone)]
 pub struct PartialJson {
-    raw: String,
+    /// What is kept of the text fed so far.
+    fed: Fed,
     /// The shown value (always an object).
     root: Value,
     /// Whether the top-level value is an object (otherwise nothing is shown).
@@ -932,8 +1014,21 @@ impl Default for PartialJson {
 impl PartialJson {
     /// An empty parser; [`value`](Self::value) is `{}`.
     pub fn new() -> Self {
+        Self::keeping(Fed::Raw(String::new()))
+    }
+
+    /// An empty parser that does not keep the text fed to it, only its length and a keyed
+    /// 128-bit hash of it ([`FedDigest`]): a streamed call's arguments are then held once
+    /// (as the shown value), not twice. [`raw`](Self::raw) is `None`;
+    /// [`suffix_after_fed`](Self::suffix_after_fed) compares by the hash; every other method
+    /// gives what it gives for [`new`](Self::new).
+    pub fn without_raw() -> Self {
+        Self::keeping(Fed::Digest(FedDigest::new()))
+    }
+
+    fn keeping(fed: Fed) -> Self {
         Self {
-            raw: String::new(),
+            fed,
             root: empty_object(),
             materialize: true,
             stack: Vec::new(),
@@ -962,7 +1057,10 @@ impl PartialJson {
     /// Fragments may be split anywhere: inside escapes, `\uXXXX`, surrogate pairs, numbers and
     /// literals (multi-byte characters are never split since the input is `&str`).
     pub fn push(&mut self, fragment: &str) {
-        self.raw.push_str(fragment);
+        match &mut self.fed {
+            Fed::Raw(raw) => raw.push_str(fragment),
+            Fed::Digest(digest) => digest.push(fragment),
+        }
         self.change = None;
         self.process(fragment);
         match self.flush() {
@@ -1002,27 +1100,65 @@ impl PartialJson {
         &self.root
     }
 
-    /// The raw text fed so far.
-    pub fn raw(&self) -> &str {
-        &self.raw
+    /// The raw text fed so far; `None` for a parser made by [`without_raw`](Self::without_raw).
+    pub fn raw(&self) -> Option<&str> {
+        match &self.fed {
+            Fed::Raw(raw) => Some(raw),
+            Fed::Digest(_) => None,
+        }
+    }
+
+    /// The length in bytes of the text fed so far.
+    pub fn fed_len(&self) -> usize {
+        match &self.fed {
+            Fed::Raw(raw) => raw.len(),
+            Fed::Digest(digest) => digest.len,
+        }
+    }
+
+    /// When the text fed so far is a prefix of `text`, the rest of `text` (empty when they
+    /// are equal); otherwise `None`. This is how a complete arguments text that arrives at the
+    /// end of a call (`Delta::ToolCallArgsDone`) is compared with what streamed.
+    ///
+    /// A parser that keeps the raw text compares the bytes. One made by
+    /// [`without_raw`](Self::without_raw) compares the length exactly and then a keyed 128-bit
+    /// SipHash-1-3 of `text`'s first [`fed_len`](Self::fed_len) bytes with the hash of what was
+    /// fed (one pass over that prefix, nothing allocated); see [`FedDigest`] for why a
+    /// collision is not a practical event.
+    pub fn suffix_after_fed<'t>(&self, text: &'t str) -> Option<&'t str> {
+        match &self.fed {
+            Fed::Raw(raw) => text.strip_prefix(raw.as_str()),
+            Fed::Digest(digest) => {
+                let (head, rest) = (text.get(..digest.len)?, text.get(digest.len..)?);
+                digest.matches(head).then_some(rest)
+            }
+        }
     }
 
     /// Final parse of the complete buffer, with exactly the semantics of
-    /// [`parse_streaming_json`]`(self.raw())`: repair then strict parse, else the partial
-    /// value; a non-object becomes `{}`.
+    /// [`parse_streaming_json`] applied to the text fed so far: repair then strict parse, else
+    /// the partial value; a non-object becomes `{}`.
     ///
     /// When the buffer [is complete](Self::is_complete) this is a clone of
     /// [`value`](Self::value): the streamed value of a complete buffer is by construction the
     /// strict parse of the repaired text (or the partial value where that strict parse fails,
-    /// e.g. on a lone surrogate), so the buffer is not parsed again.
+    /// e.g. on a lone surrogate), so the buffer is not parsed again. When it is not complete,
+    /// the repaired text never parses strictly (the property test
+    /// `edited_json_is_complete_exactly_when_serde_json_accepts_it` checks that), so the result
+    /// is the partial value too; a parser that keeps the raw text still tries the parse, one
+    /// made by [`without_raw`](Self::without_raw) (which cannot) gives the partial value, and
+    /// `without_raw_gives_what_new_gives` checks that both agree.
     pub fn finish(&self) -> Value {
         if self.is_complete() {
             return self.root.clone();
         }
-        if self.raw.trim().is_empty() {
+        let Fed::Raw(raw) = &self.fed else {
+            return self.root.clone();
+        };
+        if raw.trim().is_empty() {
             return empty_object();
         }
-        match parse_with_repair(&self.raw) {
+        match parse_with_repair(raw) {
             Some(value) => object_or_empty(value),
             None => self.root.clone(),
         }

@@ -382,7 +382,7 @@ fn check_stream(parts: &[&str], full: &Value) -> Result<(), TestCaseError> {
     let mut p = PartialJson::new();
     for part in parts {
         p.push(part);
-        let expected = reference(p.raw());
+        let expected = reference(p.raw().unwrap());
         prop_assert_eq!(p.value(), &expected, "after {:?}", p.raw());
         prop_assert!(
             is_prefix_value(p.value(), full),
@@ -595,7 +595,7 @@ fn every_two_way_split_of_hard_cases() {
         let mut p = PartialJson::new();
         for (i, c) in text.char_indices() {
             p.push(&text[i..i + c.len_utf8()]);
-            assert_eq!(p.value(), &reference(p.raw()));
+            assert_eq!(p.value(), &reference(p.raw().unwrap()));
             let shown = p.value().to_string();
             assert!(!shown.contains('\u{FFFD}'), "replacement char flicker in {shown}");
         }
@@ -659,10 +659,10 @@ fn huge_number_is_shown_only_when_complete() {
     for chunk in text.as_bytes().chunks(7) {
         p.push(std::str::from_utf8(chunk).unwrap());
         let shown = p.value()["a"].as_array().map_or(0, Vec::len);
-        let typed = p.raw().len().saturating_sub("{\"a\":[1,".len());
-        if (1..=256).contains(&typed) && !p.raw().ends_with(']') {
+        let typed = p.raw().unwrap().len().saturating_sub("{\"a\":[1,".len());
+        if (1..=256).contains(&typed) && !p.raw().unwrap().ends_with(']') {
             assert_eq!(shown, 2, "{typed} digits are shown");
-        } else if typed > 256 && !p.raw().contains(']') {
+        } else if typed > 256 && !p.raw().unwrap().contains(']') {
             assert_eq!(p.value(), &json!({"a": [1]}), "{typed} digits are not shown");
         }
     }
@@ -729,4 +729,92 @@ fn repair_escapes_every_raw_control_character() {
         let parsed: Value = serde_json::from_str(&repaired).unwrap();
         assert_eq!(parsed, json!({"a": format!("x{c}y")}));
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// A parser that keeps no raw text (the message assembler's) shows and finishes exactly as
+    /// one that does, at any fragmentation, on valid, edited and malformed input; and it tells
+    /// a complete text that extends, equals or differs from what it was fed as the raw text's
+    /// byte comparison does (the oracle: `str::strip_prefix` on the text itself).
+    #[test]
+    fn without_raw_gives_what_new_gives(
+        g in top_strategy(),
+        seed in 1u64..u64::MAX,
+        noise in prop::collection::vec(prop::sample::select(vec![
+            '{', '}', '[', ']', '"', '\\', ':', ',', 'x', 'u', 'n', '0', '.', ' ', '\n', '\u{1}', 'é', '😀',
+        ]), 0..6),
+        keep in 0usize..=100,
+        cuts in prop::collection::vec(any::<usize>(), 0..20),
+        change in any::<usize>(),
+        suffix in "[a-z\"{}é]{0,5}",
+    ) {
+        let mut full = String::new();
+        write(&g, &mut full, &mut Rng(seed));
+        full.extend(noise);
+        // A prefix (a call cut short), the whole text, or the text with trailing noise.
+        let mut end = full.len() * keep / 100;
+        while !full.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &full[..end];
+        let mut with_raw = PartialJson::new();
+        let mut without = PartialJson::without_raw();
+        for part in fragments(text, &cuts) {
+            with_raw.push(part);
+            without.push(part);
+            prop_assert_eq!(with_raw.value(), without.value());
+        }
+        prop_assert_eq!(with_raw.raw(), Some(text));
+        prop_assert_eq!(without.raw(), None);
+        prop_assert_eq!(without.fed_len(), text.len());
+        prop_assert_eq!(with_raw.is_complete(), without.is_complete());
+        prop_assert_eq!(with_raw.finish(), without.finish(), "text {:?}", text);
+        prop_assert_eq!(&without.finish(), &parse_streaming_json(text), "text {:?}", text);
+
+        // Complete texts to compare with what was fed.
+        let mut changed = text.to_owned();
+        if let Some((at, c)) = text.char_indices().nth(change % text.chars().count().max(1)) {
+            let other = if c == 'x' { "y" } else { "x" };
+            changed.replace_range(at..at + c.len_utf8(), other);
+        }
+        let candidates = [
+            text.to_owned(),
+            format!("{text}{suffix}"),
+            changed.clone(),
+            format!("{changed}{suffix}"),
+            text.chars().skip(1).collect(),
+            format!("{suffix}{text}"),
+            full.clone(),
+        ];
+        for candidate in &candidates {
+            let expected = candidate.strip_prefix(text);
+            prop_assert_eq!(with_raw.suffix_after_fed(candidate), expected);
+            prop_assert_eq!(without.suffix_after_fed(candidate), expected, "{:?} after {:?}", candidate, text);
+        }
+    }
+}
+
+#[test]
+fn without_raw_compares_decoded_text_not_its_spelling() {
+    // What a parser was fed is text; a complete text is compared as text. The same arguments
+    // with a different escape inside the JSON (`\u0041` for `A`) are a different text.
+    let mut parser = PartialJson::without_raw();
+    parser.push("{\"a\":\"A");
+    parser.push("\"}");
+    assert_eq!(parser.suffix_after_fed("{\"a\":\"A\"}"), Some(""));
+    assert_eq!(parser.suffix_after_fed("{\"a\":\"A\"} "), Some(" "));
+    assert_eq!(parser.suffix_after_fed("{\"a\":\"\\u0041\"}"), None);
+    assert_eq!(parser.suffix_after_fed("{\"a\":\"B\"}"), None);
+    assert_eq!(parser.suffix_after_fed("{\"a\":\""), None);
+    // A multi-byte character cut by the fed length is no prefix.
+    let mut parser = PartialJson::without_raw();
+    parser.push("{\"a\":\"");
+    assert_eq!(parser.suffix_after_fed("{\"a\":é"), None);
+    assert_eq!(PartialJson::without_raw().suffix_after_fed("{}"), Some("{}"));
+    assert_eq!(parser.value(), &json!({"a": ""}));
+    // The hash key and state stay out of `Debug`.
+    let debug = format!("{parser:?}");
+    assert!(debug.contains("FedDigest { len: 6, .. }") && !debug.contains("hasher"), "{debug}");
 }

@@ -14,6 +14,12 @@
 //! `response.completed.output` whose id was never seen is matched by its position
 //! (`output_index`), so its content is never added twice.
 //!
+//! A call's complete arguments, repeated in `function_call_arguments.done` and in the
+//! finished item, are not decoded by serde (which would build them in its scratch buffer and
+//! copy them out): the event is read borrowed, then the arguments' string literal is decoded
+//! in place in the event's data, which becomes the `String` the assembler compares with what
+//! streamed. A `.done` event of 16 MiB thus costs no buffer beyond its own data.
+//!
 //! Calls of strict tools go through llm-core's [`NullFilter`]: the `null`s the model
 //! sends for omitted optional properties are removed from the streamed fragments, the
 //! `.done` arguments and expanded wrapper calls alike, so the tool gets the arguments of
@@ -63,8 +69,10 @@ struct WireEvent<'a> {
     item_id: Option<Value>,
     output_index: Option<Value>,
     summary_index: Option<Value>,
-    /// A `.done` value: decoded in the one pass over the event.
-    arguments: Option<DoneText>,
+    /// A `.done` value, decoded in place in the event's data only after the event was read
+    /// ([`Deferred`]).
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
     #[serde(borrow)]
     item: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -76,7 +84,7 @@ struct WireEvent<'a> {
 
 /// The fields of a finished message or function call item that clawcall reads, without
 /// decoding the rest (a message's text that already streamed is skipped, not parsed, and a
-/// call's arguments are decoded once, from their raw text).
+/// call's arguments are decoded in place in the event's data, see [`Deferred`]).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct ItemHead<'a> {
@@ -89,60 +97,187 @@ struct ItemHead<'a> {
     call_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     name: Option<Cow<'a, str>>,
-    arguments: Option<DoneText>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
 }
 
-/// A string field whose whole value arrives at once (`.done` arguments): decoded as a
-/// `String` in the pass that reads the event (a lone surrogate escape fails the event, as it
-/// did when these fields were `Value`s); any other JSON value is absent.
-#[derive(Debug, Default)]
-struct DoneText(Option<String>);
+/// A call's complete arguments in a `.done` event, handled once the event's borrowed parse
+/// is over: the JSON string literal is then decoded in place in the event's data (which
+/// becomes the arguments' `String`), so a whole value repeated at the end of a stream costs
+/// no second buffer (issue 15).
+#[derive(Debug)]
+enum Deferred {
+    /// `response.function_call_arguments.done`.
+    ArgumentsDone { key: BlockKey, literal: Literal },
+    /// `response.output_item.done` of a function call: the item without its arguments.
+    CallDone { key: BlockKey, item: Value, literal: Literal },
+}
 
-impl<'de> Deserialize<'de> for DoneText {
+/// Where a JSON string literal (quotes included) sits in an event's data.
+#[derive(Debug, Clone, Copy)]
+struct Literal {
+    start: usize,
+    end: usize,
+}
+
+impl Literal {
+    /// `raw`'s place in `data`, when it is a string literal borrowed from `data`.
+    fn of(raw: &RawValue, data: &str) -> Option<Literal> {
+        let text = raw.get();
+        if !text.starts_with('"') {
+            return None;
+        }
+        // Pointer arithmetic on addresses only (no access): where serde borrowed `raw` from.
+        let start = (text.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+        let end = start.checked_add(text.len())?;
+        let slice = data.get(start..end)?;
+        std::ptr::eq(slice.as_ptr(), text.as_ptr()).then_some(Literal { start, end })
+    }
+
+    /// Whether the literal is `""`.
+    fn is_empty(self) -> bool {
+        self.end - self.start <= 2
+    }
+}
+
+/// Decodes the JSON string literal at `literal` of `data` in place: the decoded text is
+/// written from the start of the same buffer (it is never longer than the literal), which is
+/// then cut to it, so no second buffer is allocated. The literal was checked by serde_json
+/// (its escapes are valid and it holds no control characters); a lone surrogate escape,
+/// which is valid JSON but no Rust string, is an error, as serde_json's decode of a `String`
+/// gives.
+fn decode_in_place(data: String, literal: Literal) -> Result<String, &'static str> {
+    let mut bytes = data.into_bytes();
+    let mut read = literal.start + 1;
+    let end = literal.end.saturating_sub(1);
+    let mut write = 0;
+    while read < end {
+        let Some(&byte) = bytes.get(read) else { return Err("literal out of range") };
+        if byte != b'\\' {
+            // The decoded text never overtakes the literal: `write < read`.
+            let run = bytes
+                .get(read..end)
+                .map_or(0, |rest| rest.iter().position(|&b| b == b'\\').unwrap_or(rest.len()));
+            bytes.copy_within(read..read + run, write);
+            read += run;
+            write += run;
+            continue;
+        }
+        let escape = bytes.get(read + 1).copied().ok_or("unfinished escape")?;
+        read += 2;
+        let decoded = match escape {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let first = hex4(&bytes, read).ok_or("invalid \\u escape")?;
+                read += 4;
+                match first {
+                    0xD800..=0xDBFF => {
+                        let low = match (bytes.get(read), bytes.get(read + 1)) {
+                            (Some(b'\\'), Some(b'u')) => hex4(&bytes, read + 2),
+                            _ => None,
+                        }
+                        .filter(|low| (0xDC00..=0xDFFF).contains(low))
+                        .ok_or("lone leading surrogate in hex escape")?;
+                        read += 6;
+                        let code = 0x10000 + ((first - 0xD800) << 10) + (low - 0xDC00);
+                        char::from_u32(code).ok_or("invalid surrogate pair")?
+                    }
+                    0xDC00..=0xDFFF => return Err("lone trailing surrogate in hex escape"),
+                    _ => char::from_u32(first).ok_or("invalid \\u escape")?,
+                }
+            }
+            _ => return Err("invalid escape"),
+        };
+        let mut utf8 = [0u8; 4];
+        let encoded = decoded.encode_utf8(&mut utf8).as_bytes();
+        // An escape is at least two bytes and its character at most as long (`\uXXXX` six
+        // bytes for at most three, a pair twelve for four): still `write < read`.
+        let target = bytes.get_mut(write..write + encoded.len()).ok_or("literal out of range")?;
+        target.copy_from_slice(encoded);
+        write += encoded.len();
+    }
+    bytes.truncate(write);
+    String::from_utf8(bytes).map_err(|_| "invalid UTF-8")
+}
+
+/// The four hex digits at `at`.
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    let digits = std::str::from_utf8(bytes.get(at..at + 4)?).ok()?;
+    u32::from_str_radix(digits, 16).ok().filter(|_| digits.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// A `response` object whose `output` items are kept raw: [`Decoder::reconcile_output`]
+/// decodes only the items that did not finish already (a finished item repeats text or
+/// arguments that may be many megabytes).
+#[derive(Debug)]
+struct ResponseParts<'a> {
+    /// Every field but an `output` array; `Null` when the response is no object or does not
+    /// decode.
+    fields: Value,
+    /// The `output` items, as received.
+    output: Vec<&'a RawValue>,
+    /// The whole response, as received.
+    raw: &'a str,
+}
+
+impl<'a> ResponseParts<'a> {
+    fn parse(raw: &'a str) -> Self {
+        match serde_json::from_str::<SplitResponse<'a>>(raw) {
+            Ok(SplitResponse { fields, output }) => {
+                ResponseParts { fields: Value::Object(fields), output, raw }
+            }
+            Err(_) => ResponseParts { fields: Value::Null, output: Vec::new(), raw },
+        }
+    }
+}
+
+/// The map behind [`ResponseParts`]: `output` borrowed item by item, the rest decoded.
+struct SplitResponse<'a> {
+    fields: serde_json::Map<String, Value>,
+    output: Vec<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for SplitResponse<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = DoneText;
+            type Value = SplitResponse<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<DoneText, E> {
-                Ok(DoneText(Some(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<DoneText, E> {
-                Ok(DoneText(Some(v)))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<DoneText, E> {
-                Ok(DoneText(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<DoneText, E> {
-                Ok(DoneText(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<DoneText, E> {
-                Ok(DoneText(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<DoneText, E> {
-                Ok(DoneText(None))
-            }
-            fn visit_unit<E>(self) -> Result<DoneText, E> {
-                Ok(DoneText(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut a: A,
-            ) -> Result<DoneText, A::Error> {
-                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(DoneText(None))
+                f.write_str("a response object")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
-                mut a: A,
-            ) -> Result<DoneText, A::Error> {
-                while a.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
-                Ok(DoneText(None))
+                mut map: A,
+            ) -> Result<SplitResponse<'de>, A::Error> {
+                let mut fields = serde_json::Map::new();
+                let mut output = Vec::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key != "output" {
+                        fields.insert(key.into_owned(), map.next_value()?);
+                        continue;
+                    }
+                    let raw: &'de RawValue = map.next_value()?;
+                    match serde_json::from_str::<Vec<&'de RawValue>>(raw.get()) {
+                        Ok(items) => output = items,
+                        // Not an array: kept as a field, as any other.
+                        Err(_) => {
+                            let value = serde_json::from_str(raw.get())
+                                .map_err(serde::de::Error::custom)?;
+                            fields.insert(key.into_owned(), value);
+                        }
+                    }
+                }
+                Ok(SplitResponse { fields, output })
             }
         }
-        d.deserialize_any(V)
+        d.deserialize_map(V)
     }
 }
 
@@ -332,8 +467,49 @@ impl Decoder {
         }
     }
 
-    fn handle(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Delta>) {
-        let mut event: WireEvent<'_> = match serde_json::from_str(data) {
+    fn handle(&mut self, name: Option<&str>, data: String, out: &mut Vec<Delta>) {
+        let Some(deferred) = self.read_event(name, &data, out) else { return };
+        let (key, item, literal) = match deferred {
+            Deferred::ArgumentsDone { key, literal } => (key, None, literal),
+            Deferred::CallDone { key, item, literal } => (key, Some(item), literal),
+        };
+        // Kept for an error's body: the event without its (possibly huge) arguments.
+        let elided = |data: &str| {
+            let head = data.get(..literal.start).unwrap_or_default();
+            let tail = data.get(literal.end..).unwrap_or_default();
+            format!("{head}\"\u{2026}\"{tail}")
+        };
+        let body = elided(&data);
+        let arguments = match decode_in_place(data, literal) {
+            Ok(arguments) => arguments,
+            Err(why) => {
+                let error =
+                    Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid event JSON: {why}"))
+                        .with_body(body);
+                self.fail(out, error);
+                return;
+            }
+        };
+        match item {
+            None => self.call_arguments_done(key, arguments, out),
+            Some(mut item) => {
+                if let Some(fields) = item.as_object_mut() {
+                    fields.insert("arguments".to_owned(), Value::String(arguments));
+                }
+                self.item_done(key, &mut item, out);
+            }
+        }
+    }
+
+    /// Handles one event's data, read borrowed; a call's complete arguments are left to
+    /// [`handle`](Self::handle), which may then take the data.
+    fn read_event(
+        &mut self,
+        name: Option<&str>,
+        data: &str,
+        out: &mut Vec<Delta>,
+    ) -> Option<Deferred> {
+        let event: WireEvent<'_> = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(e) => {
                 self.fail(
@@ -341,7 +517,7 @@ impl Decoder {
                     Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid event JSON: {e}"))
                         .with_body(data),
                 );
-                return;
+                return None;
             }
         };
         let mut delta = event.delta.and_then(text_of);
@@ -373,7 +549,7 @@ impl Decoder {
             "response.output_item.added" => self.item_added(&event, out),
             "response.output_item.done" => {
                 if let Some(raw) = event.item {
-                    self.output_item_done(&event, raw, out);
+                    return self.output_item_done(&event, raw, data, out);
                 }
             }
             "response.output_text.delta" | "response.text.delta" | "response.refusal.delta" => {
@@ -426,22 +602,25 @@ impl Decoder {
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(arguments) =
-                    event.arguments.take().and_then(|t| t.0).filter(|t| !t.is_empty())
+                if let Some(literal) = event
+                    .arguments
+                    .and_then(|raw| Literal::of(raw, data))
+                    .filter(|literal| !literal.is_empty())
                 {
                     let key = self.resolve(&event, Kind::FunctionCall);
-                    self.call_arguments_done(key, arguments, out);
+                    return Some(Deferred::ArgumentsDone { key, literal });
                 }
             }
             "response.completed" | "response.incomplete" => {
-                let mut response = value_of(event.response).unwrap_or(Value::Null);
-                self.complete(kind, &mut response, out);
+                let response = ResponseParts::parse(event.response.map_or("null", RawValue::get));
+                self.complete(kind, &response, out);
             }
             "response.failed" | "response.cancelled" => {
-                let mut response = value_of(event.response).unwrap_or(Value::Null);
-                self.reconcile_output(&mut response, out);
-                let error = failure(&response, data);
-                self.fail(out, error);
+                let response = ResponseParts::parse(event.response.map_or("null", RawValue::get));
+                if self.reconcile_output(&response.output, out) {
+                    let error = failure(&response.fields, data);
+                    self.fail(out, error);
+                }
             }
             "error" => {
                 let object = match &event.error {
@@ -466,14 +645,14 @@ impl Decoder {
                 self.fail(out, stream_error(&object, data));
             }
             "" => {
-                if let Ok(mut response) = serde_json::from_str::<Value>(data)
-                    && str_of(response.get("object")) == Some("response")
-                {
-                    self.complete("response.completed", &mut response, out);
+                let response = ResponseParts::parse(data);
+                if str_of(response.fields.get("object")) == Some("response") {
+                    self.complete("response.completed", &response, out);
                 }
             }
             _ => {}
         }
+        None
     }
 
     fn fail(&mut self, out: &mut Vec<Delta>, error: Error) {
@@ -658,17 +837,23 @@ impl Decoder {
         out.push(Delta::ToolCallArgsDone { key, arguments });
     }
 
-    /// `response.output_item.done`: a message whose text already streamed is finished from
-    /// its id, type and phase alone (the repeated text is skipped, never decoded), a function
-    /// call from its id, call id, name and arguments (decoded once); any other item is
-    /// decoded whole.
-    fn output_item_done(&mut self, event: &WireEvent<'_>, raw: &RawValue, out: &mut Vec<Delta>) {
+    /// `response.output_item.done`: a message whose text streamed is finished from its id, type
+    /// and phase alone (the repeated text is skipped, never decoded), a function call from its
+    /// id, call id and name, its arguments left to [`handle`](Self::handle) to decode in place
+    /// ([`Deferred::CallDone`]); any other item is decoded whole.
+    fn output_item_done(
+        &mut self,
+        event: &WireEvent<'_>,
+        raw: &RawValue,
+        data: &str,
+        out: &mut Vec<Delta>,
+    ) -> Option<Deferred> {
         let Ok(head) = serde_json::from_str::<ItemHead<'_>>(raw.get()) else {
             // Loosely typed head fields: decoded whole.
-            let Some(mut item) = self.whole_item(raw, out) else { return };
+            let mut item = self.whole_item(raw, out)?;
             let key = self.key_for_item(event, str_of(item.get("id")));
             self.item_done(key, &mut item, out);
-            return;
+            return None;
         };
         let key = self.key_for_item(event, head.id.as_deref());
         let streamed_message = head.kind.as_deref() == Some("message")
@@ -692,15 +877,16 @@ impl Decoder {
                     item.insert(field.to_owned(), Value::from(value.into_owned()));
                 }
             }
-            if let Some(arguments) = head.arguments.and_then(|t| t.0) {
-                item.insert("arguments".to_owned(), Value::from(arguments));
+            let item = Value::Object(item);
+            if let Some(literal) = head.arguments.and_then(|raw| Literal::of(raw, data)) {
+                return Some(Deferred::CallDone { key, item, literal });
             }
-            Value::Object(item)
-        } else {
-            let Some(item) = self.whole_item(raw, out) else { return };
             item
+        } else {
+            self.whole_item(raw, out)?
         };
         self.item_done(key, &mut item, out);
+        None
     }
 
     /// A finished item decoded whole; one that is valid JSON but no `Value` (a lone surrogate
@@ -972,11 +1158,32 @@ impl Decoder {
     ///
     /// An item is found by its id, else by its position (its `output_index`): servers
     /// that rotate item ids send ids here that no event carried.
-    fn reconcile_output(&mut self, response: &mut Value, out: &mut Vec<Delta>) {
-        let Some(items) = response.get_mut("output").and_then(Value::as_array_mut) else { return };
-        for (index, item) in items.iter_mut().enumerate() {
-            let id = str_of(item.get("id"));
-            let wire_type = str_of(item.get("type"));
+    ///
+    /// An item is decoded only when it is not finished already: one that finished (with
+    /// `output_item.done`) is recognised from its head fields and skipped, so its text or
+    /// arguments are not decoded a third time. Returns `false` when an item that must be
+    /// read does not decode (the stream then ended with that error).
+    fn reconcile_output(&mut self, output: &[&RawValue], out: &mut Vec<Delta>) -> bool {
+        for (index, raw) in output.iter().enumerate() {
+            let head = serde_json::from_str::<ItemHead<'_>>(raw.get());
+            let decoded = match head {
+                Ok(_) => None,
+                // Loosely typed head fields: decoded whole.
+                Err(_) => match self.whole_item(raw, out) {
+                    Some(item) => Some(item),
+                    None => return false,
+                },
+            };
+            let (id, wire_type) = match (&head, &decoded) {
+                (Ok(head), _) => (head.id.as_deref(), head.kind.as_deref()),
+                (Err(_), item) => {
+                    let item = item.as_ref();
+                    (
+                        str_of(item.and_then(|i| i.get("id"))),
+                        str_of(item.and_then(|i| i.get("type"))),
+                    )
+                }
+            };
             let key = match id.and_then(|id| self.by_item_id.get(id)) {
                 Some(key) => *key,
                 None => match self.items.get(&(index as BlockKey)) {
@@ -990,14 +1197,22 @@ impl Decoder {
             if self.items.get(&key).is_some_and(|s| s.done) {
                 continue;
             }
-            self.item_done(key, item, out);
+            let item = match decoded {
+                Some(item) => Some(item),
+                None => self.whole_item(raw, out),
+            };
+            let Some(mut item) = item else { return false };
+            self.item_done(key, &mut item, out);
         }
+        true
     }
 
-    fn complete(&mut self, kind: &str, response: &mut Value, out: &mut Vec<Delta>) {
-        self.reconcile_output(response, out);
+    fn complete(&mut self, kind: &str, parts: &ResponseParts<'_>, out: &mut Vec<Delta>) {
+        if !self.reconcile_output(&parts.output, out) {
+            return;
+        }
         self.flush_held(out);
-        let response = &*response;
+        let response = &parts.fields;
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
@@ -1021,7 +1236,10 @@ impl Decoder {
                 StopReason::Length
             }
             "failed" | "cancelled" => {
-                let error = failure(response, &response.to_string());
+                // The body is the whole response, output included (decoded on this rare path).
+                let body = serde_json::from_str::<Value>(parts.raw)
+                    .map_or_else(|_| parts.raw.to_owned(), |whole| whole.to_string());
+                let error = failure(response, &body);
                 self.fail(out, error);
                 return;
             }
@@ -1054,7 +1272,7 @@ impl WireDecoder for Decoder {
             return;
         }
         let from = out.len();
-        self.handle(event.event.as_deref(), &event.data, out);
+        self.handle(event.event.as_deref(), event.data, out);
         self.surrogates.settle(out, from);
     }
 

@@ -792,3 +792,189 @@ fn a_finished_call_item_that_is_no_rust_string_still_fails_the_stream() {
     let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
     assert_eq!(error.kind, ErrorKind::Decode);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Complete arguments in `.done` events, decoded in place (issue 15)
+// ---------------------------------------------------------------------------------------------
+
+/// `event: <type>\ndata: <data>\n\n` for data written by hand (escapes spelled as given).
+fn sse_raw(kind: &str, data: &str) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// A streamed call whose `.done` events carry `done_literal` (a JSON string literal as
+/// written on the wire) in both `function_call_arguments.done` and `output_item.done`.
+fn call_with_done_literal(fragments: &[&str], done_literal: &str) -> String {
+    let mut body = sse(&[created(), call_added(0, "call_1", "fc_1", "f")]);
+    body += &sse(&fragments.iter().map(|f| args_delta(0, "fc_1", f)).collect::<Vec<_>>());
+    body += &sse_raw(
+        "response.function_call_arguments.done",
+        &format!(
+            r#"{{"type":"response.function_call_arguments.done","arguments":{done_literal},"item_id":"fc_1","output_index":0}}"#
+        ),
+    );
+    body += &sse_raw(
+        "response.output_item.done",
+        &format!(
+            r#"{{"type":"response.output_item.done","output_index":0,"item":{{"id":"fc_1","type":"function_call","status":"completed","arguments":{done_literal},"call_id":"call_1","name":"f"}}}}"#
+        ),
+    );
+    body + &sse(&[completed("completed")])
+}
+
+#[test]
+fn done_arguments_spelled_with_other_escapes_are_the_same_text() {
+    // The `.done` literal spells `A`, `/`, `é` and `😀` as escapes where the deltas sent them
+    // raw: its decoded text equals what streamed, so nothing is added or replaced.
+    let streamed = "{\"p\":\"A/é😀\\n\"}";
+    let literal = r#""{\"p\":\"\u0041\/\u00e9\ud83d\ude00\\n\"}""#;
+    assert_eq!(serde_json::from_str::<String>(literal).unwrap(), streamed);
+    let events = run(&call_with_done_literal(&[&streamed[..6], &streamed[6..]], literal));
+    assert_eq!(tool_deltas(&events), [&streamed[..6], &streamed[6..]]);
+    let call = final_message(&events).tool_calls().next().unwrap();
+    assert_eq!(call.arguments, serde_json::from_str::<Value>(streamed).unwrap());
+    assert_eq!(call.id, "call_1|fc_1");
+
+    // The same literal extending what streamed adds the decoded suffix once (the second
+    // `.done` then equals what the first left).
+    let events = run(&call_with_done_literal(&[&streamed[..6]], literal));
+    assert_eq!(tool_deltas(&events), [&streamed[..6], &streamed[6..]]);
+
+    // One that differs replaces it, whole and decoded.
+    let events = run(&call_with_done_literal(&["{\"p\":\"B\"}"], literal));
+    assert_eq!(tool_deltas(&events), ["{\"p\":\"B\"}", streamed]);
+    let call = final_message(&events).tool_calls().next().unwrap();
+    assert_eq!(call.arguments, serde_json::from_str::<Value>(streamed).unwrap());
+}
+
+#[test]
+fn a_lone_surrogate_in_done_arguments_fails_the_stream() {
+    // Valid JSON, no Rust string: a decode error, as when serde_json decoded the event.
+    for literal in [r#""{\"a\":\"\ud83d\"}""#, r#""\ude00""#, r#""x\ud83d\u0041""#] {
+        let events = run(&call_with_done_literal(&["{}"], literal));
+        let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+        assert_eq!(error.kind, ErrorKind::Decode, "{literal}");
+        assert!(error.message.contains("surrogate"), "{}", error.message);
+    }
+}
+
+#[test]
+fn long_done_events_over_many_chunks_compare_as_text() {
+    // Arguments of about 300 KiB: each `.done` event is a line longer than the SSE decoder's
+    // 64 KiB threshold, assembled from many 4 KiB chunks and handed over as the event's data,
+    // which is then decoded in place.
+    let content: String = (0..12_000).map(|i| format!("line {i}: \"q\"\t\\ é😀\n")).collect();
+    let text = serde_json::to_string(&json!({"path": "a.rs", "content": content})).unwrap();
+    let pieces: Vec<&str> = {
+        let mut pieces = Vec::new();
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let mut at = rest.len().min(100);
+            while !rest.is_char_boundary(at) {
+                at -= 1;
+            }
+            pieces.push(&rest[..at]);
+            rest = &rest[at..];
+        }
+        pieces
+    };
+    let literal = serde_json::to_string(&text).unwrap();
+    let expected: Value = serde_json::from_str(&text).unwrap();
+    let half = pieces.len() / 2;
+    let changed = text.replacen("a.rs", "b.rs", 1);
+    let cases: [(&[&str], String, usize); 3] = [
+        // Equal: only the streamed pieces.
+        (&pieces, literal.clone(), pieces.len()),
+        // Extends: the second half comes as one suffix.
+        (&pieces[..half], literal.clone(), half + 1),
+        // Differs (same length): the whole `.done` text replaces it.
+        (&pieces, serde_json::to_string(&changed).unwrap(), pieces.len() + 1),
+    ];
+    for (n, (fragments, done, deltas)) in cases.into_iter().enumerate() {
+        let body = call_with_done_literal(fragments, &done);
+        assert!(body.len() > 3 * 64 * 1024);
+        let chunks: Vec<&[u8]> = body.as_bytes().chunks(4096).collect();
+        let events = run_chunks(&chunks, &[], &Plans::default());
+        let shown = tool_deltas(&events);
+        assert_eq!(shown.len(), deltas, "case {n}");
+        let call = final_message(&events).tool_calls().next().unwrap();
+        let want = if n == 2 {
+            serde_json::from_str::<Value>(&changed).unwrap()
+        } else {
+            expected.clone()
+        };
+        assert_eq!(call.arguments, want, "case {n}");
+        if n == 1 {
+            assert_eq!(shown[half], &text[pieces[..half].concat().len()..]);
+        }
+        if n == 2 {
+            assert_eq!(shown[pieces.len()], changed);
+        }
+    }
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// `decode_in_place` agrees with serde_json's decode of the same literal (text or error),
+    /// whatever escapes spell it and wherever it sits in the event's data.
+    #[test]
+    fn decode_in_place_is_serde_jsons_decode(
+        pieces in prop::collection::vec(prop_oneof![
+            "[a-z \"\\\\/\n\t\u{1}é😀]{1,3}".prop_map(|s| {
+                let quoted = serde_json::to_string(&s).unwrap();
+                quoted[1..quoted.len() - 1].to_owned()
+            }),
+            prop::sample::select(vec![
+                r"\/", r"\b", r"\f", r"\u0041", r"\u00e9", r"\uFFFF", r"\u0000", r"\ud83d\ude00",
+                r"\uD83D\uDE00", r"\ud83d", r"\ude00", r"\ud83d\u0041", r"\ud83d\ud83d",
+            ]).prop_map(str::to_owned),
+        ], 0..12),
+        head in "[ a-z]{0,3}",
+    ) {
+        let literal = format!("\"{}\"", pieces.concat());
+        let data = format!(r#"{{"type":"x",{head:?}:1,"arguments":{literal},"z":[1]}}"#);
+        #[derive(serde::Deserialize)]
+        struct Probe<'a> {
+            #[serde(borrow)]
+            arguments: &'a serde_json::value::RawValue,
+        }
+        let probe: Probe<'_> = serde_json::from_str(&data).unwrap();
+        let at = super::Literal::of(probe.arguments, &data).unwrap();
+        prop_assert_eq!(&data[at.start..at.end], literal.as_str());
+        let expected = serde_json::from_str::<String>(&literal).ok();
+        let decoded = super::decode_in_place(data.clone(), at).ok();
+        prop_assert_eq!(decoded, expected, "{}", literal);
+    }
+}
+
+#[test]
+fn completed_output_skips_finished_items_without_decoding_them() {
+    // The finished call comes again in `response.completed.output` with arguments that are no
+    // Rust string (a lone surrogate escape): it is recognised from its head and skipped, so
+    // the stream ends normally with what streamed. An item seen only there is still decoded.
+    let completed_with_output = r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"a\":\"\ud83d\"}","call_id":"call_1","name":"f"},{"id":"fc_2","type":"function_call","status":"completed","arguments":"{\"b\":2}","call_id":"call_2","name":"g"}],"usage":{"input_tokens":3,"output_tokens":2,"total_tokens":5}}}"#;
+    let body = sse(&[
+        created(),
+        call_added(0, "call_1", "fc_1", "f"),
+        args_delta(0, "fc_1", "{\"a\":1}"),
+        args_done(0, "fc_1", "{\"a\":1}"),
+        call_done(0, "call_1", "fc_1", "f", "{\"a\":1}"),
+    ]) + &sse_raw("response.completed", completed_with_output);
+    let events = run(&body);
+    let message = final_message(&events);
+    assert_eq!(message.stop_reason, StopReason::ToolUse, "{events:?}");
+    let calls: Vec<_> =
+        message.tool_calls().map(|c| (c.name.clone(), c.arguments.clone())).collect();
+    assert_eq!(calls, [("f".to_owned(), json!({"a": 1})), ("g".to_owned(), json!({"b": 2}))]);
+    assert_eq!(message.usage.output, 2);
+
+    // An unfinished item that does not decode fails the stream, as `output_item.done` does.
+    let body = sse(&[created()])
+        + &sse_raw("response.completed", &completed_with_output.replace("fc_1", "fc_9"));
+    let events = run(&body);
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ErrorKind::Decode);
+}
