@@ -49,6 +49,9 @@ const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
 /// A line at least this long, assembled from several chunks, is handed over rather than
 /// copied (see `SseDecoder::process_long_line`).
 const LONG_LINE: usize = 64 * 1024;
+/// A line that outgrows its buffer past this size reserves room for the largest event at once
+/// (see `SseDecoder::reserve_long_line`).
+const RESERVE_LINE: usize = 1024 * 1024;
 /// A long line reserves room up to the event limit only when the limit is at most this.
 const MAX_LINE_RESERVE: usize = 256 * 1024 * 1024;
 
@@ -234,8 +237,8 @@ impl SseDecoder {
         Ok(())
     }
 
-    /// Once a line being assembled is [`LONG_LINE`] bytes long, reserves room for the longest
-    /// line the limit allows (plus the `\n` its data gets), so it never grows again.
+    /// Once a line being assembled outgrows its buffer past [`RESERVE_LINE`], reserves room for
+    /// the longest line the limit allows (plus the `\n` its data gets), so it never grows again.
     ///
     /// Doubling a buffer of many MiB copies it whenever the allocator cannot move it in place
     /// (glibc's `brk` heap, which it uses for blocks below its dynamic mmap threshold after a
@@ -244,11 +247,13 @@ impl SseDecoder {
     /// and [`process_long_line`](Self::process_long_line) gives the spare room back.
     fn reserve_long_line(&mut self, more: usize) {
         let len = self.line.len() + more;
-        if len >= LONG_LINE && self.line.capacity() < len {
-            let room = self.max.saturating_sub(self.data.len()).saturating_add(1);
-            // A limit set very high (or none) keeps the usual doubling.
-            let room = if room <= MAX_LINE_RESERVE { room.max(len) } else { len };
-            self.line.reserve(room - self.line.len());
+        if len < RESERVE_LINE || len <= self.line.capacity() {
+            return;
+        }
+        let room = self.max.saturating_sub(self.data.len()).saturating_add(1);
+        // A limit set very high (or none), or a reservation refused, keeps the usual doubling.
+        if room <= MAX_LINE_RESERVE && room > len {
+            let _ = self.line.try_reserve_exact(room - self.line.len());
         }
     }
 
