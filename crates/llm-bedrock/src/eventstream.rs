@@ -11,15 +11,19 @@
 //! waiting for gigabytes that never come, and the length is held to a limit
 //! ([`DEFAULT_MAX_FRAME_BYTES`] by default; headers to [`MAX_HEADERS_BYTES`]).
 //!
-//! Header values: Bedrock sends only strings (type 7). An [`AwsFrame`] keeps the string
-//! headers; headers of the other defined types (booleans, integers, byte arrays,
-//! timestamps, UUIDs) are checked by the decoder and then skipped, so a new non-string header
-//! on AWS's side does not break the stream; an undefined type is a decode error.
+//! Header values: Bedrock sends only strings (type 7). An [`AwsFrame`] is the decoded
+//! [`Message`] itself, moved, not copied: its string headers are read in place
+//! ([`AwsFrame::header`]); headers of the other defined types (booleans, integers, byte
+//! arrays, timestamps, UUIDs) are checked by the decoder and kept but not shown as strings,
+//! so a new non-string header on AWS's side does not break the stream; an undefined type is a
+//! decode error.
 //!
-//! Buffering is linear in the body: a complete message is split off the buffer without
-//! copying the rest, and bytes are only rescanned to check a prelude (12 bytes).
+//! Buffering is linear in the body: a complete message is decoded from the front of the
+//! buffer in place and then dropped from it, and bytes are only rescanned to check a prelude
+//! (12 bytes).
 
-use bytes::{Bytes, BytesMut};
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use bytes::{Buf, Bytes, BytesMut};
 use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
 
 /// Largest accepted headers section of one message: 128 KiB, the limit of AWS's reference
@@ -32,21 +36,56 @@ const PRELUDE_BYTES: usize = 12;
 /// payload.
 const OVERHEAD_BYTES: usize = PRELUDE_BYTES + 4;
 
-/// One event-stream message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One event-stream message: the [`Message`] `aws-smithy-eventstream` decoded, kept whole
+/// (its headers and payload are not copied again).
+#[derive(Debug, Clone, PartialEq)]
 pub struct AwsFrame {
-    /// The string-valued headers (`:message-type`, `:event-type`, `:content-type`,
-    /// `:exception-type`, `:error-code`, `:error-message`, ...) in wire order; headers of
-    /// other value types are skipped (module docs).
-    pub headers: Vec<(String, String)>,
-    /// The payload (JSON for Bedrock).
-    pub payload: Bytes,
+    message: Message,
 }
 
 impl AwsFrame {
+    /// A frame of string headers (in wire order) and a payload, as a test or a replay
+    /// builds one.
+    pub fn new<N, V>(headers: impl IntoIterator<Item = (N, V)>, payload: impl Into<Bytes>) -> Self
+    where
+        N: Into<String>,
+        V: Into<String>,
+    {
+        let headers = headers
+            .into_iter()
+            .map(|(name, value)| Header::new(name.into(), HeaderValue::String(value.into().into())))
+            .collect();
+        AwsFrame { message: Message::new_from_parts(headers, payload) }
+    }
+
     /// The value of the string header `name` (the first, if the sender repeated it).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.string_headers().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The string-valued headers (`:message-type`, `:event-type`, `:content-type`,
+    /// `:exception-type`, `:error-code`, `:error-message`, ...) in wire order; headers of
+    /// other value types are left out (module docs).
+    pub fn string_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.message.headers().iter().filter_map(|header| {
+            header.value().as_string().ok().map(|value| (header.name().as_str(), value.as_str()))
+        })
+    }
+
+    /// The payload (JSON for Bedrock).
+    pub fn payload(&self) -> &Bytes {
+        self.message.payload()
+    }
+
+    /// The whole decoded message, headers of every type included.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+}
+
+impl From<Message> for AwsFrame {
+    fn from(message: Message) -> Self {
+        AwsFrame { message }
     }
 }
 
@@ -159,18 +198,6 @@ impl AwsEventStreamFraming {
     }
 }
 
-/// The string headers and the payload of a decoded message.
-fn to_frame(message: &aws_smithy_types::event_stream::Message) -> AwsFrame {
-    // Sized up front: a frame's headers are most of its memory when the payload is small.
-    let mut headers = Vec::with_capacity(message.headers().len());
-    for header in message.headers() {
-        if let Ok(value) = header.value().as_string() {
-            headers.push((header.name().as_str().to_owned(), value.as_str().to_owned()));
-        }
-    }
-    AwsFrame { headers, payload: message.payload().clone() }
-}
-
 impl Framing for AwsEventStreamFraming {
     type Frame = AwsFrame;
     type Error = AwsFrameError;
@@ -184,11 +211,15 @@ impl Framing for AwsEventStreamFraming {
             if self.buffer.len() < total {
                 break;
             }
-            let bytes = self.buffer.split_to(total).freeze();
-            match aws_smithy_eventstream::frame::read_message_from(bytes) {
-                Ok(message) => out.push(to_frame(&message)),
+            // Decoded from a slice of the buffer, which is then dropped from its front: the
+            // decoder copies what it keeps, so the buffer is never shared or frozen.
+            let message = self.buffer.get(..total).unwrap_or_default();
+            let decoded = aws_smithy_eventstream::frame::read_message_from(message);
+            match decoded {
+                Ok(message) => out.push(AwsFrame { message }),
                 Err(e) => return self.malformed(e.to_string()),
             }
+            self.buffer.advance(total);
             self.offset += total as u64;
         }
         Ok(())
