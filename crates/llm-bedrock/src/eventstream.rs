@@ -160,41 +160,71 @@ impl AwsEventStreamFraming {
         self.failed = Some(error.clone());
         Err(error)
     }
+}
 
-    fn malformed(&mut self, reason: impl Into<String>) -> Result<(), AwsFrameError> {
-        let offset = self.offset;
-        self.fail(AwsFrameError::Malformed { offset, reason: reason.into() })
+/// The length of the message at the front of `bytes` (the body from `offset` on) once its
+/// prelude is checked; `None` while fewer than 12 bytes are there.
+fn front_message_len(
+    bytes: &[u8],
+    offset: u64,
+    max: usize,
+) -> Result<Option<usize>, AwsFrameError> {
+    let Some(prelude) = bytes.get(..PRELUDE_BYTES) else { return Ok(None) };
+    let word = |at: usize| {
+        prelude.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
+    };
+    let (total, headers, crc) = (word(0) as usize, word(4) as usize, word(8));
+    let malformed = |reason: String| AwsFrameError::Malformed { offset, reason };
+    let computed = crc32fast::hash(prelude.get(..8).unwrap_or_default());
+    if computed != crc {
+        return Err(malformed(format!(
+            "the prelude checksum {crc:#010x} does not match the computed CRC-32 {computed:#010x}"
+        )));
     }
+    if total < OVERHEAD_BYTES || headers > total - OVERHEAD_BYTES {
+        return Err(malformed(format!(
+            "the total length {total} cannot hold the prelude, {headers} header bytes and the message checksum"
+        )));
+    }
+    if total > max {
+        return Err(AwsFrameError::TooLarge { offset, length: total, limit: max });
+    }
+    if headers > MAX_HEADERS_BYTES {
+        return Err(AwsFrameError::TooLarge { offset, length: headers, limit: MAX_HEADERS_BYTES });
+    }
+    Ok(Some(total))
+}
 
-    /// The length of the message at the front of the buffer once its prelude is checked;
-    /// `None` while fewer than 12 bytes are buffered.
-    fn front_message_len(&mut self) -> Result<Option<usize>, AwsFrameError> {
-        let Some(prelude) = self.buffer.get(..PRELUDE_BYTES) else { return Ok(None) };
-        let word = |at: usize| {
-            prelude.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
+/// Decodes the complete messages at the front of `bytes` (the body from `offset` on) into
+/// `out`; returns how many bytes they took, and the error that stopped it, if any.
+fn decode_messages(
+    bytes: &[u8],
+    offset: u64,
+    max: usize,
+    out: &mut Vec<AwsFrame>,
+) -> (usize, Option<AwsFrameError>) {
+    let mut used = 0usize;
+    loop {
+        let rest = bytes.get(used..).unwrap_or_default();
+        let at = offset + used as u64;
+        let total = match front_message_len(rest, at, max) {
+            Ok(Some(total)) if total <= rest.len() => total,
+            Ok(_) => return (used, None),
+            Err(e) => return (used, Some(e)),
         };
-        let (total, headers, crc) = (word(0) as usize, word(4) as usize, word(8));
-        let computed = crc32fast::hash(prelude.get(..8).unwrap_or_default());
-        if computed != crc {
-            self.malformed(format!(
-                "the prelude checksum {crc:#010x} does not match the computed CRC-32 {computed:#010x}"
-            ))?;
+        // The decoder copies what it keeps, so the bytes are only borrowed.
+        match aws_smithy_eventstream::frame::read_message_from(
+            rest.get(..total).unwrap_or_default(),
+        ) {
+            Ok(message) => out.push(AwsFrame { message }),
+            Err(e) => {
+                return (
+                    used,
+                    Some(AwsFrameError::Malformed { offset: at, reason: e.to_string() }),
+                );
+            }
         }
-        if total < OVERHEAD_BYTES || headers > total - OVERHEAD_BYTES {
-            self.malformed(format!(
-                "the total length {total} cannot hold the prelude, {headers} header bytes and the message checksum"
-            ))?;
-        }
-        let offset = self.offset;
-        if total > self.max {
-            let limit = self.max;
-            self.fail(AwsFrameError::TooLarge { offset, length: total, limit })?;
-        }
-        if headers > MAX_HEADERS_BYTES {
-            let limit = MAX_HEADERS_BYTES;
-            self.fail(AwsFrameError::TooLarge { offset, length: headers, limit })?;
-        }
-        Ok(Some(total))
+        used += total;
     }
 }
 
@@ -206,23 +236,25 @@ impl Framing for AwsEventStreamFraming {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        self.buffer.extend_from_slice(chunk);
-        while let Some(total) = self.front_message_len()? {
-            if self.buffer.len() < total {
-                break;
+        // With nothing buffered the chunk is decoded where it is, and only a message it cuts
+        // short is copied; otherwise the chunk completes the buffered one first.
+        let (used, error) = if self.buffer.is_empty() {
+            let (used, error) = decode_messages(chunk, self.offset, self.max, out);
+            if error.is_none() {
+                self.buffer.extend_from_slice(chunk.get(used..).unwrap_or_default());
             }
-            // Decoded from a slice of the buffer, which is then dropped from its front: the
-            // decoder copies what it keeps, so the buffer is never shared or frozen.
-            let message = self.buffer.get(..total).unwrap_or_default();
-            let decoded = aws_smithy_eventstream::frame::read_message_from(message);
-            match decoded {
-                Ok(message) => out.push(AwsFrame { message }),
-                Err(e) => return self.malformed(e.to_string()),
-            }
-            self.buffer.advance(total);
-            self.offset += total as u64;
+            (used, error)
+        } else {
+            self.buffer.extend_from_slice(chunk);
+            let (used, error) = decode_messages(&self.buffer, self.offset, self.max, out);
+            self.buffer.advance(used);
+            (used, error)
+        };
+        self.offset += used as u64;
+        match error {
+            Some(error) => self.fail(error),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn finish(&mut self, _out: &mut Vec<AwsFrame>) -> Result<(), AwsFrameError> {

@@ -166,11 +166,14 @@ fn a_bad_message_checksum_names_the_offset() {
     let last = second.len() - 1;
     second[last] ^= 0xff;
     body.extend(second);
-    let (frames, result) = decode(&body);
-    assert_eq!(frames.len(), 1);
-    let Err(AwsFrameError::Malformed { offset, reason }) = result else { panic!("{result:?}") };
-    assert_eq!(offset, first as u64);
-    assert!(reason.contains("checksum"), "{reason}");
+    // Whole, and at every chunk size: decoded where the chunk is, or after buffering.
+    for step in 1..=body.len() {
+        let (frames, result) = decode_in(AwsEventStreamFraming::new(), &body, &[step]);
+        assert_eq!(frames.len(), 1, "step {step}");
+        let Err(AwsFrameError::Malformed { offset, reason }) = result else { panic!("{result:?}") };
+        assert_eq!(offset, first as u64, "step {step}");
+        assert!(reason.contains("checksum"), "step {step}: {reason}");
+    }
 }
 
 #[test]
@@ -258,17 +261,18 @@ fn a_body_cut_inside_a_message_is_truncated() {
         })
         .collect();
     assert_eq!(ends.last(), Some(&body.len()));
-    for cut in 0..body.len() {
-        let (frames, result) = decode_in(AwsEventStreamFraming::new(), &body[..cut], &[3]);
+    // In 3-byte reads (mostly buffered) and in one read (decoded in place, the tail kept).
+    for (cut, step) in (0..body.len()).flat_map(|cut| [(cut, 3), (cut, cut.max(1))]) {
+        let (frames, result) = decode_in(AwsEventStreamFraming::new(), &body[..cut], &[step]);
         let whole = ends.iter().filter(|&&end| end <= cut).count();
-        assert_eq!(frames[..], expected[..whole], "cut {cut}");
+        assert_eq!(frames[..], expected[..whole], "cut {cut} step {step}");
         let boundary = if whole == 0 { 0 } else { ends[whole - 1] };
         let expected_result = if cut == boundary {
             Ok(())
         } else {
             Err(AwsFrameError::Truncated { pending: cut - boundary })
         };
-        assert_eq!(result, expected_result, "cut {cut}");
+        assert_eq!(result, expected_result, "cut {cut} step {step}");
     }
 }
 
