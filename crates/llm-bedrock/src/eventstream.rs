@@ -18,9 +18,10 @@
 //! so a new non-string header on AWS's side does not break the stream; an undefined type is a
 //! decode error.
 //!
-//! Buffering is linear in the body: a complete message is decoded from the front of the
-//! buffer in place and then dropped from it, and bytes are only rescanned to check a prelude
-//! (12 bytes).
+//! Buffering is linear in the body: complete messages are decoded where they are (in the
+//! read itself while nothing is buffered, else at the front of the buffer, which is then
+//! advanced); only a message a read cuts short is copied into the buffer, and bytes are only
+//! rescanned to check a prelude (12 bytes).
 
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use bytes::{Buf, Bytes, BytesMut};
