@@ -373,15 +373,15 @@ fn has_drive_control_escape(text: &str) -> bool {
 // aws_event_stream
 // ---------------------------------------------------------------------------------------------
 
-/// Heap bytes owned by decoded frames (their vector, header strings and payloads).
+/// Heap bytes owned by decoded frames (their vector, headers, header strings and payloads).
 fn frames_heap(frames: &Vec<AwsFrame>) -> usize {
     frames.capacity() * std::mem::size_of::<AwsFrame>()
         + frames
             .iter()
             .map(|f| {
-                f.headers.capacity() * std::mem::size_of::<(String, String)>()
-                    + f.headers.iter().map(|(n, v)| n.capacity() + v.capacity()).sum::<usize>()
-                    + f.payload.len()
+                std::mem::size_of_val(f.message().headers())
+                    + f.string_headers().map(|(n, v)| n.len() + v.len()).sum::<usize>()
+                    + f.payload().len()
             })
             .sum::<usize>()
 }
@@ -481,7 +481,7 @@ fn describe_frames(mut data: &[u8]) -> Vec<AwsFrame> {
             len.get(1).copied().unwrap_or(0),
         ])) % 1024;
         let payload = take(payload_len);
-        frames.push(AwsFrame { headers, payload: payload.into() });
+        frames.push(AwsFrame::new(headers, payload));
     }
     frames
 }
@@ -502,7 +502,9 @@ pub fn aws_event_stream(data: &[u8], heap: Option<&Heap>) {
     let mut body = Vec::new();
     let mut ends = Vec::new();
     for frame in &described {
-        body.extend(encode_event_stream(&frame.headers, &frame.payload));
+        let headers: Vec<(String, String)> =
+            frame.string_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
+        body.extend(encode_event_stream(&headers, frame.payload()));
         ends.push(body.len());
     }
     let at = usize::from(u16::from_be_bytes([

@@ -47,7 +47,7 @@ fn frame_all(body: &[u8], read: usize) -> (usize, usize) {
         framing.push(chunk, &mut frames).unwrap();
         for frame in frames.drain(..) {
             count += 1;
-            bytes += frame.payload.len();
+            bytes += frame.payload().len();
         }
     }
     framing.finish(&mut frames).unwrap();
@@ -75,7 +75,7 @@ fn frame_and_parse(body: &[u8], read: usize) -> usize {
         framing.push(chunk, &mut frames).unwrap();
         for frame in frames.drain(..) {
             if frame.header(":event-type") == Some("contentBlockDelta") {
-                let delta: Delta<'_> = serde_json::from_slice(&frame.payload).unwrap();
+                let delta: Delta<'_> = serde_json::from_slice(frame.payload()).unwrap();
                 text += delta.delta.text.len();
             }
         }

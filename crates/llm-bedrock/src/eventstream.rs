@@ -11,15 +11,20 @@
 //! waiting for gigabytes that never come, and the length is held to a limit
 //! ([`DEFAULT_MAX_FRAME_BYTES`] by default; headers to [`MAX_HEADERS_BYTES`]).
 //!
-//! Header values: Bedrock sends only strings (type 7). An [`AwsFrame`] keeps the string
-//! headers; headers of the other defined types (booleans, integers, byte arrays,
-//! timestamps, UUIDs) are checked by the decoder and then skipped, so a new non-string header
-//! on AWS's side does not break the stream; an undefined type is a decode error.
+//! Header values: Bedrock sends only strings (type 7). An [`AwsFrame`] is the decoded
+//! [`Message`] itself, moved, not copied: its string headers are read in place
+//! ([`AwsFrame::header`]); headers of the other defined types (booleans, integers, byte
+//! arrays, timestamps, UUIDs) are checked by the decoder and kept but not shown as strings,
+//! so a new non-string header on AWS's side does not break the stream; an undefined type is a
+//! decode error.
 //!
-//! Buffering is linear in the body: a complete message is split off the buffer without
-//! copying the rest, and bytes are only rescanned to check a prelude (12 bytes).
+//! Buffering is linear in the body: complete messages are decoded where they are (in the
+//! read itself while nothing is buffered, else at the front of the buffer, which is then
+//! advanced); only a message a read cuts short is copied into the buffer, and bytes are only
+//! rescanned to check a prelude (12 bytes).
 
-use bytes::{Bytes, BytesMut};
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use bytes::{Buf, Bytes, BytesMut};
 use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
 
 /// Largest accepted headers section of one message: 128 KiB, the limit of AWS's reference
@@ -32,21 +37,56 @@ const PRELUDE_BYTES: usize = 12;
 /// payload.
 const OVERHEAD_BYTES: usize = PRELUDE_BYTES + 4;
 
-/// One event-stream message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One event-stream message: the [`Message`] `aws-smithy-eventstream` decoded, kept whole
+/// (its headers and payload are not copied again).
+#[derive(Debug, Clone, PartialEq)]
 pub struct AwsFrame {
-    /// The string-valued headers (`:message-type`, `:event-type`, `:content-type`,
-    /// `:exception-type`, `:error-code`, `:error-message`, ...) in wire order; headers of
-    /// other value types are skipped (module docs).
-    pub headers: Vec<(String, String)>,
-    /// The payload (JSON for Bedrock).
-    pub payload: Bytes,
+    message: Message,
 }
 
 impl AwsFrame {
+    /// A frame of string headers (in wire order) and a payload, as a test or a replay
+    /// builds one.
+    pub fn new<N, V>(headers: impl IntoIterator<Item = (N, V)>, payload: impl Into<Bytes>) -> Self
+    where
+        N: Into<String>,
+        V: Into<String>,
+    {
+        let headers = headers
+            .into_iter()
+            .map(|(name, value)| Header::new(name.into(), HeaderValue::String(value.into().into())))
+            .collect();
+        AwsFrame { message: Message::new_from_parts(headers, payload) }
+    }
+
     /// The value of the string header `name` (the first, if the sender repeated it).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.string_headers().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The string-valued headers (`:message-type`, `:event-type`, `:content-type`,
+    /// `:exception-type`, `:error-code`, `:error-message`, ...) in wire order; headers of
+    /// other value types are left out (module docs).
+    pub fn string_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.message.headers().iter().filter_map(|header| {
+            header.value().as_string().ok().map(|value| (header.name().as_str(), value.as_str()))
+        })
+    }
+
+    /// The payload (JSON for Bedrock).
+    pub fn payload(&self) -> &Bytes {
+        self.message.payload()
+    }
+
+    /// The whole decoded message, headers of every type included.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+}
+
+impl From<Message> for AwsFrame {
+    fn from(message: Message) -> Self {
+        AwsFrame { message }
     }
 }
 
@@ -121,54 +161,72 @@ impl AwsEventStreamFraming {
         self.failed = Some(error.clone());
         Err(error)
     }
-
-    fn malformed(&mut self, reason: impl Into<String>) -> Result<(), AwsFrameError> {
-        let offset = self.offset;
-        self.fail(AwsFrameError::Malformed { offset, reason: reason.into() })
-    }
-
-    /// The length of the message at the front of the buffer once its prelude is checked;
-    /// `None` while fewer than 12 bytes are buffered.
-    fn front_message_len(&mut self) -> Result<Option<usize>, AwsFrameError> {
-        let Some(prelude) = self.buffer.get(..PRELUDE_BYTES) else { return Ok(None) };
-        let word = |at: usize| {
-            prelude.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
-        };
-        let (total, headers, crc) = (word(0) as usize, word(4) as usize, word(8));
-        let computed = crc32fast::hash(prelude.get(..8).unwrap_or_default());
-        if computed != crc {
-            self.malformed(format!(
-                "the prelude checksum {crc:#010x} does not match the computed CRC-32 {computed:#010x}"
-            ))?;
-        }
-        if total < OVERHEAD_BYTES || headers > total - OVERHEAD_BYTES {
-            self.malformed(format!(
-                "the total length {total} cannot hold the prelude, {headers} header bytes and the message checksum"
-            ))?;
-        }
-        let offset = self.offset;
-        if total > self.max {
-            let limit = self.max;
-            self.fail(AwsFrameError::TooLarge { offset, length: total, limit })?;
-        }
-        if headers > MAX_HEADERS_BYTES {
-            let limit = MAX_HEADERS_BYTES;
-            self.fail(AwsFrameError::TooLarge { offset, length: headers, limit })?;
-        }
-        Ok(Some(total))
-    }
 }
 
-/// The string headers and the payload of a decoded message.
-fn to_frame(message: &aws_smithy_types::event_stream::Message) -> AwsFrame {
-    // Sized up front: a frame's headers are most of its memory when the payload is small.
-    let mut headers = Vec::with_capacity(message.headers().len());
-    for header in message.headers() {
-        if let Ok(value) = header.value().as_string() {
-            headers.push((header.name().as_str().to_owned(), value.as_str().to_owned()));
-        }
+/// The length of the message at the front of `bytes` (the body from `offset` on) once its
+/// prelude is checked; `None` while fewer than 12 bytes are there.
+fn front_message_len(
+    bytes: &[u8],
+    offset: u64,
+    max: usize,
+) -> Result<Option<usize>, AwsFrameError> {
+    let Some(prelude) = bytes.get(..PRELUDE_BYTES) else { return Ok(None) };
+    let word = |at: usize| {
+        prelude.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
+    };
+    let (total, headers, crc) = (word(0) as usize, word(4) as usize, word(8));
+    let malformed = |reason: String| AwsFrameError::Malformed { offset, reason };
+    let computed = crc32fast::hash(prelude.get(..8).unwrap_or_default());
+    if computed != crc {
+        return Err(malformed(format!(
+            "the prelude checksum {crc:#010x} does not match the computed CRC-32 {computed:#010x}"
+        )));
     }
-    AwsFrame { headers, payload: message.payload().clone() }
+    if total < OVERHEAD_BYTES || headers > total - OVERHEAD_BYTES {
+        return Err(malformed(format!(
+            "the total length {total} cannot hold the prelude, {headers} header bytes and the message checksum"
+        )));
+    }
+    if total > max {
+        return Err(AwsFrameError::TooLarge { offset, length: total, limit: max });
+    }
+    if headers > MAX_HEADERS_BYTES {
+        return Err(AwsFrameError::TooLarge { offset, length: headers, limit: MAX_HEADERS_BYTES });
+    }
+    Ok(Some(total))
+}
+
+/// Decodes the complete messages at the front of `bytes` (the body from `offset` on) into
+/// `out`; returns how many bytes they took, and the error that stopped it, if any.
+fn decode_messages(
+    bytes: &[u8],
+    offset: u64,
+    max: usize,
+    out: &mut Vec<AwsFrame>,
+) -> (usize, Option<AwsFrameError>) {
+    let mut used = 0usize;
+    loop {
+        let rest = bytes.get(used..).unwrap_or_default();
+        let at = offset + used as u64;
+        let total = match front_message_len(rest, at, max) {
+            Ok(Some(total)) if total <= rest.len() => total,
+            Ok(_) => return (used, None),
+            Err(e) => return (used, Some(e)),
+        };
+        // The decoder copies what it keeps, so the bytes are only borrowed.
+        match aws_smithy_eventstream::frame::read_message_from(
+            rest.get(..total).unwrap_or_default(),
+        ) {
+            Ok(message) => out.push(AwsFrame { message }),
+            Err(e) => {
+                return (
+                    used,
+                    Some(AwsFrameError::Malformed { offset: at, reason: e.to_string() }),
+                );
+            }
+        }
+        used += total;
+    }
 }
 
 impl Framing for AwsEventStreamFraming {
@@ -179,19 +237,25 @@ impl Framing for AwsEventStreamFraming {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        self.buffer.extend_from_slice(chunk);
-        while let Some(total) = self.front_message_len()? {
-            if self.buffer.len() < total {
-                break;
+        // With nothing buffered the chunk is decoded where it is, and only a message it cuts
+        // short is copied; otherwise the chunk completes the buffered one first.
+        let (used, error) = if self.buffer.is_empty() {
+            let (used, error) = decode_messages(chunk, self.offset, self.max, out);
+            if error.is_none() {
+                self.buffer.extend_from_slice(chunk.get(used..).unwrap_or_default());
             }
-            let bytes = self.buffer.split_to(total).freeze();
-            match aws_smithy_eventstream::frame::read_message_from(bytes) {
-                Ok(message) => out.push(to_frame(&message)),
-                Err(e) => return self.malformed(e.to_string()),
-            }
-            self.offset += total as u64;
+            (used, error)
+        } else {
+            self.buffer.extend_from_slice(chunk);
+            let (used, error) = decode_messages(&self.buffer, self.offset, self.max, out);
+            self.buffer.advance(used);
+            (used, error)
+        };
+        self.offset += used as u64;
+        match error {
+            Some(error) => self.fail(error),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn finish(&mut self, _out: &mut Vec<AwsFrame>) -> Result<(), AwsFrameError> {

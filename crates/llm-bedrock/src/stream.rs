@@ -35,10 +35,18 @@ struct WireEvent {
     role: Option<String>,
     content_block_index: Option<Value>,
     start: Option<WireStart>,
-    delta: Option<WireDelta>,
     stop_reason: Option<String>,
     additional_model_response_fields: Option<Value>,
     usage: Option<WireUsage>,
+}
+
+/// A `contentBlockDelta` event, the one sent per delta: only its two fields, so the struct
+/// serde fills and moves per event is small (the random `p` padding is skipped unread).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireBlockDelta {
+    content_block_index: Option<Value>,
+    delta: Option<WireDelta>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,7 +188,7 @@ impl Decoder {
             return;
         }
         // The payload as text only where an error keeps it (events are parsed as bytes).
-        let payload = || String::from_utf8_lossy(&message.payload).into_owned();
+        let payload = || String::from_utf8_lossy(message.payload()).into_owned();
         match message.header(":message-type") {
             Some("event") => {}
             Some("exception") => {
@@ -208,16 +216,50 @@ impl Decoder {
         if !KNOWN_EVENTS.contains(&name) {
             return;
         }
-        let event: WireEvent = match serde_json::from_slice(&message.payload) {
-            Ok(event) => event,
-            Err(e) => {
-                let error = decode_error(format!("Could not parse Bedrock event {name}: {e}"))
-                    .with_body(payload());
-                self.fail(error, out);
-                return;
+        if name == "contentBlockDelta" {
+            let Some(event) = self.parse::<WireBlockDelta>(name, message, out) else { return };
+            if let Some(key) = self.block_key(name, event.content_block_index.as_ref(), out) {
+                self.block_delta(key, event.delta, out);
             }
-        };
-        self.event(name, event, out);
+            return;
+        }
+        if let Some(event) = self.parse::<WireEvent>(name, message, out) {
+            self.event(name, event, out);
+        }
+    }
+
+    /// The payload of event `name` as `T`, or `None` once a parse failure failed the stream.
+    fn parse<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        name: &str,
+        message: &AwsFrame,
+        out: &mut Vec<Delta>,
+    ) -> Option<T> {
+        match serde_json::from_slice(message.payload()) {
+            Ok(event) => Some(event),
+            Err(e) => {
+                // The payload as text only where an error keeps it (events are parsed as bytes).
+                let body = String::from_utf8_lossy(message.payload()).into_owned();
+                let error = decode_error(format!("Could not parse Bedrock event {name}: {e}"))
+                    .with_body(body);
+                self.fail(error, out);
+                None
+            }
+        }
+    }
+
+    /// A block event's `contentBlockIndex`, or `None` once its absence failed the stream.
+    fn block_key(
+        &mut self,
+        name: &str,
+        index: Option<&Value>,
+        out: &mut Vec<Delta>,
+    ) -> Option<u64> {
+        let key = index.and_then(Value::as_u64);
+        if key.is_none() {
+            self.fail(decode_error(format!("Bedrock {name} without a contentBlockIndex")), out);
+        }
+        key
     }
 
     fn event(&mut self, name: &str, event: WireEvent, out: &mut Vec<Delta>) {
@@ -233,16 +275,16 @@ impl Decoder {
                     out,
                 ),
             },
-            "contentBlockStart" | "contentBlockDelta" | "contentBlockStop" => {
-                let Some(key) = event.content_block_index.as_ref().and_then(Value::as_u64) else {
-                    let error = decode_error(format!("Bedrock {name} without a contentBlockIndex"));
-                    self.fail(error, out);
+            // `contentBlockDelta` is parsed as a `WireBlockDelta` (`decode`).
+            "contentBlockStart" | "contentBlockStop" => {
+                let Some(key) = self.block_key(name, event.content_block_index.as_ref(), out)
+                else {
                     return;
                 };
-                match name {
-                    "contentBlockStart" => self.block_start(key, event.start, out),
-                    "contentBlockDelta" => self.block_delta(key, event.delta, out),
-                    _ => self.block_stop(key, out),
+                if name == "contentBlockStart" {
+                    self.block_start(key, event.start, out);
+                } else {
+                    self.block_stop(key, out);
                 }
             }
             "messageStop" => {

@@ -7,24 +7,17 @@ use serde_json::json;
 use super::*;
 
 fn event(name: &str, payload: Value) -> AwsFrame {
-    AwsFrame {
-        headers: vec![
-            (":event-type".into(), name.into()),
-            (":content-type".into(), "application/json".into()),
-            (":message-type".into(), "event".into()),
-        ],
-        payload: Bytes::from(payload.to_string()),
-    }
+    AwsFrame::new(
+        [(":event-type", name), (":content-type", "application/json"), (":message-type", "event")],
+        Bytes::from(payload.to_string()),
+    )
 }
 
 fn exception(kind: &str, payload: &str) -> AwsFrame {
-    AwsFrame {
-        headers: vec![
-            (":exception-type".into(), kind.into()),
-            (":message-type".into(), "exception".into()),
-        ],
-        payload: Bytes::from(payload.to_owned()),
-    }
+    AwsFrame::new(
+        [(":exception-type", kind), (":message-type", "exception")],
+        Bytes::from(payload.to_owned()),
+    )
 }
 
 fn text(index: u64, t: &str) -> AwsFrame {
@@ -297,14 +290,10 @@ fn exceptions_are_typed_with_openclaw_prefixes() {
 
 #[test]
 fn unmodelled_error_message_has_no_prefix() {
-    let frame = AwsFrame {
-        headers: vec![
-            (":message-type".into(), "error".into()),
-            (":error-code".into(), "Foo".into()),
-            (":error-message".into(), "bar".into()),
-        ],
-        payload: Bytes::new(),
-    };
+    let frame = AwsFrame::new(
+        [(":message-type", "error"), (":error-code", "Foo"), (":error-message", "bar")],
+        Bytes::new(),
+    );
     let out = run(vec![frame]);
     let error = terminal_error(&out);
     assert_eq!(error.message, "bar");
@@ -316,13 +305,10 @@ fn unknown_events_and_fields_are_ignored() {
     let out = run(vec![
         event("messageStart", json!({"role": "assistant", "p": "abcdefgh"})),
         event("citationsDelta", json!({"anything": [1, 2]})),
-        AwsFrame {
-            headers: vec![
-                (":message-type".into(), "event".into()),
-                (":event-type".into(), "future".into()),
-            ],
-            payload: Bytes::from_static(b"not json at all"),
-        },
+        AwsFrame::new(
+            [(":message-type", "event"), (":event-type", "future")],
+            Bytes::from_static(b"not json at all"),
+        ),
         event(
             "contentBlockDelta",
             json!({"contentBlockIndex": 0, "delta": {"text": "ok"}, "p": "xy"}),
@@ -335,14 +321,30 @@ fn unknown_events_and_fields_are_ignored() {
 }
 
 #[test]
+fn a_block_event_without_a_whole_unsigned_index_fails_the_stream() {
+    for name in ["contentBlockDelta", "contentBlockStop", "contentBlockStart"] {
+        for index in [json!(null), json!(-1), json!(1.5), json!("0"), json!({"n": 0})] {
+            let payload = json!({"contentBlockIndex": index, "delta": {"text": "x"}});
+            let out = run(vec![event(name, payload)]);
+            let error = terminal_error(&out);
+            assert_eq!(error.kind, ErrorKind::Decode, "{name} {index}");
+            assert_eq!(error.message, format!("Bedrock {name} without a contentBlockIndex"));
+            assert_eq!(out.len(), 1, "{name} {index}: {out:?}");
+        }
+    }
+    // The text of a delta whose envelope carries unknown fields of every kind around it.
+    let padded = json!({"p": "abc", "x": {"y": [1, {"z": null}]}, "contentBlockIndex": 2,
+                        "delta": {"q": [true], "text": "t\u{e9}\n\"q\""}, "w": 1e3});
+    let out = run(vec![event("contentBlockDelta", padded)]);
+    assert_eq!(out, vec![Delta::Text { key: 2, text: "t\u{e9}\n\"q\"".into() }]);
+}
+
+#[test]
 fn malformed_json_and_bad_messages_are_decode_errors() {
-    let broken = AwsFrame {
-        headers: vec![
-            (":message-type".into(), "event".into()),
-            (":event-type".into(), "contentBlockDelta".into()),
-        ],
-        payload: Bytes::from_static(b"{\"contentBlockIndex\":0,"),
-    };
+    let broken = AwsFrame::new(
+        [(":message-type", "event"), (":event-type", "contentBlockDelta")],
+        Bytes::from_static(b"{\"contentBlockIndex\":0,"),
+    );
     let out = run(vec![broken]);
     assert_eq!(terminal_error(&out).kind, ErrorKind::Decode);
 
@@ -355,10 +357,7 @@ fn malformed_json_and_bad_messages_are_decode_errors() {
         "Unexpected assistant message start but got user message start instead"
     );
 
-    let unknown = AwsFrame {
-        headers: vec![(":message-type".into(), "mystery".into())],
-        payload: Bytes::new(),
-    };
+    let unknown = AwsFrame::new([(":message-type", "mystery")], Bytes::new());
     assert!(terminal_error(&run(vec![unknown])).message.starts_with("Unrecognizable event type"));
 }
 
@@ -389,14 +388,13 @@ fn nothing_follows_a_terminal_delta() {
 
 #[test]
 fn surrogate_pair_split_across_deltas_is_joined() {
-    let raw = |index: u64, fragment: &str| AwsFrame {
-        headers: vec![
-            (":message-type".into(), "event".into()),
-            (":event-type".into(), "contentBlockDelta".into()),
-        ],
-        payload: Bytes::from(format!(
-            r#"{{"contentBlockIndex":{index},"delta":{{"text":"{fragment}"}}}}"#
-        )),
+    let raw = |index: u64, fragment: &str| {
+        AwsFrame::new(
+            [(":message-type", "event"), (":event-type", "contentBlockDelta")],
+            Bytes::from(format!(
+                r#"{{"contentBlockIndex":{index},"delta":{{"text":"{fragment}"}}}}"#
+            )),
+        )
     };
     let out = run(vec![
         raw(0, "a\\ud83d"),
