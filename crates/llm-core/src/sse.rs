@@ -275,6 +275,9 @@ impl SseDecoder {
         let prefix = if text.as_bytes().get(5) == Some(&b' ') { 6 } else { 5 };
         text.drain(..prefix);
         text.push('\n');
+        // The room reserved while the line grew (`reserve_long_line`) does not go with the
+        // event (shrinking in place, not a copy, with common allocators).
+        text.shrink_to_fit();
         self.data = text;
         Ok(())
     }
