@@ -1018,7 +1018,7 @@ impl PartialJson {
     }
 
     /// An empty parser that does not keep the text fed to it, only its length and a keyed
-    /// 128-bit hash of it ([`FedDigest`]): a streamed call's arguments are then held once
+    /// 128-bit hash of it: a streamed call's arguments are then held once
     /// (as the shown value), not twice. [`raw`](Self::raw) is `None`;
     /// [`suffix_after_fed`](Self::suffix_after_fed) compares by the hash; every other method
     /// gives what it gives for [`new`](Self::new).
@@ -1123,8 +1123,9 @@ impl PartialJson {
     /// A parser that keeps the raw text compares the bytes. One made by
     /// [`without_raw`](Self::without_raw) compares the length exactly and then a keyed 128-bit
     /// SipHash-1-3 of `text`'s first [`fed_len`](Self::fed_len) bytes with the hash of what was
-    /// fed (one pass over that prefix, nothing allocated); see [`FedDigest`] for why a
-    /// collision is not a practical event.
+    /// fed (one pass over that prefix, nothing allocated). Only two different texts of the
+    /// same length whose hashes agree are confused; the key is random per parser and never
+    /// leaves the process, so that has a chance of about 2^-128 per comparison.
     pub fn suffix_after_fed<'t>(&self, text: &'t str) -> Option<&'t str> {
         match &self.fed {
             Fed::Raw(raw) => text.strip_prefix(raw.as_str()),

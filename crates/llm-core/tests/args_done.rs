@@ -9,26 +9,17 @@ use llm_core::{AssistantEvent, Delta, MessageAssembler, Model};
 use proptest::prelude::*;
 use serde_json::Value;
 
-/// Streams `fragments` of one call, then `done` (if any); the call's `toolcall_delta`s and its
-/// final arguments.
-fn call(fragments: &[&str], done: Option<&str>) -> (Vec<String>, Value) {
+/// Call 0 opened, then `deltas`, then the end of the stream: the call's `toolcall_delta`s and
+/// its final arguments.
+fn assemble(deltas: Vec<Delta>) -> (Vec<String>, Value) {
     let mut assembler = MessageAssembler::new(&Model::default(), 0);
-    assembler.push(Delta::ToolCallStart {
-        key: 0,
-        id: "c".into(),
-        name: "f".into(),
-        arguments: None,
-    });
-    for fragment in fragments {
-        assembler.push(Delta::ToolCallArgs { key: 0, fragment: (*fragment).to_owned() });
+    let start = Delta::ToolCallStart { key: 0, id: "c".into(), name: "f".into(), arguments: None };
+    for delta in std::iter::once(start).chain(deltas) {
+        assembler.push(delta);
     }
-    if let Some(done) = done {
-        assembler.push(Delta::ToolCallArgsDone { key: 0, arguments: done.to_owned() });
-    }
-    assembler.push(Delta::BlockEnd { key: 0 });
     assembler.push(Delta::Done);
     let events: Vec<_> = std::iter::from_fn(|| assembler.next_event()).collect();
-    let deltas = events
+    let shown = events
         .iter()
         .filter_map(|e| match e {
             AssistantEvent::ToolCallDelta { delta, .. } => Some(delta.clone()),
@@ -36,8 +27,18 @@ fn call(fragments: &[&str], done: Option<&str>) -> (Vec<String>, Value) {
         })
         .collect();
     let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!("{events:?}") };
-    let arguments = message.tool_calls().next().unwrap().arguments.clone();
-    (deltas, arguments)
+    (shown, message.tool_calls().next().unwrap().arguments.clone())
+}
+
+/// Streams `fragments` of one call, then `done` (if any).
+fn call(fragments: &[&str], done: Option<&str>) -> (Vec<String>, Value) {
+    let mut deltas: Vec<Delta> = fragments
+        .iter()
+        .map(|f| Delta::ToolCallArgs { key: 0, fragment: (*f).to_owned() })
+        .collect();
+    deltas.extend(done.map(|d| Delta::ToolCallArgsDone { key: 0, arguments: d.to_owned() }));
+    deltas.push(Delta::BlockEnd { key: 0 });
+    assemble(deltas)
 }
 
 fn parsed(text: &str) -> Value {
@@ -86,29 +87,14 @@ fn done_differing_from_what_streamed_replaces_it() {
 fn a_second_done_is_compared_with_what_the_first_left() {
     // Responses sends the complete arguments twice (`function_call_arguments.done`, then the
     // finished item): the second compares with the streamed text plus the first's suffix.
-    let mut assembler = MessageAssembler::new(&Model::default(), 0);
-    assembler.push(Delta::ToolCallStart {
-        key: 0,
-        id: "c".into(),
-        name: "f".into(),
-        arguments: None,
-    });
-    assembler.push(Delta::ToolCallArgs { key: 0, fragment: r#"{"a":"#.into() });
-    assembler.push(Delta::ToolCallArgsDone { key: 0, arguments: r#"{"a":1}"#.into() });
-    assembler.push(Delta::ToolCallArgsDone { key: 0, arguments: r#"{"a":1}"#.into() });
-    assembler.push(Delta::ToolCallArgsDone { key: 0, arguments: r#"{"a":1, "b":2}"#.into() });
-    assembler.push(Delta::Done);
-    let events: Vec<_> = std::iter::from_fn(|| assembler.next_event()).collect();
-    let deltas: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            AssistantEvent::ToolCallDelta { delta, .. } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect();
+    let (deltas, arguments) = assemble(vec![
+        Delta::ToolCallArgs { key: 0, fragment: r#"{"a":"#.into() },
+        Delta::ToolCallArgsDone { key: 0, arguments: r#"{"a":1}"#.into() },
+        Delta::ToolCallArgsDone { key: 0, arguments: r#"{"a":1}"#.into() },
+        Delta::ToolCallArgsDone { key: 0, arguments: r#"{"a":1, "b":2}"#.into() },
+    ]);
     assert_eq!(deltas, [r#"{"a":"#, "1}", r#"{"a":1, "b":2}"#]);
-    let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
-    assert_eq!(message.tool_calls().next().unwrap().arguments, parsed(r#"{"a":1, "b":2}"#));
+    assert_eq!(arguments, parsed(r#"{"a":1, "b":2}"#));
 }
 
 fn json_text() -> impl Strategy<Value = String> {

@@ -165,15 +165,24 @@ fn decode_in_place(data: String, literal: Literal) -> Result<String, &'static st
         }
         let escape = bytes.get(read + 1).copied().ok_or("unfinished escape")?;
         read += 2;
+        let simple = match escape {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            _ => 0,
+        };
+        if simple != 0 {
+            // One byte for two (the common case in code): written directly.
+            *bytes.get_mut(write).ok_or("literal out of range")? = simple;
+            write += 1;
+            continue;
+        }
         let decoded = match escape {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
             b'u' => {
                 let first = hex4(&bytes, read).ok_or("invalid \\u escape")?;
                 read += 4;
