@@ -564,10 +564,38 @@ fn responses(scenario: Scenario, size: usize) -> Vec<Part> {
             }
         }
     }
-    parts.push(Part::Lit(sse(
-        "response.completed",
-        r#"{"type":"response.completed","response":{"id":"resp_bench","object":"response","created_at":1760000002,"status":"completed","model":"gpt-bench","output":[],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":1000,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":1010}}}"#,
-    )));
+    // As the real API does, the completed response repeats every output item whole.
+    parts.push(Part::Lit(
+        r#"event: response.completed
+data: {"type":"response.completed","response":{"id":"resp_bench","object":"response","created_at":1760000002,"status":"completed","model":"gpt-bench","output":["#
+            .to_owned(),
+    ));
+    for (index, (call, target)) in sources(scenario, size).into_iter().enumerate() {
+        let comma = if index > 0 { "," } else { "" };
+        let (head, tail) = match call {
+            None => (
+                format!(
+                    r#"{comma}{{"id":"msg_bench","type":"message","status":"completed","role":"assistant","content":[{{"type":"output_text","annotations":[],"text":""#
+                ),
+                "\"}]}",
+            ),
+            Some(k) => (
+                format!(
+                    r#"{comma}{{"id":"fc_bench_{k}","type":"function_call","status":"completed","call_id":"call_bench_{k}","name":"write_file","arguments":""#
+                ),
+                "\"}",
+            ),
+        };
+        parts.push(Part::Lit(head));
+        parts.push(Part::Whole(Source::new(call, target), true));
+        parts.push(Part::Lit(tail.to_owned()));
+    }
+    parts.push(Part::Lit(
+        r#"],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":1000,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":1010}}}
+
+"#
+        .to_owned(),
+    ));
     parts
 }
 
