@@ -27,6 +27,9 @@ use crate::sse::{SseDecoder, SseEvent};
 use crate::stream::AssistantStream;
 use crate::types::Model;
 
+/// Bytes of a read handed to the framing at a time (see where it is used).
+const FRAMING_PIECE: usize = 1024;
+
 /// Response body bytes as they arrive.
 pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
 
@@ -272,12 +275,18 @@ where
                     // decoded first, so the content they carry is kept.
                     let ended = match next {
                         Some(Ok(bytes)) => {
-                            let framed = framing.push(&bytes, &mut events);
-                            for event in events.drain(..) {
-                                decoder.frame(event, &mut out);
-                            }
-                            if let Err(e) = framed {
-                                out.push(Delta::Error(framing_error(&self.provider, e)));
+                            // Framed a piece at a time and each piece's frames decoded at once,
+                            // so a read's frames are not all alive together: their allocations
+                            // are freed and reused while they are still cheap to reuse.
+                            for piece in bytes.chunks(FRAMING_PIECE) {
+                                let framed = framing.push(piece, &mut events);
+                                for event in events.drain(..) {
+                                    decoder.frame(event, &mut out);
+                                }
+                                if let Err(e) = framed {
+                                    out.push(Delta::Error(framing_error(&self.provider, e)));
+                                    break;
+                                }
                             }
                             false
                         }
