@@ -18,13 +18,13 @@
 //! so a new non-string header on AWS's side does not break the stream; an undefined type is a
 //! decode error.
 //!
-//! Buffering is linear in the body: complete messages are decoded where they are (in the
-//! read itself while nothing is buffered, else at the front of the buffer, which is then
-//! advanced); only a message a read cuts short is copied into the buffer, and bytes are only
-//! rescanned to check a prelude (12 bytes).
+//! Buffering is linear in the body: complete messages are decoded where they are, in the
+//! read itself; the buffer only holds the start of a message a read cut short, and takes from
+//! the next reads just the bytes that complete it. Bytes are only rescanned to check a
+//! prelude (12 bytes).
 
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
 
 /// Largest accepted headers section of one message: 128 KiB, the limit of AWS's reference
@@ -131,6 +131,9 @@ pub struct AwsEventStreamFraming {
     offset: u64,
     max: usize,
     failed: Option<AwsFrameError>,
+    /// Bytes copied into the buffer so far (tests check that decoded messages are not).
+    #[cfg(test)]
+    copied: usize,
 }
 
 impl Default for AwsEventStreamFraming {
@@ -147,13 +150,38 @@ impl AwsEventStreamFraming {
 
     /// A framing whose messages may be at most `max` bytes.
     pub fn with_max_frame_bytes(max: usize) -> Self {
-        AwsEventStreamFraming { buffer: BytesMut::new(), offset: 0, max, failed: None }
+        AwsEventStreamFraming {
+            buffer: BytesMut::new(),
+            offset: 0,
+            max,
+            failed: None,
+            #[cfg(test)]
+            copied: 0,
+        }
     }
 
     /// A framing with the limit a request's options set (`StreamOptions::max_event_bytes`),
     /// else the default: the shape `llm_http::HttpTransport::stream` asks for.
     pub fn with_limit(max: Option<usize>) -> Self {
         Self::with_max_frame_bytes(max.unwrap_or(DEFAULT_MAX_FRAME_BYTES))
+    }
+
+    /// Moves bytes from the front of `chunk` into the buffer until it holds `len` bytes (or
+    /// the chunk runs out); returns the rest of the chunk.
+    fn take_into_buffer<'a>(&mut self, chunk: &'a [u8], len: usize) -> &'a [u8] {
+        let wanted = len.saturating_sub(self.buffer.len()).min(chunk.len());
+        let (head, rest) = chunk.split_at_checked(wanted).unwrap_or((chunk, &[]));
+        self.keep(head);
+        rest
+    }
+
+    /// Appends `bytes` to the buffer.
+    fn keep(&mut self, bytes: &[u8]) {
+        self.buffer.extend_from_slice(bytes);
+        #[cfg(test)]
+        {
+            self.copied += bytes.len();
+        }
     }
 
     fn fail(&mut self, error: AwsFrameError) -> Result<(), AwsFrameError> {
@@ -237,25 +265,37 @@ impl Framing for AwsEventStreamFraming {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        // With nothing buffered the chunk is decoded where it is, and only a message it cuts
-        // short is copied; otherwise the chunk completes the buffered one first.
-        let (used, error) = if self.buffer.is_empty() {
-            let (used, error) = decode_messages(chunk, self.offset, self.max, out);
-            if error.is_none() {
-                self.buffer.extend_from_slice(chunk.get(used..).unwrap_or_default());
+        // The buffer holds at most the start of one message: it takes from the chunk only
+        // what completes that message; the messages after it are decoded where they are, and
+        // only one the chunk cuts short is copied.
+        let mut chunk = chunk;
+        if !self.buffer.is_empty() {
+            if self.buffer.len() < PRELUDE_BYTES {
+                chunk = self.take_into_buffer(chunk, PRELUDE_BYTES);
             }
-            (used, error)
-        } else {
-            self.buffer.extend_from_slice(chunk);
+            let total = match front_message_len(&self.buffer, self.offset, self.max) {
+                Ok(Some(total)) => total,
+                Ok(None) => return Ok(()),
+                Err(e) => return self.fail(e),
+            };
+            chunk = self.take_into_buffer(chunk, total);
+            if self.buffer.len() < total {
+                return Ok(());
+            }
             let (used, error) = decode_messages(&self.buffer, self.offset, self.max, out);
-            self.buffer.advance(used);
-            (used, error)
-        };
-        self.offset += used as u64;
-        match error {
-            Some(error) => self.fail(error),
-            None => Ok(()),
+            if let Some(error) = error {
+                return self.fail(error);
+            }
+            self.buffer.clear();
+            self.offset += used as u64;
         }
+        let (used, error) = decode_messages(chunk, self.offset, self.max, out);
+        self.offset += used as u64;
+        if let Some(error) = error {
+            return self.fail(error);
+        }
+        self.keep(chunk.get(used..).unwrap_or_default());
+        Ok(())
     }
 
     fn finish(&mut self, _out: &mut Vec<AwsFrame>) -> Result<(), AwsFrameError> {

@@ -187,8 +187,7 @@ impl Decoder {
         if self.finished {
             return;
         }
-        // The payload as text only where an error keeps it (events are parsed as bytes).
-        let payload = || String::from_utf8_lossy(message.payload()).into_owned();
+        let payload = || payload_text(message);
         match message.header(":message-type") {
             Some("event") => {}
             Some("exception") => {
@@ -238,10 +237,8 @@ impl Decoder {
         match serde_json::from_slice(message.payload()) {
             Ok(event) => Some(event),
             Err(e) => {
-                // The payload as text only where an error keeps it (events are parsed as bytes).
-                let body = String::from_utf8_lossy(message.payload()).into_owned();
                 let error = decode_error(format!("Could not parse Bedrock event {name}: {e}"))
-                    .with_body(body);
+                    .with_body(payload_text(message));
                 self.fail(error, out);
                 None
             }
@@ -387,6 +384,12 @@ const KNOWN_EVENTS: [&str; 6] = [
     "messageStop",
     "metadata",
 ];
+
+/// A message's payload as text, made only where an error keeps it (events are parsed as
+/// bytes).
+fn payload_text(message: &AwsFrame) -> String {
+    String::from_utf8_lossy(message.payload()).into_owned()
+}
 
 fn decode_error(message: String) -> Error {
     Error::new(ErrorKind::Decode, PROVIDER, message).with_retryable(false)

@@ -142,6 +142,27 @@ fn every_chunk_size_decodes_the_same() {
 }
 
 #[test]
+fn a_read_completing_a_buffered_message_copies_only_that_message() {
+    let one = encode(&[(":event-type", "contentBlockDelta")], &[b'x'; 100]);
+    let mut body = Vec::new();
+    for _ in 0..100 {
+        body.extend_from_slice(&one);
+    }
+    let mut framing = AwsEventStreamFraming::new();
+    let mut out = Vec::new();
+    // Half a message, then the rest of the body in one read.
+    let (head, rest) = body.split_at(one.len() / 2);
+    framing.push(head, &mut out).unwrap();
+    assert!(out.is_empty());
+    framing.push(rest, &mut out).unwrap();
+    framing.finish(&mut out).unwrap();
+    assert_eq!(out.len(), 100);
+    assert!(out.iter().all(|f| f.payload()[..] == [b'x'; 100]));
+    // Only the cut message went through the buffer; the other 99 were decoded in the read.
+    assert_eq!(framing.copied, one.len());
+}
+
+#[test]
 fn every_flipped_bit_is_a_decode_error_after_the_intact_messages() {
     let (body, expected) = three_messages();
     for byte in 0..body.len() {
