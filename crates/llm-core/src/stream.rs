@@ -64,6 +64,25 @@ impl AssistantStream {
     /// The message as assembled so far, open tool calls with their best-effort
     /// partial arguments: a borrowed view that copies nothing, so reading it after
     /// every event keeps streaming linear (see [`PartialMessage`]).
+    ///
+    /// A UI that shows arguments as they stream reads only the part each
+    /// `toolcall_delta` changed:
+    ///
+    /// ```
+    /// # use llm_core::{AssistantEvent, AssistantStream};
+    /// # use futures_util::StreamExt;
+    /// # async fn show(mut stream: AssistantStream) {
+    /// while let Some(event) = stream.next().await {
+    ///     if let AssistantEvent::ToolCallDelta { content_index, changed: Some(pointer), .. } = &event
+    ///         && let Some(call) = stream.partial().tool_call(*content_index)
+    ///     {
+    ///         // `""` is the whole arguments object; `"/content"` one member.
+    ///         let part = call.arguments.pointer(pointer);
+    ///         # let _ = part;
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn partial(&self) -> PartialMessage<'_> {
         self.assembler.partial()
     }
