@@ -613,18 +613,17 @@ impl Op {
 fn op_changes(node: &Value, op: &Op) -> bool {
     match op {
         Op::Put(slot, value) => child(node, slot) != Some(value),
-        Op::Append(slot, text) => {
-            !text.is_empty() && matches!(child(node, slot), Some(Value::String(_)))
-        }
+        // An `Append` always carries text (`end_string` queues none for an empty rest).
+        Op::Append(slot, _) => matches!(child(node, slot), Some(Value::String(_))),
         Op::Remove(slot) => child(node, slot).is_some(),
     }
 }
 
+/// The member or element at `slot` (an op's slot, never `Slot::Root`).
 fn child<'a>(node: &'a Value, slot: &Slot) -> Option<&'a Value> {
     match (node, slot) {
         (Value::Object(map), Slot::Key(key)) => map.get(key),
         (Value::Array(items), Slot::Index(index)) => items.get(*index),
-        (node, Slot::Root) => Some(node),
         _ => None,
     }
 }
@@ -689,11 +688,11 @@ fn note_change(change: &mut Option<Vec<Slot>>, frames: &[Frame], last: &[&Slot])
     }
 }
 
+/// Whether two steps of a change's path are the same (paths hold no `Slot::Root`).
 fn same_slot(a: &Slot, b: &Slot) -> bool {
     match (a, b) {
         (Slot::Key(a), Slot::Key(b)) => a == b,
         (Slot::Index(a), Slot::Index(b)) => a == b,
-        (Slot::Root, Slot::Root) => true,
         _ => false,
     }
 }
@@ -1788,8 +1787,10 @@ impl PartialJson {
         if !has_ops && carry.is_none() && !append_current {
             return Flushed::Other;
         }
-        // Only more text for the string being parsed, as in the last push: same place.
-        let append_only = append_current && !has_ops && carry.is_none() && self.change.is_none();
+        // Appending to a string shown by an earlier push means this push stayed inside it,
+        // so it changed nothing else (no ops, no new containers, nothing closed).
+        let append_only = append_current;
+        // Only more text for that string, as in the last push: same place.
         let same_append = append_only && self.append_shape == Some(self.shape);
         let path = self.stack.get(1..=deepest).unwrap_or_default();
         let Some(node) = navigate(&mut self.root, path) else {

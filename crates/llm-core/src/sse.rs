@@ -419,6 +419,41 @@ mod tests {
 
     use super::*;
 
+    /// The capacity of the line buffer after each piece (of the given sizes) of one long
+    /// line.
+    fn line_capacities(limit: usize, pieces: &[usize]) -> Vec<usize> {
+        let mut d = SseDecoder::with_max_event_size(limit);
+        let mut out = Vec::new();
+        d.push(b"data: a\n\n", &mut out).unwrap();
+        pieces
+            .iter()
+            .map(|&n| {
+                d.push(&vec![b'v'; n], &mut out).unwrap();
+                d.line.capacity()
+            })
+            .collect()
+    }
+
+    /// A line reserves room up to the limit exactly when it outgrows its buffer at 1 MiB or
+    /// later, once, and only where the limit is reasonable.
+    #[test]
+    fn a_long_line_reserves_room_for_the_limit_once_past_one_mib() {
+        const MIB: usize = 1024 * 1024;
+        let limit = 16 * MIB;
+        let caps = line_capacities(limit, &[64 * 1024; 20]);
+        // The sixteenth piece fills the 1 MiB buffer the line grew to; the next outgrows it.
+        assert!(caps[..16].iter().all(|&c| c <= MIB), "{caps:?}");
+        assert!(caps[16..].iter().all(|&c| c == limit + 1), "{caps:?}");
+        // Exactly at 1 MiB, outgrowing the buffer: reserved; one byte less: not.
+        assert_eq!(line_capacities(limit, &[MIB]), [limit + 1]);
+        assert!(line_capacities(limit, &[MIB - 1])[0] < 2 * MIB);
+        // Above `MAX_LINE_RESERVE`, and with no limit, the buffer grows as usual.
+        for limit in [1024 * MIB, usize::MAX] {
+            let caps = line_capacities(limit, &[64 * 1024; 20]);
+            assert!(caps.iter().all(|&c| c <= 2 * MIB), "{limit}: {caps:?}");
+        }
+    }
+
     #[test]
     fn find_either_matches_naive() {
         let hay: Vec<u8> = (0..300u32).map(|i| (i * 37 % 251) as u8).collect();

@@ -278,6 +278,28 @@ fn streaming_one_string_reports_it_and_reuses_the_pointer() {
 }
 
 #[test]
+fn a_recomputed_pointer_that_did_not_change_is_shared() {
+    let mut parser = PartialJson::new();
+    parser.push("{\"content\":\"a");
+    let put = parser.changed().cloned().unwrap();
+    assert_eq!(&*put, "/content");
+    // Not the same kind of change (the first showed the member, this one appends to it), so
+    // the pointer is worked out again, and found equal.
+    parser.push("b");
+    assert!(std::sync::Arc::ptr_eq(&put, parser.changed().unwrap()));
+}
+
+#[test]
+fn a_repeated_key_is_followed_down_to_where_the_values_differ() {
+    let mut parser = PartialJson::new();
+    parser.push("{\"a\":{\"b\":{\"c\":1,\"d\":2}}");
+    // The second `a` replaces the first; what differs is `b`'s `d`, now absent.
+    parser.push(",\"a\":{\"b\":{\"c\":1");
+    assert_eq!(parser.changed().map(|p| &**p), Some("/a/b/d"));
+    assert_eq!(parser.value(), &json!({"a": {"b": {"c": 1}}}));
+}
+
+#[test]
 fn tool_call_delta_events_carry_the_pointer_into_the_partial_arguments() {
     let mut assembler = MessageAssembler::new(&Model::default(), 0);
     assembler.push(Delta::ToolCallStart {
