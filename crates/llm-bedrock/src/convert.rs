@@ -153,20 +153,22 @@ pub(crate) fn build_request(
     build_request_with(model, context, options, env, profile_region, None)
 }
 
-/// [`build_request`] where `profile_caching`, when known, says whether the application
-/// inference profile behind the model id routes only to models that cache (spec A.12.6).
+/// [`build_request`] where `profile`, when known, says what the models behind an application
+/// inference profile have in common (spec A.12.6): whether all cache, and whether one
+/// rejects `temperature`.
 pub(crate) fn build_request_with(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     env: Env<'_>,
     profile_region: Option<String>,
-    profile_caching: Option<bool>,
+    profile: Option<crate::profile::ProfileTraits>,
 ) -> Result<WireRequest, Error> {
     let extra = BedrockOptions::from_options(options)?;
     let mut traits = ClaudeTraits::of(model);
-    if let Some(caching) = profile_caching {
-        traits.caching = caching;
+    if let Some(profile) = profile {
+        traits.caching = profile.caching;
+        traits.rejects_temperature |= profile.rejects_temperature;
     }
     let endpoint = resolve_endpoint(model, options, env, profile_region);
 

@@ -50,8 +50,9 @@
 //!   ([`BedrockProvider::with_profile_lookup_timeout`]) and by the request's first-byte
 //!   timeout, and cancelling the request cancels it. A failed lookup is logged (`tracing`),
 //!   not cached, and the request goes on with the name heuristic (no cache points for an
-//!   opaque name); the next request asks again. Unlike OpenClaw, the lookup does not also
-//!   drop `temperature` for Opus 4.7+ targets.
+//!   opaque name); the next request asks again. As in OpenClaw, the same answer drops
+//!   `temperature` when any routed model rejects it (Opus 4.7/4.8, Fable 5, Mythos
+//!   Preview).
 //! - `serviceTier` (`flex`, `priority`, `default`, `reserved`, any case) is sent as
 //!   `serviceTier: {type}`. An unknown tier is an error: OpenClaw logs a warning and sends
 //!   the request without a tier, which bills and schedules it on a tier the caller did not
@@ -207,13 +208,13 @@ fn prepare_with(
     context: &Context,
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
-    profile_caching: Option<bool>,
+    profile: Option<profile::ProfileTraits>,
 ) -> Result<HttpRequest, Error> {
     // A profile's own region is read from the shared config only when a profile is selected.
     let profile_region =
         auth::selected_profile(options, env).map(|_| auth::resolve_region(options, env));
     let request =
-        convert::build_request_with(model, context, options, env, profile_region, profile_caching)?;
+        convert::build_request_with(model, context, options, env, profile_region, profile)?;
     let mut auth = auth::resolve_auth(options, env)?;
     if let Auth::SigV4 { region, .. } = &mut auth {
         // A pinned standard endpoint signs for its own region (spec A.2).
@@ -236,14 +237,14 @@ impl Provider for BedrockProvider {
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
         let transport =
             if force_http1(&process_env) { self.http.http1_only() } else { self.http.clone() };
-        let profile_caching = match profile::lookup_target(model, options, &process_env) {
+        let profile = match profile::lookup_target(model, options, &process_env) {
             None => None,
             Some(arn) => match self.profiles.get(arn) {
                 Some(known) => Some(known),
                 None => return self.stream_after_lookup(&transport, model, context, options),
             },
         };
-        let http = prepare_with(model, context, options, &process_env, profile_caching);
+        let http = prepare_with(model, context, options, &process_env, profile);
         let for_decoder = model.clone();
         transport.stream(
             model,
@@ -297,9 +298,9 @@ impl BedrockProvider {
                     Some(request) => request,
                     None => {
                         let (model, context, options) = &*inputs;
-                        let caching = ask_profile(&client, &lookup, &profiles, &model.id).await;
+                        let profile = ask_profile(&client, &lookup, &profiles, &model.id).await;
                         let request =
-                            Arc::new(prepare_with(model, context, options, &process_env, caching)?);
+                            Arc::new(prepare_with(model, context, options, &process_env, profile)?);
                         *prepared.lock().unwrap_or_else(PoisonError::into_inner) =
                             Some(Arc::clone(&request));
                         request
@@ -328,7 +329,7 @@ async fn ask_profile(
     lookup: &Result<HttpRequest, Error>,
     profiles: &profile::ProfileCache,
     arn: &str,
-) -> Option<bool> {
+) -> Option<profile::ProfileTraits> {
     let cell = profiles.cell(arn);
     let answer = cell
         .get_or_try_init(|| async {
@@ -339,7 +340,7 @@ async fn ask_profile(
         })
         .await;
     match answer {
-        Ok(caching) => Some(*caching),
+        Ok(traits) => Some(*traits),
         Err(error) => {
             tracing::warn!(
                 provider = PROVIDER,

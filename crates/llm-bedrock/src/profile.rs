@@ -28,13 +28,24 @@ pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest profile description read; a profile is a few hundred bytes.
 const MAX_PROFILE_BYTES: usize = 1 << 20;
 
-/// What `GetInferenceProfile` said per profile ARN (whether every routed model caches).
+/// What `GetInferenceProfile` says about the models an application inference profile routes
+/// to (spec A.12.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProfileTraits {
+    /// Every routed model caches: cache points are sent.
+    pub(crate) caching: bool,
+    /// Some routed model rejects `temperature` (Opus 4.7/4.8, Fable 5, Mythos Preview): it
+    /// is not sent, whichever model the profile picks.
+    pub(crate) rejects_temperature: bool,
+}
+
+/// What `GetInferenceProfile` said per profile ARN.
 ///
 /// One cell per ARN: concurrent first requests wait for one lookup; a failed (or cancelled)
 /// lookup leaves the cell empty, so the next request looks up again.
 #[derive(Clone)]
 pub(crate) struct ProfileCache {
-    known: Arc<Mutex<HashMap<String, Arc<OnceCell<bool>>>>>,
+    known: Arc<Mutex<HashMap<String, Arc<OnceCell<ProfileTraits>>>>>,
     /// The bound on one lookup.
     pub(crate) timeout: Duration,
 }
@@ -58,13 +69,13 @@ impl fmt::Debug for ProfileCache {
 
 impl ProfileCache {
     /// The cached answer for `arn`.
-    pub(crate) fn get(&self, arn: &str) -> Option<bool> {
+    pub(crate) fn get(&self, arn: &str) -> Option<ProfileTraits> {
         let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         known.get(arn).and_then(|cell| cell.get().copied())
     }
 
     /// The cell holding `arn`'s answer once a lookup succeeds.
-    pub(crate) fn cell(&self, arn: &str) -> Arc<OnceCell<bool>> {
+    pub(crate) fn cell(&self, arn: &str) -> Arc<OnceCell<ProfileTraits>> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(known.entry(arn.to_owned()).or_default())
     }
@@ -136,8 +147,8 @@ pub(crate) fn lookup_request(
     Ok(request)
 }
 
-/// Sends `request` (from [`lookup_request`]) within `timeout` and says whether every model
-/// the profile routes to caches.
+/// Sends `request` (from [`lookup_request`]) within `timeout` and says what the models the
+/// profile routes to have in common (see [`ProfileTraits`]).
 ///
 /// # Errors
 ///
@@ -147,7 +158,7 @@ pub(crate) async fn lookup(
     client: reqwest::Client,
     request: &HttpRequest,
     timeout: Duration,
-) -> Result<bool, Error> {
+) -> Result<ProfileTraits, Error> {
     let mut headers = reqwest::header::HeaderMap::with_capacity(request.headers.len());
     for (name, value) in &request.headers {
         let invalid = || {
@@ -191,7 +202,10 @@ pub(crate) async fn lookup(
     let profile: InferenceProfile = serde_json::from_slice(&body).map_err(|e| {
         Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid GetInferenceProfile answer: {e}"))
     })?;
-    Ok(profile.routes_only_to_caching_models())
+    Ok(ProfileTraits {
+        caching: profile.routes_only_to_caching_models(),
+        rejects_temperature: profile.routes_to_a_model_rejecting_temperature(),
+    })
 }
 
 /// The part of `GetInferenceProfile`'s answer this crate reads.
@@ -210,15 +224,22 @@ impl InferenceProfile {
     /// Every routed model passes spec A.5.4 (a profile routing to no model does not: there
     /// is nothing to say it caches).
     fn routes_only_to_caching_models(&self) -> bool {
-        !self.models.is_empty() && self.models.iter().all(|m| model_arn_caches(&m.model_arn))
+        !self.models.is_empty()
+            && self.models.iter().all(|m| model_arn_traits(&m.model_arn).caching)
+    }
+
+    /// Some routed model rejects `temperature` (OpenClaw drops it then, spec A.12.5-6): the
+    /// profile may send the request to that model.
+    fn routes_to_a_model_rejecting_temperature(&self) -> bool {
+        self.models.iter().any(|m| model_arn_traits(&m.model_arn).rejects_temperature)
     }
 }
 
-/// Whether the model a `modelArn` names (`…:foundation-model/<id>` or a system profile
-/// `…:inference-profile/<id>`) supports cache points.
-fn model_arn_caches(model_arn: &str) -> bool {
+/// The traits of the model a `modelArn` names (`…:foundation-model/<id>` or a system profile
+/// `…:inference-profile/<id>`).
+fn model_arn_traits(model_arn: &str) -> ClaudeTraits {
     let id = model_arn.rsplit_once('/').map_or(model_arn, |(_, id)| id);
-    ClaudeTraits::of(&Model { id: id.to_owned(), ..Model::default() }).caching
+    ClaudeTraits::of(&Model { id: id.to_owned(), ..Model::default() })
 }
 
 #[cfg(test)]

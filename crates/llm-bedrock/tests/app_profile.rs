@@ -20,6 +20,8 @@ const SONNET_4_5: &str =
 const HAIKU_4_5: &str =
     "arn:aws:bedrock:us-west-2::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0";
 const NOVA: &str = "arn:aws:bedrock:us-west-2::foundation-model/amazon.nova-pro-v1:0";
+const OPUS_4_7: &str =
+    "arn:aws:bedrock:us-west-2:123456789012:inference-profile/us.anthropic.claude-opus-4-7-v1:0";
 
 fn frame(event: &str, payload: Value) -> FrameSource {
     FrameSource { event: Some(event.to_owned()), payload: Some(payload), ..FrameSource::default() }
@@ -279,4 +281,35 @@ async fn cancelling_the_request_cancels_the_lookup() {
     assert_eq!(message.stop_reason, StopReason::Aborted, "{message:?}");
     assert!(server.recorded().is_empty());
     task.abort();
+}
+
+/// The `temperature` a `ConverseStream` body sends, if any.
+fn temperature(request: &Recorded) -> Option<Value> {
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    body["inferenceConfig"].get("temperature").cloned()
+}
+
+/// Spec A.12.5-6: the lookup also says whether a routed model rejects `temperature`
+/// (Opus 4.7+); if any does, it is not sent, since the profile may pick that model. A
+/// profile without such a model keeps it, and the answer is cached with the rest.
+#[tokio::test]
+async fn a_profile_routing_to_opus_4_7_drops_temperature() {
+    for (models, kept) in
+        [(&[SONNET_4_5, OPUS_4_7][..], false), (&[SONNET_4_5, HAIKU_4_5][..], true)]
+    {
+        let server = start(vec![profile(models), converse_ok(), converse_ok()]).await;
+        let base = format!("http://{}", server.addr);
+        let provider = BedrockProvider::new();
+        let model = model(OPAQUE_ARN, base.clone());
+        let options = StreamOptions { temperature: Some(0.2), ..options(base) };
+        ask(&provider, &model, &options).await;
+        ask(&provider, &model, &options).await;
+        let recorded = server.recorded();
+        assert_eq!(recorded.len(), 3, "{models:?}: one lookup for two requests");
+        assert_lookup(&recorded[0]);
+        for request in &recorded[1..] {
+            let expected = kept.then(|| json!(0.2));
+            assert_eq!(temperature(request), expected, "{models:?}");
+        }
+    }
 }

@@ -161,8 +161,9 @@ fn the_cache_keeps_answers_per_arn_and_is_shared_by_clones() {
     assert!(Arc::ptr_eq(&cell, &cache.cell(OPAQUE)), "one cell per ARN");
     assert_eq!(cache.get(OPAQUE), None, "an empty cell is no answer");
     assert!(format!("{cache:?}").contains("known_profiles: 0"));
-    cell.set(true).unwrap();
-    assert_eq!(cache.get(OPAQUE), Some(true));
+    let traits = ProfileTraits { caching: true, rejects_temperature: false };
+    cell.set(traits).unwrap();
+    assert_eq!(cache.get(OPAQUE), Some(traits));
     assert_eq!(cache.get("other"), None);
     assert!(format!("{cache:?}").contains("known_profiles: 1"));
 }
