@@ -12,7 +12,9 @@ pub const EMPTY_RESULT_TEXT: &str = "(the tool returned no content)";
 /// resource becomes text headed by its URI (an image blob stays an image);
 /// audio and binary blobs are described, not sent; `structuredContent` goes to
 /// `details` (and becomes the text when there is no other content); `isError`
-/// makes the call an error result whose text is the content's text.
+/// makes the call an error result whose text is the content's text. An error
+/// result is text only, so nothing else is dropped from it silently: an image
+/// is described in it, and `structuredContent` follows the text.
 pub fn map_call_result(
     server_id: &str,
     tool_name: &str,
@@ -22,20 +24,28 @@ pub fn map_call_result(
     for block in result.content {
         map_block(block, &mut content);
     }
-    if content.is_empty()
-        && let Some(structured) = &result.structured_content
-    {
+    let structured_is_text = content.is_empty();
+    if structured_is_text && let Some(structured) = &result.structured_content {
         content.push(UserContent::text(structured.to_string()));
     }
     if result.is_error == Some(true) {
-        let text = content
+        let mut parts: Vec<String> = content
             .iter()
-            .filter_map(|c| match c {
-                UserContent::Text(t) => Some(t.text.as_str()),
-                UserContent::Image(_) => None,
+            .map(|c| match c {
+                UserContent::Text(t) => t.text.clone(),
+                UserContent::Image(i) => {
+                    format!(
+                        "[{} image, {} bytes of base64, not shown in an error]",
+                        i.mime_type,
+                        i.data.len()
+                    )
+                }
             })
-            .collect::<Vec<_>>()
-            .join("\n");
+            .collect();
+        if !structured_is_text && let Some(structured) = &result.structured_content {
+            parts.push(format!("structuredContent: {structured}"));
+        }
+        let text = parts.join("\n");
         let text = if text.is_empty() {
             format!("MCP tool `{tool_name}` on server `{server_id}` failed without a message")
         } else {
@@ -167,6 +177,26 @@ mod tests {
         assert_eq!(map_call_result("s", "t", r), Err(ToolError("no such file".into())));
         let r = result(json!({"content": [], "isError": true}));
         assert!(map_call_result("s", "t", r).unwrap_err().0.contains("failed without a message"));
+    }
+
+    #[test]
+    fn an_error_result_keeps_what_it_cannot_carry_as_text() {
+        let r = result(json!({
+            "content": [
+                {"type": "text", "text": "render failed"},
+                {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
+            ],
+            "structuredContent": {"line": 3},
+            "isError": true
+        }));
+        let ToolError(text) = map_call_result("s", "t", r).unwrap_err();
+        assert_eq!(
+            text,
+            "render failed\n[image/png image, 8 bytes of base64, not shown in an error]\nstructuredContent: {\"line\":3}"
+        );
+        // Structured content alone is the text, once.
+        let r = result(json!({"content": [], "structuredContent": {"line": 3}, "isError": true}));
+        assert_eq!(map_call_result("s", "t", r), Err(ToolError("{\"line\":3}".into())));
     }
 
     #[test]
