@@ -409,8 +409,10 @@ impl Decoder {
             // delta is joined.
             serde_json::from_str::<WireBlock>(raw).map(Some)
         } else {
-            // Any other block is kept whole, whatever its fields.
-            serde_json::from_str::<serde_json::Map<String, Value>>(raw).map(|block| {
+            // Any other block is kept whole, whatever its fields; a lone surrogate half in one
+            // becomes U+FFFD rather than failing the stream.
+            let raw = llm_core::replace_lone_surrogates(raw);
+            serde_json::from_str::<serde_json::Map<String, Value>>(&raw).map(|block| {
                 self.blocks.insert(key, Block::Opaque { block, input: None });
                 None
             })

@@ -39,4 +39,4 @@ pub use provider::{Capabilities, Capability, ModelInfo, Provider, ProviderInfo, 
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use stream::AssistantStream;
 pub use types::*;
-pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue};
+pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue, replace_lone_surrogates};

@@ -334,6 +334,57 @@ impl SurrogateJoiner {
     }
 }
 
+/// `json` with every lone surrogate escape (`\uD800`-`\uDFFF` not part of a high-low pair)
+/// replaced by `\uFFFD`, so that `serde_json` can parse it into a `Value`; borrowed when
+/// there is none.
+///
+/// For event fields kept whole as JSON values (opaque blocks, citations), where a lone half
+/// would otherwise fail the whole event. Fields read as [`WireText`] keep their halves for
+/// [`SurrogateJoiner`] instead. A backslash can only appear inside a string in valid JSON,
+/// so escapes are found without tracking strings; invalid JSON stays invalid.
+pub fn replace_lone_surrogates(json: &str) -> std::borrow::Cow<'_, str> {
+    fn unit_at(bytes: &[u8], at: usize) -> Option<u16> {
+        let digits = bytes.get(at..at + 6)?;
+        if digits.first() != Some(&b'\\') || digits.get(1) != Some(&b'u') {
+            return None;
+        }
+        let hex = std::str::from_utf8(digits.get(2..)?).ok()?;
+        u16::from_str_radix(hex, 16).ok()
+    }
+    let bytes = json.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(k) = bytes.get(i..).and_then(|rest| rest.iter().position(|&b| b == b'\\')) {
+        let at = i + k;
+        let Some(unit) = unit_at(bytes, at) else {
+            // Any other escape: two bytes (`\\` included, so its second backslash is skipped).
+            i = at + 2;
+            continue;
+        };
+        let paired = (0xD800..0xDC00).contains(&unit)
+            && unit_at(bytes, at + 6).is_some_and(|low| (0xDC00..0xE000).contains(&low));
+        if paired {
+            i = at + 12;
+        } else if (0xD800..0xE000).contains(&unit) {
+            let buf = out.get_or_insert_with(|| String::with_capacity(json.len()));
+            buf.push_str(json.get(copied..at).unwrap_or_default());
+            buf.push_str("\\ufffd");
+            copied = at + 6;
+            i = at + 6;
+        } else {
+            i = at + 6;
+        }
+    }
+    match out {
+        Some(mut buf) => {
+            buf.push_str(json.get(copied..).unwrap_or_default());
+            std::borrow::Cow::Owned(buf)
+        }
+        None => std::borrow::Cow::Borrowed(json),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]

@@ -723,6 +723,27 @@ fn lone_surrogate_half_in_a_block_given_whole_at_message_start_is_replaced() {
 }
 
 #[test]
+fn lone_surrogate_half_in_an_opaque_block_is_replaced_not_an_error() {
+    let body = sse(&[
+        ("message_start", START),
+        (
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_1","content":{"title":"cut \ud83d","pair":"\ud83d\ude00","escaped":"\\ud800"}}}"#,
+        ),
+        ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let events = assemble(deltas(&body));
+    let AssistantEvent::Done { message, .. } = events.last().unwrap() else { panic!("{events:?}") };
+    let AssistantContent::ProviderContent(block) = &message.content[0] else { panic!() };
+    assert_eq!(
+        block.data["content"],
+        json!({"title": "cut \u{FFFD}", "pair": "\u{1F600}", "escaped": "\\ud800"})
+    );
+}
+
+#[test]
 fn a_block_start_that_is_not_an_object_is_ignored() {
     // A list with the fields in order would read as a text block if it were not checked.
     let body = sse(&[
