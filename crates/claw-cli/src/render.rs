@@ -137,26 +137,31 @@ impl Renderer {
         self.pending_line.push_str(&sanitize::terminal(delta));
         while let Some(end) = self.pending_line.find('\n') {
             let line: String = self.pending_line.drain(..=end).collect();
-            let styled = self.render_line(line.trim_end_matches('\n'));
-            self.out(&format!("{styled}\n"));
+            let styled = match self.markdown.as_mut() {
+                Some(md) => md.push_line(line.trim_end_matches('\n')),
+                None => vec![line.trim_end_matches('\n').to_owned()],
+            };
+            for styled in styled {
+                self.out(&format!("{styled}\n"));
+            }
         }
     }
 
-    fn render_line(&mut self, line: &str) -> String {
-        match self.markdown.as_mut() {
-            Some(md) => md.line(line),
-            None => line.to_owned(),
-        }
-    }
-
-    /// Renders the incomplete last line of answer text, if any.
+    /// Renders the incomplete last line of answer text, and a table still held, if any.
     fn flush_answer(&mut self) {
-        if self.pending_line.is_empty() {
-            return;
-        }
         let line = std::mem::take(&mut self.pending_line);
-        let styled = self.render_line(&line);
-        self.out(&styled);
+        let Some(md) = self.markdown.as_mut() else {
+            self.out(&line);
+            return;
+        };
+        let mut styled = if line.is_empty() { Vec::new() } else { md.push_line(&line) };
+        styled.extend(md.finish());
+        let last = styled.len().saturating_sub(1);
+        for (n, text) in styled.into_iter().enumerate() {
+            // The text's own last line keeps having no line break, as it had none.
+            let unterminated = n == last && !line.is_empty() && !line.trim_start().starts_with('|');
+            self.out(&if unterminated { text } else { format!("{text}\n") });
+        }
     }
 
     pub(crate) fn event(&mut self, event: &AgentEvent) {
