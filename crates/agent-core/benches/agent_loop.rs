@@ -30,6 +30,7 @@ fn script(calls: usize, tool: &str) -> Vec<ScriptedTurn> {
                     name: tool.into(),
                     arguments: json!({"n": i}),
                     thought_signature: None,
+                    arguments_incomplete: false,
                 })
             })
             .collect(),

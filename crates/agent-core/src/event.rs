@@ -1,14 +1,14 @@
 //! Events of an agent run (OpenClaw §5.1).
 
 use llm_core::{AssistantEvent, AssistantMessage, Message, ToolResultMessage};
-use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::tool::ToolOutput;
 
 /// Why a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EndReason {
     /// The assistant answered without tool calls.
@@ -82,6 +82,26 @@ pub enum AgentEvent {
         tool_name: String,
         /// The raw arguments from the model.
         args: Value,
+    },
+    /// A call that `before_tool_call` asked a person about waits for a decision
+    /// ([`crate::AgentRun::approvals`]); the rest of the batch goes on.
+    ApprovalRequested {
+        /// Call id.
+        tool_call_id: String,
+        /// Tool name.
+        tool_name: String,
+        /// The validated arguments the call would run with.
+        args: Value,
+        /// Why the hook asks, for the person.
+        reason: String,
+    },
+    /// A call's tool really starts (a parallel batch announces every call with
+    /// `ToolExecutionStart` first; calls beyond the concurrency limit start later).
+    ToolExecutionRunning {
+        /// Call id.
+        tool_call_id: String,
+        /// Tool name.
+        tool_name: String,
     },
     /// Partial progress from a running tool.
     ToolExecutionUpdate {

@@ -23,6 +23,13 @@ pub enum BeforeToolCall {
     Allow,
     /// Do not run it; the reason (or `Tool execution was blocked`) becomes the error result.
     Block(Option<String>),
+    /// Ask a person: the call waits (the rest of the batch goes on) until an
+    /// approve or deny decision arrives ([`crate::AgentRun::approvals`]); a
+    /// denial's reason becomes the error result.
+    Ask {
+        /// Shown to the person.
+        reason: String,
+    },
 }
 
 /// Field-by-field overrides returned by `after_tool_call` (no deep merge).

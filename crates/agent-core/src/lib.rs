@@ -26,6 +26,7 @@ mod catalog;
 mod context;
 mod event;
 mod hooks;
+mod machine;
 mod queue;
 mod run;
 mod tool;
@@ -37,8 +38,12 @@ pub use hooks::{
     AfterToolCall, AgentHooks, BeforeToolCall, CallInfo, NoHooks, TurnInfo, TurnUpdate,
 };
 pub use llm_core::transform::{TranscriptViolation, check_tool_results};
+pub use machine::{
+    AgentMachine, Answer, Approval, CallRef, Command, DENIED_TEXT, INCOMPLETE_TEXT, Input,
+    MachineSettings, Output, RequestFailure, RestoreError, STATE_VERSION, TurnChange,
+};
 pub use run::{
-    ABORTED_TEXT, Agent, AgentConfig, AgentError, AgentOutcome, AgentRun, BLOCKED_TEXT,
+    ABORTED_TEXT, Agent, AgentConfig, AgentError, AgentOutcome, AgentRun, Approvals, BLOCKED_TEXT,
     ContinueError, DEFAULT_ABORT_GRACE,
 };
 pub use tool::{

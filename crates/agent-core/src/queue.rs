@@ -46,6 +46,10 @@ impl EventQueue {
     }
 
     /// The oldest event, if any.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().events.len()
+    }
+
     pub(crate) fn try_recv(&self) -> Option<AgentEvent> {
         let mut state = self.lock();
         let event = state.events.pop_front();

@@ -12,7 +12,8 @@ use crate::event::AgentEvent;
 use crate::queue::EventQueue;
 
 /// How a tool's calls run within a batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ExecutionMode {
     /// Concurrently with the other calls of the batch.
     #[default]
@@ -22,7 +23,7 @@ pub enum ExecutionMode {
 }
 
 /// What a tool returns.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutput {
     /// Text and images sent back to the model.
     pub content: Vec<UserContent>,

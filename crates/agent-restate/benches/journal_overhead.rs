@@ -58,6 +58,7 @@ fn script() -> Vec<ScriptedTurn> {
                     name: "t".into(),
                     arguments: json!({"n": i}),
                     thought_signature: None,
+                    arguments_incomplete: false,
                 })
             })
             .collect(),

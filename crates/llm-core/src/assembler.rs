@@ -381,6 +381,7 @@ impl MessageAssembler {
                     name: name.clone(),
                     arguments: Value::Object(Default::default()),
                     thought_signature: None,
+                    arguments_incomplete: false,
                 }),
                 AssistantEvent::ToolCallStart { content_index: index, id, name },
                 Slot::Parsing(Box::new(ToolState {
@@ -419,6 +420,8 @@ impl MessageAssembler {
                 if let Slot::Parsing(state) = std::mem::replace(slot, Slot::InMessage)
                     && state.fragments > 0
                 {
+                    // A call whose JSON was cut off is repaired for display, and marked so it never runs.
+                    call.arguments_incomplete = !state.args.is_complete();
                     // Moved, not copied: the streamed value of complete arguments is final.
                     call.arguments = state.args.into_finished();
                 }
@@ -427,6 +430,7 @@ impl MessageAssembler {
                     name: String::new(),
                     arguments: Value::Null,
                     thought_signature: None,
+                    arguments_incomplete: false,
                 };
                 let shared = Arc::new(std::mem::replace(call, placeholder));
                 *slot = Slot::SharedToolCall(shared.clone());
@@ -473,6 +477,7 @@ impl MessageAssembler {
         for (block, slot) in self.message.content.iter_mut().zip(self.slots.iter_mut()) {
             if let (AssistantContent::ToolCall(call), Slot::Parsing(state)) = (block, &*slot) {
                 if state.fragments > 0 {
+                    call.arguments_incomplete = !state.args.is_complete();
                     call.arguments = state.args.value().clone();
                 }
                 *slot = Slot::InMessage;
@@ -565,6 +570,7 @@ impl<'a> PartialToolCall<'a> {
             name: self.name.to_owned(),
             arguments: self.arguments.clone(),
             thought_signature: self.thought_signature.map(str::to_owned),
+            arguments_incomplete: false,
         }
     }
 }
@@ -690,6 +696,7 @@ impl<'a> PartialMessage<'a> {
                     *call = (**shared).clone()
                 }
                 (AssistantContent::ToolCall(call), Slot::Parsing(state)) if state.fragments > 0 => {
+                    call.arguments_incomplete = !state.args.is_complete();
                     call.arguments = state.args.value().clone()
                 }
                 _ => {}

@@ -162,6 +162,10 @@ pub struct ToolCall {
     /// Google's per-part thought signature (opaque).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
+    /// The arguments did not form complete JSON by the end of the stream (cut
+    /// off, then repaired into an object): the call must not run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arguments_incomplete: bool,
 }
 
 /// A provider-specific block that clawcall keeps but does not interpret: Anthropic

@@ -56,6 +56,7 @@ fn call(id: &str, name: &str) -> AssistantContent {
         name: name.into(),
         arguments: json!({}),
         thought_signature: None,
+        arguments_incomplete: false,
     })
 }
 
@@ -65,6 +66,7 @@ fn signed_call(id: &str, signature: &str) -> AssistantContent {
         name: "read".into(),
         arguments: json!({"path": "a"}),
         thought_signature: Some(signature.into()),
+        arguments_incomplete: false,
     })
 }
 
@@ -441,6 +443,7 @@ fn other_model_converts_thinking_and_drops_signatures() {
                 name: "read".into(),
                 arguments: json!({"path": "a"}),
                 thought_signature: None,
+                arguments_incomplete: false,
             }),
         ]
     );

@@ -42,6 +42,7 @@ impl Generating {
                         name: "work".into(),
                         arguments: json!({"n": i}),
                         thought_signature: None,
+                        arguments_incomplete: false,
                     })
                 })
                 .collect(),

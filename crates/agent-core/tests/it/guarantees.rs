@@ -410,6 +410,7 @@ fn stop_with_call() -> ScriptedTurn {
             name: "t".into(),
             arguments: json!({}),
             thought_signature: None,
+            arguments_incomplete: false,
         })],
         stop_reason: StopReason::Stop,
         ..AssistantMessage::default()

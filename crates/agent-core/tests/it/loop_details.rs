@@ -300,6 +300,7 @@ async fn result_of_a_call_in_a_response_that(stop: StopReason, error: Option<&st
             name: "t".into(),
             arguments: json!({}),
             thought_signature: None,
+            arguments_incomplete: false,
         })],
         stop_reason: stop,
         error_message: error.map(str::to_owned),

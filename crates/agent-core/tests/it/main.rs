@@ -40,6 +40,7 @@ pub(crate) fn tool_turn(calls: &[(&str, &str, Value)]) -> ScriptedTurn {
                     name: (*name).into(),
                     arguments: args.clone(),
                     thought_signature: None,
+                    arguments_incomplete: false,
                 })
             })
             .collect(),
@@ -96,7 +97,9 @@ pub(crate) async fn collect(run: AgentRun) -> Vec<AgentEvent> {
 fn kinds(events: &[AgentEvent]) -> Vec<String> {
     events
         .iter()
-        .filter(|e| !matches!(e, AgentEvent::MessageUpdate { .. }))
+        .filter(|e| {
+            !matches!(e, AgentEvent::MessageUpdate { .. } | AgentEvent::ToolExecutionRunning { .. })
+        })
         .map(|e| match e {
             AgentEvent::AgentStart => "agent_start".to_owned(),
             AgentEvent::AgentEnd { reason, .. } => format!("agent_end {reason:?}"),
@@ -730,6 +733,7 @@ async fn length_stop_never_executes_the_cut_off_call() {
             name: "write".into(),
             arguments: json!({"content": "trunc"}),
             thought_signature: None,
+            arguments_incomplete: false,
         })],
         stop_reason: StopReason::Length,
         ..AssistantMessage::default()
@@ -754,6 +758,7 @@ async fn provider_error_ends_the_run_with_error_results_for_partial_calls() {
             name: "t".into(),
             arguments: json!({}),
             thought_signature: None,
+            arguments_incomplete: false,
         })],
         stop_reason: StopReason::Error,
         error_message: Some("overloaded".into()),
@@ -866,6 +871,7 @@ async fn opaque_provider_content_is_kept_and_never_executed() {
                 name: "web_search".into(),
                 arguments: json!({}),
                 thought_signature: None,
+                arguments_incomplete: false,
             }),
         ],
         stop_reason: StopReason::ToolUse,

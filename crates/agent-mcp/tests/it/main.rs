@@ -103,6 +103,7 @@ pub(crate) fn tool_turn(id: &str, name: &str, args: Value) -> ScriptedTurn {
             name: name.into(),
             arguments: args,
             thought_signature: None,
+            arguments_incomplete: false,
         })],
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()

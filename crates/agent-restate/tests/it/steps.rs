@@ -91,6 +91,7 @@ fn call_turn(id: &str) -> ScriptedTurn {
         name: "count".into(),
         arguments: json!({}),
         thought_signature: None,
+        arguments_incomplete: false,
     };
     ScriptedTurn::from_message(
         &assistant(vec![AssistantContent::ToolCall(call)], StopReason::ToolUse),

@@ -51,6 +51,7 @@ fn call(id: &str, name: &str, args: Value) -> AssistantContent {
         name: name.into(),
         arguments: args,
         thought_signature: None,
+        arguments_incomplete: false,
     })
 }
 

@@ -49,6 +49,7 @@ fn call(id: &str) -> AssistantContent {
         name: "get_weather".into(),
         arguments: json!({"city": "Oslo"}),
         thought_signature: None,
+        arguments_incomplete: false,
     })
 }
 

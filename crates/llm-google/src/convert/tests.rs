@@ -37,6 +37,7 @@ fn call(id: &str, name: &str, args: Value, sig: Option<&str>) -> AssistantConten
         name: name.into(),
         arguments: args,
         thought_signature: sig.map(str::to_owned),
+        arguments_incomplete: false,
     })
 }
 

@@ -47,6 +47,7 @@ fn call(id: &str, name: &str, arguments: Value) -> AssistantContent {
         name: name.into(),
         arguments,
         thought_signature: None,
+        arguments_incomplete: false,
     })
 }
 
