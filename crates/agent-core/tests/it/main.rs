@@ -20,6 +20,7 @@ mod guarantees;
 mod loop_details;
 mod planned;
 mod random;
+mod stepping;
 
 pub(crate) fn model() -> Model {
     Model {
