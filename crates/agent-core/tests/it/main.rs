@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 mod e2e;
 mod guarantees;
 mod loop_details;
+mod machine;
 mod planned;
 mod random;
 mod stepping;

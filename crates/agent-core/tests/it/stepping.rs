@@ -151,7 +151,8 @@ async fn a_run_waiting_for_approval_is_stored_and_resumed_by_another_agent() {
     );
     let danger = Arc::new(AtomicUsize::new(0));
     let first = agent(&provider, |c| c.hooks = Arc::new(AskForDanger));
-    let mut run = first.run(ctx(vec![counted("danger", danger.clone())]), vec![Message::user("go")]);
+    let mut run =
+        first.run(ctx(vec![counted("danger", danger.clone())]), vec![Message::user("go")]);
     let before = until_approval(&mut run).await;
     let stored = run.machine().expect("the run goes on").to_json().expect("stores");
     drop(run);
@@ -281,8 +282,10 @@ async fn calls_that_never_run_get_start_and_end_events() {
     };
     for stop in [StopReason::Length, StopReason::Stop, StopReason::Error] {
         cut.stop_reason = stop;
-        let provider =
-            ScriptedProvider::new("scripted", [ScriptedTurn::from_message(&cut, 4), text_turn("x")]);
+        let provider = ScriptedProvider::new(
+            "scripted",
+            [ScriptedTurn::from_message(&cut, 4), text_turn("x")],
+        );
         let a = agent(&provider, |_| {});
         let events =
             collect(a.run(ctx(vec![sleepy("t", 1, "x")]), vec![Message::user("go")])).await;
@@ -334,9 +337,15 @@ async fn a_call_waiting_for_a_slot_says_when_it_really_starts() {
     let order: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            AgentEvent::ToolExecutionStart { tool_call_id, .. } => Some(format!("start {tool_call_id}")),
-            AgentEvent::ToolExecutionRunning { tool_call_id, .. } => Some(format!("running {tool_call_id}")),
-            AgentEvent::ToolExecutionEnd { tool_call_id, .. } => Some(format!("end {tool_call_id}")),
+            AgentEvent::ToolExecutionStart { tool_call_id, .. } => {
+                Some(format!("start {tool_call_id}"))
+            }
+            AgentEvent::ToolExecutionRunning { tool_call_id, .. } => {
+                Some(format!("running {tool_call_id}"))
+            }
+            AgentEvent::ToolExecutionEnd { tool_call_id, .. } => {
+                Some(format!("end {tool_call_id}"))
+            }
             _ => None,
         })
         .collect();
