@@ -50,7 +50,7 @@ fn tool(name: &str) -> AgentTool {
     );
     match name {
         "seq" => tool.with_mode(ExecutionMode::Sequential),
-        "shim" => tool.with_prepare_arguments(|v| Ok(v)),
+        "shim" => tool.with_prepare_arguments(Ok),
         _ => tool,
     }
 }
@@ -214,7 +214,7 @@ impl World {
                     0..=7 => Answer::Panicked("after panicked".into()),
                     8..=15 => Answer::Done(Some(AfterToolCall {
                         content: Some(vec![llm_core::UserContent::text("overridden")]),
-                        stop_after_batch: r % 2 == 0,
+                        stop_after_batch: r.is_multiple_of(2),
                         ..AfterToolCall::default()
                     })),
                     16..=18 if cancelled => Answer::Abandoned,
