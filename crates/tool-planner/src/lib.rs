@@ -407,13 +407,22 @@ fn evaluate_signal(signal: &Signal, env: &AvailabilityEnv) -> Option<Diagnostic>
                 format!("Missing context value: {key}"),
             )),
             (Some(_), None) => None,
-            (Some(v), Some(want)) if v == want => None,
+            (Some(v), Some(want)) if strictly_equal(v, want) => None,
             (_, Some(_)) => Some(diag(
                 Reason::ContextMismatch,
                 Some(signal),
                 format!("Context value did not match: {key}"),
             )),
         },
+    }
+}
+
+/// JavaScript's `===` on the primitives a context holds: numbers compare as
+/// numbers (`1` and `1.0`, `0` and `-0.0` are equal), anything else as JSON.
+fn strictly_equal(value: &Value, want: &Value) -> bool {
+    match (value, want) {
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => value == want,
     }
 }
 

@@ -139,6 +139,32 @@ fn context_equality() {
 }
 
 #[test]
+fn context_numbers_compare_as_numbers() {
+    // JavaScript's `===`: one number, however it is written; a string is not a number.
+    let cases = [
+        (json!(1), json!(1.0), true),
+        (json!(1.0), json!(1), true),
+        (json!(0), json!(-0.0), true),
+        (json!(-0.0), json!(0), true),
+        (json!(1e3), json!(1000), true),
+        (json!(1), json!(2), false),
+        (json!(1), json!("1"), false),
+        (json!(0.1), json!(0.10000000000000002), false),
+    ];
+    for (value, want, visible) in cases {
+        let mut t = d("t");
+        t.availability = avail(json!({"kind": "context", "key": "k", "equals": want}));
+        let env = AvailabilityEnv {
+            values: [("k".to_owned(), value.clone())].into(),
+            ..Default::default()
+        };
+        let list = [t];
+        let plan = build_tool_plan(&list, &env).unwrap();
+        assert_eq!(plan.visible.len() == 1, visible, "{value} === {want}");
+    }
+}
+
+#[test]
 fn protocol_projection_keeps_only_the_definition_in_plan_order() {
     // §8 #70
     let mut b = d("b");
