@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentEvent, AgentRun, AgentTool, EndReason, ToolInvocation,
+    Agent, AgentConfig, AgentContext, AgentEvent, AgentOutcome, AgentRun, AgentTool, EndReason, ToolInvocation,
     ToolOutput, check_tool_results,
 };
 use futures_util::StreamExt;
@@ -131,14 +131,14 @@ pub(crate) fn start_run(agent: &Agent, tools: &[AgentTool], i: usize) -> AgentRu
 
 /// Reads a run's events to the end and counts it in `ok` if its invariants
 /// hold: exactly one `AgentEnd`, last; completed; every call answered.
-pub(crate) async fn check_run(mut run: AgentRun, ok: Arc<AtomicUsize>) {
+pub(crate) async fn check_run(mut run: AgentRun, ok: Arc<AtomicUsize>) -> Option<AgentOutcome> {
     let mut ends = 0;
     let mut last_was_end = false;
     while let Some(event) = run.next().await {
         last_was_end = matches!(event, AgentEvent::AgentEnd { .. });
         ends += usize::from(last_was_end);
     }
-    let Some(outcome) = run.outcome() else { return };
+    let outcome = run.finish().await;
     let fine = ends == 1
         && last_was_end
         && outcome.reason == EndReason::Completed
@@ -147,4 +147,6 @@ pub(crate) async fn check_run(mut run: AgentRun, ok: Arc<AtomicUsize>) {
     if fine {
         ok.fetch_add(1, Ordering::Relaxed);
     }
+    // Kept until the run is joined, as a program that collects its runs' outcomes does.
+    Some(outcome)
 }
