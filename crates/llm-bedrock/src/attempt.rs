@@ -133,6 +133,9 @@ pub(crate) struct Attempts {
     pub(crate) unsigned: Mutex<Option<Arc<Unsigned>>>,
     /// Whether this request already signed again after a clock-skew rejection.
     pub(crate) skew_corrected: AtomicBool,
+    /// The default chain's credentials (feature `aws-config`).
+    #[cfg(feature = "aws-config")]
+    pub(crate) credentials: crate::credentials::CredentialCache,
 }
 
 impl Attempts {
@@ -140,7 +143,7 @@ impl Attempts {
     /// rejection for the signature's time is signed again with the server's clock and sent.
     pub(crate) async fn attempt(self: Arc<Self>) -> Result<HttpResponse, Error> {
         let unsigned = self.unsigned().await?;
-        let auth = self.auth()?;
+        let auth = self.auth().await?;
         let signs = matches!(auth, Auth::SigV4 { .. });
         match self.send(&unsigned, auth.clone()).await {
             Err((_, Some(server)))
@@ -158,10 +161,18 @@ impl Attempts {
         }
     }
 
-    /// The authentication of this attempt (read again per attempt: rotated keys apply).
-    fn auth(&self) -> Result<Auth, Error> {
+    /// The authentication of this attempt (resolved again per attempt: rotated keys and
+    /// refreshed credentials apply).
+    async fn auth(&self) -> Result<Auth, Error> {
         let env = |name: &str| self.env.get(name);
-        auth::resolve_auth(&self.options, &env)
+        let missing = match auth::resolve_static(&self.options, &env)? {
+            Ok(auth) => return Ok(auth),
+            Err(missing) => missing,
+        };
+        #[cfg(feature = "aws-config")]
+        return self.credentials.resolve(&self.client, &self.options, &self.env, missing).await;
+        #[cfg(not(feature = "aws-config"))]
+        Err(missing.error(None))
     }
 
     /// Signs `unsigned` now and sends it; an error comes with the server's time when it
@@ -215,11 +226,19 @@ impl Attempts {
                     return Err(None);
                 }
                 let env = |name: &str| self.env.get(name);
-                let signed = profile::unsigned_lookup_request(&self.model, &self.options, &env)
-                    .and_then(|(request, region)| {
-                        let auth = auth::resolve_auth(&self.options, &env)?;
-                        profile::sign_lookup_request(request, &region, auth, self.clock.now())
-                    });
+                let signed =
+                    match profile::unsigned_lookup_request(&self.model, &self.options, &env) {
+                        Ok((request, region)) => match self.auth().await {
+                            Ok(auth) => profile::sign_lookup_request(
+                                request,
+                                &region,
+                                auth,
+                                self.clock.now(),
+                            ),
+                            Err(error) => Err(error),
+                        },
+                        Err(error) => Err(error),
+                    };
                 let answer = match signed {
                     Ok(request) => {
                         profile::lookup(self.client.clone(), &request, self.profiles.timeout).await

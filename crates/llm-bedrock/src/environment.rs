@@ -23,6 +23,17 @@ impl Environment {
             Environment::Vars(vars) => vars.get(name).cloned(),
         }
     }
+
+    /// Every variable, for code that cannot ask by name (`aws-config`'s providers).
+    #[cfg(feature = "aws-config")]
+    pub(crate) fn vars(&self) -> HashMap<String, String> {
+        match self {
+            Environment::Process => std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            Environment::Vars(vars) => (**vars).clone(),
+        }
+    }
 }
 
 /// Names only: values may be secrets.

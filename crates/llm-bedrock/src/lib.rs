@@ -90,6 +90,8 @@
 mod attempt;
 pub mod auth;
 mod convert;
+#[cfg(feature = "aws-config")]
+mod credentials;
 mod environment;
 mod error;
 pub mod eventstream;
@@ -108,6 +110,8 @@ use llm_core::{
 use llm_http::{HttpTransport, TransportConfig};
 
 pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
+#[cfg(feature = "aws-config")]
+pub use credentials::DEFAULT_CREDENTIALS_TIMEOUT;
 pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
 pub use profile::{DEFAULT_LOOKUP_BACKOFF, DEFAULT_LOOKUP_TIMEOUT, MAX_PROFILES};
 pub use stream::Decoder;
@@ -168,6 +172,8 @@ pub struct BedrockProvider {
     profiles: profile::ProfileCache,
     env: environment::Environment,
     clock: attempt::Clock,
+    #[cfg(feature = "aws-config")]
+    credentials: credentials::CredentialCache,
 }
 
 impl BedrockProvider {
@@ -203,6 +209,15 @@ impl BedrockProvider {
     #[must_use]
     pub fn with_profile_lookup_timeout(mut self, timeout: Duration) -> Self {
         self.profiles.timeout = timeout;
+        self
+    }
+
+    /// This provider with `timeout` as the bound on one resolution of AWS's default
+    /// credential chain (default [`DEFAULT_CREDENTIALS_TIMEOUT`]).
+    #[cfg(feature = "aws-config")]
+    #[must_use]
+    pub fn with_credentials_timeout(mut self, timeout: Duration) -> Self {
+        self.credentials.timeout = timeout;
         self
     }
 
@@ -277,6 +292,8 @@ impl Provider for BedrockProvider {
             lookup,
             unsigned: Mutex::new(unsigned),
             skew_corrected: AtomicBool::new(false),
+            #[cfg(feature = "aws-config")]
+            credentials: self.credentials.clone(),
         });
         let for_decoder = model.clone();
         llm_core::drive::drive(
