@@ -234,6 +234,10 @@ pub(crate) struct Missing {
     /// Each source tried and what it lacked (never a value).
     pub(crate) tried: Vec<String>,
     /// The signing region.
+    #[cfg_attr(
+        not(feature = "aws-config"),
+        expect(dead_code, reason = "only the default chain signs with it")
+    )]
     pub(crate) region: String,
 }
 
