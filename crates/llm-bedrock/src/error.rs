@@ -60,6 +60,9 @@ const CLOCK_SKEW_CODES: [&str; 6] = [
     "SignatureDoesNotMatch",
 ];
 
+/// The server dates believed, in Unix seconds: 2000-01-01 to 2200-01-01.
+const CREDIBLE_DATES: (i64, i64) = (946_684_800, 7_258_118_400);
+
 /// How far a signature's time may be from the server's before AWS rejects it.
 const ALLOWED_SKEW: Duration = Duration::from_secs(5 * 60);
 
@@ -81,6 +84,11 @@ pub(crate) fn skew_rejection(
     }
     let date = response.headers.get("date")?;
     let server = DateTime::from_str(date, Format::HttpDate).ok()?;
+    // A server date outside these years is not believed: signing at it would fail anyway,
+    // and a hostile peer must not move the clock anywhere it likes.
+    if !(CREDIBLE_DATES.0..CREDIBLE_DATES.1).contains(&server.secs()) {
+        return None;
+    }
     let server = SystemTime::try_from(server).ok()?;
     let message = message.to_ascii_lowercase();
     let says_time = ["signature expired", "not yet current", "too skewed", "request has expired"]

@@ -190,6 +190,9 @@ fn a_signature_rejected_for_its_time_gives_the_server_time() {
     );
     let bad_date = rejection(403, "InvalidSignatureException", expired, Some("yesterday"));
     assert_eq!(skew_rejection(&bad_date, server), None);
+    let far =
+        rejection(403, "InvalidSignatureException", expired, Some("Fri, 31 Dec 9999 23:59:59 GMT"));
+    assert_eq!(skew_rejection(&far, server), None, "not a credible server date");
     let denied = rejection(403, "AccessDeniedException", expired, Some(date));
     assert_eq!(skew_rejection(&denied, server), None);
     let server_error = rejection(500, "InvalidSignatureException", expired, Some(date));
