@@ -3,7 +3,7 @@
 //!
 //! When [`crate::auth`] finds no key, no environment keys and no static keys in the
 //! profile, `aws-config`'s default chain is asked, with the provider's environment (the
-//! process's or [`crate::BedrockProvider::with_environment`]'s; the environment's keys left
+//! process's or [`crate::BedrockProvider::with_env`]'s; the environment's keys left
 //! out when a profile is selected, which skips them as OpenClaw does), the selected profile
 //! and the signing region: the profile with SSO (`sso_session`, the token cache under
 //! `~/.aws/sso/cache`), assume-role (`role_arn` with `source_profile`), `credential_process`

@@ -1,5 +1,5 @@
 //! Where the provider reads its environment variables: the process, or variables given to
-//! [`crate::BedrockProvider::with_environment`].
+//! [`crate::BedrockProvider::with_env`].
 
 use std::collections::HashMap;
 use std::fmt;

@@ -22,7 +22,7 @@
 //!   clock that is off) is signed again once with the server's clock (its `Date` header),
 //!   and later requests keep that offset.
 //! - Environment: the process's, or the variables given to
-//!   [`BedrockProvider::with_environment`].
+//!   [`BedrockProvider::with_env`].
 //! - Region: the `region` provider option, else `AWS_REGION`, else `AWS_DEFAULT_REGION`,
 //!   else the region of a standard `bedrock-runtime.<region>.amazonaws.com` base URL, else
 //!   the selected profile's `region` (`profile` option or `AWS_PROFILE`), else `us-east-1`.
@@ -193,7 +193,7 @@ impl BedrockProvider {
     /// differently configured providers in one process, and for tests that must not change
     /// the process environment.
     #[must_use]
-    pub fn with_environment<K: Into<String>, V: Into<String>>(
+    pub fn with_env<K: Into<String>, V: Into<String>>(
         mut self,
         vars: impl IntoIterator<Item = (K, V)>,
     ) -> Self {

@@ -1,6 +1,6 @@
 //! AWS's default credential chain (feature `aws-config`), each source through the public
 //! API: files in a scratch HOME, endpoints on loopback, the environment injected with
-//! `with_environment` (the process environment is never read or changed).
+//! `with_env` (the process environment is never read or changed).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::collections::HashMap;
@@ -144,7 +144,7 @@ async fn credential_process_credentials_are_refreshed_before_they_expire() {
         ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEENVIRONMENT"),
         ("AWS_SECRET_ACCESS_KEY", "environment-secret-EXAMPLE"),
     ]);
-    let provider = BedrockProvider::new().with_environment(env);
+    let provider = BedrockProvider::new().with_env(env);
     let server = start(vec![converse_ok(), converse_ok(), converse_ok()]).await;
     for _ in 0..2 {
         let message = ask(&provider, &server).await;
@@ -194,7 +194,7 @@ async fn web_identity_credentials_come_from_sts() {
         ("AWS_ROLE_SESSION_NAME", "clawcall"),
         ("AWS_ENDPOINT_URL_STS", &endpoint),
     ]);
-    let message = ask(&BedrockProvider::new().with_environment(env), &server).await;
+    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(recorded.len(), 2);
@@ -221,7 +221,7 @@ async fn container_credentials_come_from_the_full_uri() {
         ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
         ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-EXAMPLE"),
     ]);
-    let message = ask(&BedrockProvider::new().with_environment(env), &server).await;
+    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(
@@ -259,7 +259,7 @@ async fn instance_metadata_credentials_use_an_imdsv2_session() {
     let mut env = scratch.env(&[]);
     env.remove("AWS_EC2_METADATA_DISABLED");
     env.insert("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), format!("http://{}", server.addr));
-    let message = ask(&BedrockProvider::new().with_environment(env), &server).await;
+    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     let calls: Vec<(&str, &str)> =
@@ -316,7 +316,7 @@ async fn sso_credentials_come_from_the_token_cache_and_the_portal() {
     let server = start(vec![portal, converse_ok()]).await;
     let endpoint = format!("http://{}", server.addr);
     let env = scratch.env(&[("AWS_PROFILE", "dev"), ("AWS_ENDPOINT_URL_SSO", &endpoint)]);
-    let message = ask(&BedrockProvider::new().with_environment(env), &server).await;
+    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(
@@ -339,7 +339,7 @@ async fn no_credentials_anywhere_names_the_chain() {
     let scratch = Scratch::new();
     let env = scratch.env(&[("AWS_SECRET_ACCESS_KEY", "lonely-secret-EXAMPLE")]);
     let server = start(vec![converse_ok()]).await;
-    let message = ask(&BedrockProvider::new().with_environment(env), &server).await;
+    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
     assert_eq!(message.error_type.as_deref(), Some(ErrorKind::Auth.as_str()));
     let text = message.error_message.unwrap();
     assert!(text.contains("AWS_SECRET_ACCESS_KEY is set, AWS_ACCESS_KEY_ID is not"), "{text}");
@@ -363,9 +363,8 @@ async fn a_silent_credential_endpoint_is_bounded() {
     });
     let uri = format!("http://{addr}/creds");
     let env = scratch.env(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri)]);
-    let provider = BedrockProvider::new()
-        .with_environment(env)
-        .with_credentials_timeout(Duration::from_millis(500));
+    let provider =
+        BedrockProvider::new().with_env(env).with_credentials_timeout(Duration::from_millis(500));
     let server = start(vec![converse_ok()]).await;
     let started = std::time::Instant::now();
     let message = ask(&provider, &server).await;

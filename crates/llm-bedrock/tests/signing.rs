@@ -43,7 +43,7 @@ fn exception(status: u16, name: &str, message: &str, date: Option<SystemTime>) -
 
 /// Keys in an injected environment: the process environment is never read or changed.
 fn signing_provider() -> BedrockProvider {
-    BedrockProvider::new().with_environment([
+    BedrockProvider::new().with_env([
         ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
         ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
         ("AWS_REGION", "us-west-2"),
