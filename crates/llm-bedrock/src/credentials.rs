@@ -13,8 +13,10 @@
 //! (IMDSv2, `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `AWS_EC2_METADATA_DISABLED`).
 //!
 //! Its HTTP calls go through the provider's own `reqwest` client (one TLS stack, the same
-//! proxies), each bounded in time and in the size of the answer read. One resolution is
-//! bounded by [`DEFAULT_CREDENTIALS_TIMEOUT`].
+//! proxies for STS and the SSO portal), except calls to a loopback or link-local address
+//! (instance metadata, container credentials), which never go through a proxy: a proxy
+//! cannot reach them, and must not see their tokens. Each call is bounded in time and in
+//! the size of the answer read; one resolution is bounded by [`DEFAULT_CREDENTIALS_TIMEOUT`].
 //!
 //! Credentials are kept per selected profile and used until five minutes before they
 //! expire (credentials without an expiry: fifteen minutes, as the AWS SDKs' identity cache
@@ -161,7 +163,7 @@ async fn load(
     }
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .env(aws_types::os_shim_internal::Env::from(vars))
-        .http_client(ReqwestHttp(client.clone()))
+        .http_client(ReqwestHttp { client: client.clone(), direct: Arc::default() })
         .region(aws_types::region::Region::new(region.to_owned()));
     if let Some(profile) = profile {
         loader = loader.profile_name(profile);
@@ -173,7 +175,12 @@ async fn load(
 
 /// `aws-config`'s HTTP calls through a `reqwest` client.
 #[derive(Debug, Clone)]
-struct ReqwestHttp(reqwest::Client);
+struct ReqwestHttp {
+    /// The provider's client.
+    client: reqwest::Client,
+    /// A client without proxies, for loopback and link-local addresses (built when needed).
+    direct: Arc<std::sync::OnceLock<reqwest::Client>>,
+}
 
 impl HttpClient for ReqwestHttp {
     fn http_connector(
@@ -185,19 +192,45 @@ impl HttpClient for ReqwestHttp {
             (None, None) => DEFAULT_CALL_TIMEOUT,
             (connect, read) => connect.unwrap_or_default() + read.unwrap_or(DEFAULT_CALL_TIMEOUT),
         };
-        SharedHttpConnector::new(ReqwestConnector { client: self.0.clone(), timeout })
+        SharedHttpConnector::new(ReqwestConnector { http: self.clone(), timeout })
+    }
+}
+
+/// Whether `uri`'s host is a loopback or link-local address (IMDS `169.254.169.254` and
+/// `fd00:ec2::254`, the ECS endpoints `169.254.170.2` and `169.254.170.23`).
+fn is_local(uri: &str) -> bool {
+    let Ok(uri) = uri.parse::<http::Uri>() else { return false };
+    let host = uri.host().unwrap_or_default();
+    match host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.segments().first().is_some_and(|s| *s == 0xfd00)
+        }
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
     }
 }
 
 #[derive(Debug)]
 struct ReqwestConnector {
-    client: reqwest::Client,
+    http: ReqwestHttp,
     timeout: Duration,
 }
 
 impl HttpConnector for ReqwestConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let (client, timeout) = (self.client.clone(), self.timeout);
+        let client = if is_local(request.uri()) {
+            let direct = self.http.direct.get_or_init(|| {
+                // Without proxies only; should the builder fail, the provider's client.
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .unwrap_or_else(|_| self.http.client.clone())
+            });
+            direct.clone()
+        } else {
+            self.http.client.clone()
+        };
+        let timeout = self.timeout;
         HttpConnectorFuture::new(async move { call(client, timeout, request).await })
     }
 }

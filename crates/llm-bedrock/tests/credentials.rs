@@ -236,8 +236,29 @@ async fn container_credentials_come_from_the_full_uri() {
 /// role name, then the role's credentials.
 #[tokio::test]
 async fn instance_metadata_credentials_use_an_imdsv2_session() {
+    imds_round_trip(|_| BedrockProvider::new()).await;
+}
+
+/// Instance metadata is asked without the HTTP client's proxy (a proxy cannot reach it and
+/// must not see its token), while the runtime request keeps the client as given.
+#[tokio::test]
+async fn instance_metadata_never_goes_through_the_clients_proxy() {
+    imds_round_trip(|metadata_port| {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let proxy = format!("http://{closed}");
+        let metadata_only = reqwest::Proxy::custom(move |url| {
+            (url.port() == Some(metadata_port)).then(|| proxy.clone())
+        });
+        let client = reqwest::Client::builder().proxy(metadata_only).build().unwrap();
+        BedrockProvider::with_http_client(client)
+    })
+    .await;
+}
+
+/// A metadata server and a runtime server; `provider` gets the metadata server's port.
+async fn imds_round_trip(provider: impl FnOnce(u16) -> BedrockProvider) {
     let scratch = Scratch::new();
-    let server = start(vec![
+    let metadata = start(vec![
         Canned::new(
             200,
             [("x-aws-ec2-metadata-token-ttl-seconds", "21600")],
@@ -253,19 +274,19 @@ async fn instance_metadata_credentials_use_an_imdsv2_session() {
             "Token": "instance-token-EXAMPLE",
             "Expiration": rfc3339(Duration::from_secs(3600)),
         })),
-        converse_ok(),
     ])
     .await;
+    let server = start(vec![converse_ok()]).await;
     let mut env = scratch.env(&[]);
     env.remove("AWS_EC2_METADATA_DISABLED");
-    env.insert("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), format!("http://{}", server.addr));
-    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    env.insert("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), format!("http://{}", metadata.addr));
+    let message = ask(&provider(metadata.addr.port()).with_env(env), &server).await;
     assert_eq!(message.error_message, None);
-    let recorded = server.recorded();
+    let recorded = metadata.recorded();
     let calls: Vec<(&str, &str)> =
         recorded.iter().map(|r| (r.method.as_str(), r.path.as_str())).collect();
     assert_eq!(
-        calls[..3],
+        calls,
         [
             ("PUT", "/latest/api/token"),
             ("GET", "/latest/meta-data/iam/security-credentials/"),
@@ -273,10 +294,10 @@ async fn instance_metadata_credentials_use_an_imdsv2_session() {
         ]
     );
     assert!(recorded[0].header("x-aws-ec2-metadata-token-ttl-seconds").is_some());
-    for call in &recorded[1..3] {
+    for call in &recorded[1..] {
         assert_eq!(call.header("x-aws-ec2-metadata-token"), Some("imds-session-EXAMPLE"));
     }
-    assert_signed_with(&recorded[3], "ASIAEXAMPLEINSTANCE", "instance-token-EXAMPLE");
+    assert_signed_with(&server.recorded()[0], "ASIAEXAMPLEINSTANCE", "instance-token-EXAMPLE");
 }
 
 /// An SSO profile: the access token from the SSO token cache (`~/.aws/sso/cache/<sha1 of the
