@@ -16,8 +16,11 @@
 //!
 //! - Authentication ([`auth`]): a Bedrock API key as a bearer token, from
 //!   [`StreamOptions::api_key`] or `AWS_BEARER_TOKEN_BEDROCK`; else SigV4 with the
-//!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys).
-//!   Every attempt is authenticated and signed when it is sent, so a retry never resends
+//!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys);
+//!   with the `aws-config` feature (off by default: it adds AWS's STS and SSO clients to
+//!   the build), then AWS's whole default credential chain (SSO, assume-role,
+//!   `credential_process`, web identity, container, instance metadata), refreshed before
+//!   the credentials expire. Every attempt is authenticated and signed when it is sent, so a retry never resends
 //!   an expired signature; a signature rejected for its time (a stale signature or a local
 //!   clock that is off) is signed again once with the server's clock (its `Date` header),
 //!   and later requests keep that offset.

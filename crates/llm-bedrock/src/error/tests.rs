@@ -201,3 +201,23 @@ fn a_signature_rejected_for_its_time_gives_the_server_time() {
     let error = http_error(stale);
     assert_eq!((error.kind, error.retryable), (ErrorKind::Auth, false));
 }
+
+proptest::proptest! {
+    /// Whatever status, code, message and `Date` a hostile server sends, the skew check
+    /// answers without panicking, and only with a credible server time.
+    #[test]
+    fn the_skew_check_survives_any_response(
+        status in 0u16..1000,
+        code in proptest::sample::select(vec!["InvalidSignatureException", "RequestExpired", "x"]),
+        message in ".{0,80}",
+        date in proptest::option::of(".{0,40}|[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT"),
+        local_secs in 0u64..8_000_000_000,
+    ) {
+        let local = SystemTime::UNIX_EPOCH + Duration::from_secs(local_secs);
+        let response = rejection(status, code, &message, date.as_deref());
+        if let Some(server) = skew_rejection(&response, local) {
+            let secs = server.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs());
+            proptest::prop_assert!(secs.is_ok_and(|s| (946_684_800..7_258_118_400).contains(&s)));
+        }
+    }
+}
