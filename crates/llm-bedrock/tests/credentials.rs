@@ -204,6 +204,50 @@ async fn web_identity_credentials_come_from_sts() {
     assert_signed_with(&recorded[1], "ASIAEXAMPLEWEBIDENTITY", "web-token-EXAMPLE");
 }
 
+/// Assume-role in a profile: the source profile's static keys sign STS's `AssumeRole` (on
+/// loopback through `AWS_ENDPOINT_URL_STS`), and the role's credentials sign the request.
+#[tokio::test]
+async fn assume_role_profiles_ask_sts_with_the_source_profile() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "config",
+        "[profile base]\naws_access_key_id = AKIAEXAMPLESOURCE\n\
+         aws_secret_access_key = source-secret-EXAMPLE\n\n\
+         [profile deploy]\nrole_arn = arn:aws:iam::123456789012:role/deploy\n\
+         source_profile = base\nrole_session_name = clawcall\n",
+    );
+    let expiration = rfc3339(Duration::from_secs(3600));
+    let sts = Canned::new(
+        200,
+        [("content-type", "text/xml")],
+        format!(
+            "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
+             <AssumeRoleResult><Credentials>\
+             <AccessKeyId>ASIAEXAMPLEROLE</AccessKeyId>\
+             <SecretAccessKey>role-secret-EXAMPLE</SecretAccessKey>\
+             <SessionToken>role-token-EXAMPLE</SessionToken>\
+             <Expiration>{expiration}</Expiration></Credentials>\
+             <AssumedRoleUser><Arn>arn:aws:sts::123456789012:assumed-role/deploy/clawcall</Arn>\
+             <AssumedRoleId>AROAEXAMPLE:clawcall</AssumedRoleId></AssumedRoleUser>\
+             </AssumeRoleResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>\
+             </AssumeRoleResponse>"
+        ),
+    );
+    let server = start(vec![sts, converse_ok()]).await;
+    let endpoint = format!("http://{}", server.addr);
+    let env = scratch.env(&[("AWS_PROFILE", "deploy"), ("AWS_ENDPOINT_URL_STS", &endpoint)]);
+    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    assert_eq!(message.error_message, None);
+    let recorded = server.recorded();
+    assert_eq!(recorded.len(), 2);
+    let form = String::from_utf8(recorded[0].body.to_vec()).unwrap();
+    assert!(form.contains("Action=AssumeRole&"), "{form}");
+    assert!(form.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fdeploy"), "{form}");
+    let authorization = recorded[0].header("authorization").unwrap();
+    assert!(authorization.contains("Credential=AKIAEXAMPLESOURCE/"), "{authorization}");
+    assert_signed_with(&recorded[1], "ASIAEXAMPLEROLE", "role-token-EXAMPLE");
+}
+
 /// Container credentials from `AWS_CONTAINER_CREDENTIALS_FULL_URI`, with its authorization
 /// token.
 #[tokio::test]
