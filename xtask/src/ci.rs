@@ -4,7 +4,8 @@
 //!    integration tests run: the MCP reference servers, the Restate server), idempotent
 //! 1. `cargo fmt --all --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
-//! 3. `cargo test --workspace`
+//! 3. `cargo test --workspace`, then llm-bedrock's optional `aws-config` feature (clippy and
+//!    tests: no workspace crate turns it on)
 //! 4. conformance (this crate's runner, called directly)
 //! 5. faults: the fault matrix, cancellation at every index, the secret scan
 //! 6. tidy
@@ -31,6 +32,25 @@ const STEPS: &[(&str, Step)] = &[
         Step::Cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
     ),
     ("cargo test --workspace", Step::Cargo(&["test", "--workspace"])),
+    // The optional default AWS credential chain, which no workspace crate turns on.
+    (
+        "cargo clippy -p llm-bedrock --all-targets --features aws-config -- -D warnings",
+        Step::Cargo(&[
+            "clippy",
+            "-p",
+            "llm-bedrock",
+            "--all-targets",
+            "--features",
+            "aws-config",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    ),
+    (
+        "cargo test -p llm-bedrock --features aws-config",
+        Step::Cargo(&["test", "-p", "llm-bedrock", "--features", "aws-config"]),
+    ),
     ("cargo xtask conformance", Step::Conformance),
     ("cargo xtask faults", Step::Faults),
     ("cargo xtask tidy", Step::Tidy),

@@ -18,9 +18,9 @@ pub const PROVIDERS: &[ProviderEntry] = &[
     // One provider serves both google-generative-ai and google-vertex (by `model.api`).
     ProviderEntry::new(&llm_google::INFO, || Arc::new(llm_google::GoogleProvider::new())),
     ProviderEntry::new(&llm_mistral::INFO, || Arc::new(llm_mistral::MistralProvider::new())),
-    // Reads the process environment, not the fixture's `env`; `keepHost` serves its
-    // application-profile fixture (the control-plane host is a provider option).
+    // `keepHost` serves its application-profile fixture (the control-plane host is a
+    // provider option); a fixture's `env` replaces the process environment (SigV4 keys).
     ProviderEntry::new(&llm_bedrock::INFO, || Arc::new(llm_bedrock::BedrockProvider::new()))
-        .with_env(|client, _env| Arc::new(llm_bedrock::BedrockProvider::with_http_client(client))),
+        .with_env(|client, env| Arc::new(llm_bedrock::BedrockProvider::with_http_client(client).with_env(env))),
     // new-provider: insert above
 ];

@@ -10,7 +10,10 @@
 //! Fixtures with an Anthropic OAuth key (`sk-ant-oat…`) get an OAuth-shaped
 //! secret, and Anthropic's `text-only` and `tool-call-single` are also replayed
 //! with one; Google gets a Google-shaped key, which must travel in `x-goog-api-key`
-//! (Vertex fixtures: as a bearer token).
+//! (Vertex fixtures: as a bearer token). Bedrock's fixtures are also replayed signing
+//! with SigV4 from AWS keys in the environment: the secret access key and the session
+//! token both carry the marker, the token must reach the server in
+//! `x-amz-security-token`, and neither may appear anywhere else.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -31,6 +34,10 @@ pub const SECRET: &str = "sk-test-SECRETKEY-1234567890abcdef";
 pub const OAUTH_SECRET: &str = "sk-ant-oat01-SECRETKEY-1234567890abcdef";
 /// The key for Google (`x-goog-api-key`), shaped like Google's.
 pub const GOOGLE_SECRET: &str = "AIzaSy-SECRETKEY-1234567890abcdef";
+/// The AWS secret access key of the SigV4 replays (40 characters, like AWS's).
+pub const AWS_SECRET_KEY: &str = "wJalrXUtnFEMI/SECRETKEY-1234567890abcdef";
+/// The AWS session token of the SigV4 replays.
+pub const AWS_SESSION_TOKEN: &str = "IQoJb3JpZ2lu-SECRETKEY-1234567890-session-token";
 /// The distinctive part searched for (a key cut short still shows it).
 const MARKER: &str = "SECRETKEY-1234567890";
 
@@ -130,6 +137,13 @@ fn provider_debug(name: &str) -> String {
         "openai-responses" => format!("{:?}", llm_openai_responses::OpenAiResponsesProvider::new()),
         "google" => format!("{:?}", llm_google::GoogleProvider::new()),
         "mistral" => format!("{:?}", llm_mistral::MistralProvider::new()),
+        "bedrock" => format!(
+            "{:?}",
+            llm_bedrock::BedrockProvider::new().with_env([
+                ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_KEY),
+                ("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN),
+            ])
+        ),
         _ => String::new(),
     }
 }
@@ -139,6 +153,8 @@ struct Job {
     label: String,
     fixture: Box<Fixture>,
     key: Option<&'static str>,
+    /// Signs with SigV4 from AWS keys in the fixture's environment (no API key).
+    sigv4: bool,
 }
 
 struct Outcome {
@@ -221,7 +237,7 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
         .keys()
         .chain(fixture.options.headers.keys())
         .any(|name| name.eq_ignore_ascii_case("authorization"));
-    if job.key.is_some() && !requests.is_empty() && !sent_key && !configured_auth {
+    if (job.key.is_some() || job.sigv4) && !requests.is_empty() && !sent_key && !configured_auth {
         problems.push("the key was not sent in any header: the scan proves nothing".to_owned());
     }
     let traced = trace.text();
@@ -305,9 +321,21 @@ fn jobs(entries: &[ProviderEntry], root: &Path) -> Result<Vec<Job>> {
                     label: format!("{label} (oauth key)"),
                     fixture: again,
                     key: Some(OAUTH_SECRET),
+                    sigv4: false,
                 });
             }
-            jobs.push(Job { entry: *entry, label, fixture, key });
+            if entry.name == "bedrock"
+                && let Scenario::Fixture(mut again) = fixture::load(&path)?
+            {
+                again.env.extend([
+                    ("AWS_ACCESS_KEY_ID".to_owned(), "AKIAIOSFODNN7SIGVFOUR".to_owned()),
+                    ("AWS_SECRET_ACCESS_KEY".to_owned(), AWS_SECRET_KEY.to_owned()),
+                    ("AWS_SESSION_TOKEN".to_owned(), AWS_SESSION_TOKEN.to_owned()),
+                ]);
+                let label = format!("{label} (sigv4)");
+                jobs.push(Job { entry: *entry, label, fixture: again, key: None, sigv4: true });
+            }
+            jobs.push(Job { entry: *entry, label, fixture, key, sigv4: false });
         }
     }
     Ok(jobs)

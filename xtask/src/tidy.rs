@@ -470,6 +470,93 @@ pub fn find_secrets(text: &str) -> Vec<(usize, String)> {
         }
         i += 1;
     }
+    found.extend(find_aws_secrets(text));
+    found.sort_unstable();
+    found
+}
+
+/// Names an AWS secret access key follows (compared case-insensitively, `_`, `-` and
+/// spaces removed): `aws_secret_access_key`, `SecretAccessKey`, `secretAccessKey`, ...
+const AWS_SECRET_NAMES: [&str; 1] = ["secretaccesskey"];
+/// Names an AWS session token follows: `aws_session_token`, `SessionToken`, `Token` in an
+/// instance-metadata answer, the `x-amz-security-token` header.
+const AWS_TOKEN_NAMES: [&str; 3] = ["sessiontoken", "securitytoken", "\"token"];
+/// How every AWS session token starts (base64 of its binary header), whatever its name.
+const AWS_TOKEN_PREFIXES: [&str; 2] = ["IQoJb3JpZ2lu", "FwoGZXIvYXdz"];
+/// Real session tokens are hundreds of characters; shorter values are not reported.
+const AWS_TOKEN_MIN: usize = 100;
+
+/// AWS credential shapes in `text`, as `(byte offset, first characters)`: access key ids
+/// (`AKIA`/`ASIA` and 16 upper-case letters or digits), secret access keys (40 base64
+/// characters after a secret-access-key name) and session tokens (after a session-token
+/// name, or starting like one).
+pub fn find_aws_secrets(text: &str) -> Vec<(usize, String)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let is_base64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'/' | b'+' | b'=');
+    let run = |start: usize, allowed: &dyn Fn(u8) -> bool| {
+        bytes.get(start..).unwrap_or_default().iter().take_while(|b| allowed(**b)).count()
+    };
+    let mut push = |at: usize, len: usize| {
+        let token = text.get(at..at + len).unwrap_or_default();
+        if !is_test_value(token) {
+            found.push((at, text.get(at..at + len.min(8)).unwrap_or_default().to_owned()));
+        }
+    };
+    // A name, compared without case and separators, then `=`, `:`, quotes or spaces, then
+    // the value: its offset and length.
+    let value_after = |name_end: usize| {
+        let gap = run(name_end, &|c| matches!(c, b'"' | b'\'' | b':' | b'=' | b' ' | b'\t'));
+        let start = name_end + gap;
+        (gap > 0).then(|| (start, run(start, &is_base64)))
+    };
+    let folded: Vec<(usize, u8)> = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| !matches!(b, b'_' | b'-' | b' '))
+        .map(|(i, b)| (i, b.to_ascii_lowercase()))
+        .collect();
+    let ends_of = |name: &str| -> Vec<usize> {
+        let name = name.as_bytes();
+        folded
+            .windows(name.len())
+            .filter(|w| w.iter().map(|(_, b)| *b).eq(name.iter().copied()))
+            .filter_map(|w| w.last().map(|(i, _)| i + 1))
+            .collect()
+    };
+    for end in AWS_SECRET_NAMES.iter().flat_map(|n| ends_of(n)) {
+        if let Some((start, 40)) = value_after(end) {
+            push(start, 40);
+        }
+    }
+    for end in AWS_TOKEN_NAMES.iter().flat_map(|n| ends_of(n)) {
+        if let Some((start, len)) = value_after(end)
+            && len >= AWS_TOKEN_MIN
+        {
+            push(start, len);
+        }
+    }
+    let boundary_before = |i: usize| i == 0 || bytes.get(i - 1).is_none_or(|b| !is_base64(*b));
+    for (i, _) in text.char_indices() {
+        let rest = bytes.get(i..).unwrap_or_default();
+        let key_id = rest.starts_with(b"AKIA") || rest.starts_with(b"ASIA");
+        if key_id && boundary_before(i) {
+            let len = 4 + run(i + 4, &|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+            let next = bytes.get(i + len).copied();
+            if len == 20 && next.is_none_or(|c| !c.is_ascii_alphanumeric()) {
+                push(i, len);
+            }
+        }
+        let token = AWS_TOKEN_PREFIXES.iter().any(|p| rest.starts_with(p.as_bytes()));
+        if token && boundary_before(i) {
+            let len = run(i, &is_base64);
+            if len >= AWS_TOKEN_MIN {
+                push(i, len);
+            }
+        }
+    }
+    found.sort_unstable();
+    found.dedup_by_key(|(at, _)| *at);
     found
 }
 
@@ -673,6 +760,63 @@ mod tests {
         for secret in [&openai, &anthropic, &google, &bearer] {
             let text = format!("{{\"k\": \"{secret}\"}}");
             assert_eq!(find_secrets(&text).len(), 1, "{secret}");
+        }
+    }
+
+    /// AWS credential shapes, each built here from its documented form (AWS's documentation
+    /// keys, with `EXAMPLE` replaced so they no longer look like test values).
+    #[test]
+    fn finds_aws_key_shapes() {
+        let key_id = "AKIAIOSFODNN7ABCDEFG";
+        let temporary_id = "ASIAIOSFODNN7ABCDEFG";
+        let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYABCDEFGKEY";
+        assert_eq!(secret.len(), 40);
+        let token = format!("IQoJb3JpZ2luX2VjEJr{}", "a1B2c3D4/+".repeat(12));
+        let named_token = "Zm9vYmFy".repeat(15);
+        let cases = [
+            format!("aws_access_key_id = {key_id}"),
+            format!("{{\"AccessKeyId\": \"{temporary_id}\"}}"),
+            format!("aws_secret_access_key = {secret}"),
+            format!("AWS_SECRET_ACCESS_KEY={secret}"),
+            format!("{{\"SecretAccessKey\":\"{secret}\"}}"),
+            format!("{{\"secretAccessKey\": \"{secret}\"}}"),
+            format!("aws_session_token = {named_token}"),
+            format!("x-amz-security-token: {named_token}"),
+            format!("{{\"Token\": \"{named_token}\"}}"),
+            format!("anything {token}"),
+        ];
+        for text in &cases {
+            assert_eq!(find_secrets(text).len(), 1, "{text}: {:?}", find_secrets(text));
+        }
+        // A file with a whole profile reports each part once.
+        let profile = format!(
+            "[default]\naws_access_key_id = {key_id}\naws_secret_access_key = {secret}\n\
+             aws_session_token = {token}\n"
+        );
+        assert_eq!(find_secrets(&profile).len(), 3, "{:?}", find_secrets(&profile));
+    }
+
+    #[test]
+    fn ignores_aws_test_values_and_look_alikes() {
+        let forty = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYABCDEFGKEY";
+        for text in [
+            "AKIAIOSFODNN7EXAMPLE".to_owned(),
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_owned(),
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_owned(),
+            // Too short or too long to be an id; lower case is no id.
+            "AKIAIOSFODNN7ABCDEF".to_owned(),
+            "AKIAIOSFODNN7ABCDEFGH".to_owned(),
+            "akiaiosfodnn7abcdefg".to_owned(),
+            // Part of a longer word.
+            "XAKIAIOSFODNN7ABCDEFG".to_owned(),
+            // Forty characters without a secret-key name, and a short value after one.
+            format!("sha = {forty}"),
+            "aws_secret_access_key = short".to_owned(),
+            // A short session token, and a test one.
+            "aws_session_token = abc".to_owned(),
+            format!("aws_session_token = test-{}", "Zm9v".repeat(30)),
+        ] {
+            assert!(find_secrets(&text).is_empty(), "{text}: {:?}", find_secrets(&text));
         }
     }
 

@@ -16,10 +16,14 @@
 //!      and `aws_session_token`.
 //!
 //!    The files are read again on every call, so rotated keys are picked up without a
-//!    restart (OpenClaw's credential refresh, #77551). SSO, assume-role, `credential_process`,
-//!    web identity, container and instance-metadata (IMDS) credentials are not supported: a
-//!    profile that uses one, or no credentials at all, is an [`ErrorKind::Auth`] error that
-//!    names every source tried and what each lacked.
+//!    restart (OpenClaw's credential refresh, #77551);
+//! 4. with the `aws-config` feature, AWS's default credential chain: a profile with SSO,
+//!    assume-role, `credential_process` or web identity, then web identity from the
+//!    environment, container and instance-metadata (IMDSv2) credentials, kept until shortly
+//!    before they expire (see the crate's `credentials.rs`).
+//!
+//! No credentials at all (without the feature: a profile that uses one of those sources) is
+//! an [`ErrorKind::Auth`] error that names every source tried and what each lacked.
 //!
 //! [`apply`] adds the headers to the final request: `authorization` for a key, or the SigV4
 //! signature for service `bedrock` computed by AWS's `aws-sigv4` crate (`authorization`,
@@ -36,7 +40,8 @@
 //! the credentials file, `#` and `;` comments at a line start or after whitespace, indented
 //! sub-properties). A generic INI crate knows none of these rules, and the one Rust
 //! implementation that does (`aws-config`) is an async crate that also pulls in the STS and
-//! SSO clients; the parser is 60 lines of that dialect and nothing else.
+//! SSO clients, so it is an optional feature; the parser is 60 lines of that dialect and
+//! covers static keys without it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -73,6 +78,9 @@ pub enum CredentialSource {
     Profile(String),
     /// The dummy keys of `AWS_BEDROCK_SKIP_AUTH=1`.
     SkipAuth,
+    /// AWS's default credential chain (feature `aws-config`): SSO, assume-role,
+    /// `credential_process`, web identity, container or instance metadata.
+    DefaultChain,
 }
 
 /// AWS credentials. `Debug` shows the access key id and redacts the secret and the token.
@@ -99,7 +107,7 @@ impl AwsCredentials {
         )
     }
 
-    fn from_source(
+    pub(crate) fn from_source(
         access_key_id: String,
         secret_access_key: String,
         session_token: Option<String>,
@@ -216,6 +224,51 @@ pub fn resolve_auth(
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Auth, Error> {
+    resolve_static(options, env)?.map_err(|missing| missing.error(None))
+}
+
+/// Why the key, the environment and the profile's static keys gave no credentials: the
+/// sources tried, and the region a further source would sign for.
+#[derive(Debug)]
+pub(crate) struct Missing {
+    /// Each source tried and what it lacked (never a value).
+    pub(crate) tried: Vec<String>,
+    /// The signing region.
+    #[cfg_attr(
+        not(feature = "aws-config"),
+        expect(dead_code, reason = "only the default chain signs with it")
+    )]
+    pub(crate) region: String,
+}
+
+impl Missing {
+    /// The error that says so; `chain` is why the default credential chain found nothing
+    /// either, when it was asked.
+    pub(crate) fn error(self, chain: Option<&str>) -> Error {
+        let tried = self.tried.join("; ");
+        let message = match chain {
+            None => format!(
+                "Could not load AWS credentials for Bedrock. Tried: {tried}. SSO, assume-role, \
+                 credential_process, web identity, container and instance (IMDS) credentials \
+                 need the `aws-config` feature: set {BEARER_TOKEN_ENV}, or AWS_ACCESS_KEY_ID \
+                 and AWS_SECRET_ACCESS_KEY, or static keys in the profile."
+            ),
+            Some(chain) => format!(
+                "Could not load AWS credentials for Bedrock. Tried: {tried}; then the default \
+                 credential chain (SSO, assume-role, credential_process, web identity, \
+                 container, instance metadata): {chain}."
+            ),
+        };
+        Error::new(ErrorKind::Auth, PROVIDER, message).with_retryable(false)
+    }
+}
+
+/// [`resolve_auth`] up to the profile's static keys: `Ok(Err(missing))` when none of them
+/// gave credentials (a caller with more sources asks those next).
+pub(crate) fn resolve_static(
+    options: &StreamOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Result<Auth, Missing>, Error> {
     let skip_auth = env(SKIP_AUTH_ENV).as_deref() == Some("1");
     let bearer = options
         .api_key
@@ -225,7 +278,7 @@ pub fn resolve_auth(
     if let Some(key) = bearer
         && !skip_auth
     {
-        return Ok(Auth::Bearer(key));
+        return Ok(Ok(Auth::Bearer(key)));
     }
     // The shared files are read at most once per resolution.
     let files = LazyFiles::new(env);
@@ -237,18 +290,20 @@ pub fn resolve_auth(
             None,
             CredentialSource::SkipAuth,
         );
-        return Ok(Auth::SigV4 { credentials, region });
+        return Ok(Ok(Auth::SigV4 { credentials, region }));
     }
-    let credentials = resolve_credentials(options, env, &files)?;
-    Ok(Auth::SigV4 { credentials, region })
+    Ok(match resolve_credentials(options, env, &files) {
+        Ok(credentials) => Ok(Auth::SigV4 { credentials, region }),
+        Err(tried) => Err(Missing { tried, region }),
+    })
 }
 
-/// The credential chain of step 3 (module docs).
+/// The credential chain of step 3 (module docs), or every source tried and why it failed.
 fn resolve_credentials(
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
     files: &LazyFiles<'_>,
-) -> Result<AwsCredentials, Error> {
+) -> Result<AwsCredentials, Vec<String>> {
     let profile = selected_profile(options, env);
     let mut tried = Vec::new();
     if profile.is_none() {
@@ -281,23 +336,18 @@ fn resolve_credentials(
         Ok(credentials) => return Ok(credentials),
         Err(why) => tried.push(why),
     }
-    for (variable, what) in [
-        ("AWS_WEB_IDENTITY_TOKEN_FILE", "web identity"),
-        ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "container"),
-        ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "container"),
-    ] {
-        if var(env, variable).is_some() {
-            tried.push(format!("{what} credentials ({variable} is set: not supported)"));
+    if cfg!(not(feature = "aws-config")) {
+        for (variable, what) in [
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "web identity"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "container"),
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "container"),
+        ] {
+            if var(env, variable).is_some() {
+                tried.push(format!("{what} credentials ({variable} is set: not supported)"));
+            }
         }
     }
-    let message = format!(
-        "Could not load AWS credentials for Bedrock. Tried: {}. SSO, assume-role, \
-         credential_process, web identity, container and instance (IMDS) credentials are not \
-         supported: set {BEARER_TOKEN_ENV}, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or \
-         static keys in the profile.",
-        tried.join("; ")
-    );
-    Err(Error::new(ErrorKind::Auth, PROVIDER, message).with_retryable(false))
+    Err(tried)
 }
 
 /// Adds the authentication headers to the final request (its URL, headers and body must not
@@ -477,7 +527,12 @@ impl SharedFiles {
             return Err(format!("profile `{name}` (not found in {files})"));
         }
         let unsupported = |what: &str, key: &str| {
-            Err(format!("profile `{name}` in {files} (uses {what} through `{key}`: not supported)"))
+            let how = if cfg!(feature = "aws-config") {
+                "left to the default chain"
+            } else {
+                "needs the `aws-config` feature"
+            };
+            Err(format!("profile `{name}` in {files} (uses {what} through `{key}`: {how})"))
         };
         for (key, what) in
             [("sso_session", "SSO"), ("sso_start_url", "SSO"), ("role_arn", "assume-role")]

@@ -5,6 +5,10 @@
 //! keeps OpenClaw's human prefixes (`Throttling error: ...`) so string matching downstream
 //! still works, and the kind, status and code make it typed.
 
+use std::time::{Duration, SystemTime};
+
+use aws_smithy_types::DateTime;
+use aws_smithy_types::date_time::Format;
 use llm_core::{Error, ErrorKind};
 use llm_http::ErrorResponse;
 use serde_json::Value;
@@ -19,22 +23,79 @@ const ERROR_TYPE_HEADER: &str = "x-amzn-ErrorType";
 /// field of the body (text after `#`), else from the status; the message from
 /// `message`/`Message`.
 pub(crate) fn http_error(response: ErrorResponse) -> Error {
-    let ErrorResponse { status, headers, retry_after, body } = response;
-    let parsed = serde_json::from_str::<Value>(&body).ok();
+    let (name, message) = name_and_message(&response);
+    let ErrorResponse { status, retry_after, body, .. } = response;
+    exception(&name, &message, status).with_retry_after(retry_after).with_body(body)
+}
+
+/// The exception name and message of an HTTP error response (see [`http_error`]).
+fn name_and_message(response: &ErrorResponse) -> (String, String) {
+    let parsed = serde_json::from_str::<Value>(&response.body).ok();
     let field = |names: &[&str]| {
         names.iter().find_map(|n| {
             parsed.as_ref().and_then(|v| v.get(*n)).and_then(Value::as_str).map(str::to_owned)
         })
     };
-    let name = headers
+    let name = response
+        .headers
         .get(ERROR_TYPE_HEADER)
         .map(exception_name)
         .filter(|t| !t.is_empty())
         .or_else(|| field(&["__type", "code", "Code"]).map(|t| exception_name(&t)))
         .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| status_exception(status).to_owned());
-    let message = field(&["message", "Message"]).unwrap_or_else(|| format!("HTTP {status}"));
-    exception(&name, &message, status).with_retry_after(retry_after).with_body(body)
+        .unwrap_or_else(|| status_exception(response.status).to_owned());
+    let message =
+        field(&["message", "Message"]).unwrap_or_else(|| format!("HTTP {}", response.status));
+    (name, message)
+}
+
+/// The codes AWS rejects a signature with when its time is off (the AWS SDKs' clock-skew
+/// codes).
+const CLOCK_SKEW_CODES: [&str; 6] = [
+    "AuthFailure",
+    "InvalidSignatureException",
+    "RequestExpired",
+    "RequestInTheFuture",
+    "RequestTimeTooSkewed",
+    "SignatureDoesNotMatch",
+];
+
+/// The server dates believed, in Unix seconds: 2000-01-01 to 2200-01-01.
+const CREDIBLE_DATES: (i64, i64) = (946_684_800, 7_258_118_400);
+
+/// How far a signature's time may be from the server's before AWS rejects it.
+const ALLOWED_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// The server's time, when `response` rejects a signature for its time: a 4xx with a
+/// clock-skew code whose message says the signature expired, is not yet current or is too
+/// skewed (a stale signature, or a local clock that is off), or whose `Date` header is more
+/// than the allowed five minutes from `local_now`; the time is the `Date` header's. `None`
+/// for every other response, and when the `Date` header is missing or not an HTTP date.
+pub(crate) fn skew_rejection(
+    response: &ErrorResponse,
+    local_now: SystemTime,
+) -> Option<SystemTime> {
+    if !(400..500).contains(&response.status) {
+        return None;
+    }
+    let (name, message) = name_and_message(response);
+    if !CLOCK_SKEW_CODES.iter().any(|code| name.eq_ignore_ascii_case(code)) {
+        return None;
+    }
+    let date = response.headers.get("date")?;
+    let server = DateTime::from_str(date, Format::HttpDate).ok()?;
+    // A server date outside these years is not believed: signing at it would fail anyway,
+    // and a hostile peer must not move the clock anywhere it likes.
+    if !(CREDIBLE_DATES.0..CREDIBLE_DATES.1).contains(&server.secs()) {
+        return None;
+    }
+    let server = SystemTime::try_from(server).ok()?;
+    let message = message.to_ascii_lowercase();
+    let says_time = ["signature expired", "not yet current", "too skewed", "request has expired"]
+        .iter()
+        .any(|m| message.contains(m));
+    let skew = server.duration_since(local_now).or_else(|e| Ok::<_, ()>(e.duration())).ok()?;
+    (says_time || skew > ALLOWED_SKEW).then_some(server)
 }
 
 /// `ns#ThrottlingException:http://...` -> `ThrottlingException`.
@@ -124,10 +185,13 @@ fn exception(name: &str, message: &str, status: u16) -> Error {
     if let Some(status) = status {
         error = error.with_status(status);
     }
-    // A quota is not lifted by retrying; a model that is not ready yet may be.
+    // A quota is not lifted by retrying; a throttled, failing or not yet ready model may
+    // recover, whatever status carried the exception (AWS's retry classifiers go by the
+    // code too): the status table alone would leave a `ThrottlingException` sent with a 400
+    // unretried although its kind says it is retryable.
     match name.as_str() {
         "ServiceQuotaExceededException" => error.with_retryable(false),
-        "ModelNotReadyException" => error.with_retryable(true),
+        _ if kind.is_retryable() => error.with_retryable(true),
         _ => error,
     }
 }

@@ -16,7 +16,16 @@
 //!
 //! - Authentication ([`auth`]): a Bedrock API key as a bearer token, from
 //!   [`StreamOptions::api_key`] or `AWS_BEARER_TOKEN_BEDROCK`; else SigV4 with the
-//!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys).
+//!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys);
+//!   with the `aws-config` feature (off by default: it adds AWS's STS and SSO clients to
+//!   the build), then AWS's whole default credential chain (SSO, assume-role,
+//!   `credential_process`, web identity, container, instance metadata), refreshed before
+//!   the credentials expire. Every attempt is authenticated and signed when it is sent, so a retry never resends
+//!   an expired signature; a signature rejected for its time (a stale signature or a local
+//!   clock that is off) is signed again once with the server's clock (its `Date` header),
+//!   and later requests keep that offset.
+//! - Environment: the process's, or the variables given to
+//!   [`BedrockProvider::with_env`].
 //! - Region: the `region` provider option, else `AWS_REGION`, else `AWS_DEFAULT_REGION`,
 //!   else the region of a standard `bedrock-runtime.<region>.amazonaws.com` base URL, else
 //!   the selected profile's `region` (`profile` option or `AWS_PROFILE`), else `us-east-1`.
@@ -48,9 +57,11 @@
 //!   for one lookup. The lookup runs inside the request's
 //!   connect step: it is bounded by [`DEFAULT_LOOKUP_TIMEOUT`]
 //!   ([`BedrockProvider::with_profile_lookup_timeout`]) and by the request's first-byte
-//!   timeout, and cancelling the request cancels it. A failed lookup is logged (`tracing`),
-//!   not cached, and the request goes on with the name heuristic (no cache points for an
-//!   opaque name); the next request asks again. As in OpenClaw, the same answer drops
+//!   timeout, and cancelling the request cancels it. A failed lookup is logged (`tracing`)
+//!   and the request goes on with the name heuristic (no cache points for an opaque name);
+//!   that ARN is not asked again before [`DEFAULT_LOOKUP_BACKOFF`] has passed
+//!   ([`BedrockProvider::with_profile_lookup_backoff`], doubled per further failure), and at
+//!   most [`MAX_PROFILES`] ARNs are remembered. As in OpenClaw, the same answer drops
 //!   `temperature` when any routed model rejects it (Opus 4.7/4.8, Fable 5, Mythos
 //!   Preview).
 //! - `serviceTier` (`flex`, `priority`, `default`, `reserved`, any case) is sent as
@@ -79,25 +90,33 @@
 //!   like an HTTP error (spec decision 7); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
 
+mod attempt;
 pub mod auth;
 mod convert;
+#[cfg(feature = "aws-config")]
+mod credentials;
+mod environment;
 mod error;
 pub mod eventstream;
 mod profile;
 mod stream;
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use llm_core::{
-    AssistantStream, Capabilities, Capability, Context, Error, Model, ModelInfo, Provider,
-    ProviderInfo, StreamOptions,
+    AssistantStream, Capabilities, Capability, Context, Model, ModelInfo, Provider, ProviderInfo,
+    StreamOptions,
 };
-use llm_http::{ErrorResponse, HttpRequest, HttpTransport, TransportConfig};
+use llm_http::{HttpTransport, TransportConfig};
 
 pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
+#[cfg(feature = "aws-config")]
+pub use credentials::DEFAULT_CREDENTIALS_TIMEOUT;
 pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
-pub use profile::DEFAULT_LOOKUP_TIMEOUT;
+pub use profile::{DEFAULT_LOOKUP_BACKOFF, DEFAULT_LOOKUP_TIMEOUT, MAX_PROFILES};
 pub use stream::Decoder;
 
 /// The API id this crate serves.
@@ -147,12 +166,17 @@ pub const INFO: ProviderInfo = ProviderInfo {
 
 /// The Amazon Bedrock `ConverseStream` provider.
 ///
-/// Cheap to clone; clones share the HTTP clients and what `GetInferenceProfile` said about
-/// application inference profiles.
+/// Cheap to clone; clones share the HTTP clients, what `GetInferenceProfile` said about
+/// application inference profiles and the clock offset learned from a signature rejected
+/// for its time.
 #[derive(Debug, Clone, Default)]
 pub struct BedrockProvider {
     http: HttpTransport,
     profiles: profile::ProfileCache,
+    env: environment::Environment,
+    clock: attempt::Clock,
+    #[cfg(feature = "aws-config")]
+    credentials: credentials::CredentialCache,
 }
 
 impl BedrockProvider {
@@ -167,6 +191,21 @@ impl BedrockProvider {
         BedrockProvider { http: HttpTransport::with_client(http), ..Self::default() }
     }
 
+    /// This provider reading every environment variable (keys, region, profile, flags,
+    /// shared-file paths) from `vars` instead of the process environment: for several
+    /// differently configured providers in one process, and for tests that must not change
+    /// the process environment.
+    #[must_use]
+    pub fn with_env<K: Into<String>, V: Into<String>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let vars: HashMap<String, String> =
+            vars.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        self.env = environment::Environment::Vars(Arc::new(vars));
+        self
+    }
+
     /// This provider with `timeout` as the bound on one `GetInferenceProfile` lookup
     /// (default [`DEFAULT_LOOKUP_TIMEOUT`]); when it passes, the request goes on with the
     /// name heuristic.
@@ -175,11 +214,24 @@ impl BedrockProvider {
         self.profiles.timeout = timeout;
         self
     }
-}
 
-/// The process environment.
-fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    /// This provider with `timeout` as the bound on one resolution of AWS's default
+    /// credential chain (default [`DEFAULT_CREDENTIALS_TIMEOUT`]).
+    #[cfg(feature = "aws-config")]
+    #[must_use]
+    pub fn with_credentials_timeout(mut self, timeout: Duration) -> Self {
+        self.credentials.timeout = timeout;
+        self
+    }
+
+    /// This provider with `backoff` as the wait after a failed `GetInferenceProfile` lookup
+    /// before that profile is asked again (default [`DEFAULT_LOOKUP_BACKOFF`]; doubled per
+    /// further failure, up to sixteen times); requests meanwhile use the name heuristic.
+    #[must_use]
+    pub fn with_profile_lookup_backoff(mut self, backoff: Duration) -> Self {
+        self.profiles.backoff = backoff;
+        self
+    }
 }
 
 /// The environment variable that makes requests use HTTP/1.1 only (spec A.2).
@@ -191,38 +243,16 @@ fn force_http1(env: &dyn Fn(&str) -> Option<String>) -> bool {
 }
 
 /// The request as sent: converted, serialized and authenticated (a bearer key, or signed
-/// with SigV4 for the endpoint's region).
+/// now with SigV4 for the endpoint's region).
 #[cfg(test)]
 fn prepare(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<HttpRequest, Error> {
-    prepare_with(model, context, options, env, None)
-}
-
-/// [`prepare`] with what `GetInferenceProfile` said about the model's profile, when known.
-fn prepare_with(
-    model: &Model,
-    context: &Context,
-    options: &StreamOptions,
-    env: &dyn Fn(&str) -> Option<String>,
-    profile: Option<profile::ProfileTraits>,
-) -> Result<HttpRequest, Error> {
-    // A profile's own region is read from the shared config only when a profile is selected.
-    let profile_region =
-        auth::selected_profile(options, env).map(|_| auth::resolve_region(options, env));
-    let request =
-        convert::build_request_with(model, context, options, env, profile_region, profile)?;
-    let mut auth = auth::resolve_auth(options, env)?;
-    if let Auth::SigV4 { region, .. } = &mut auth {
-        // A pinned standard endpoint signs for its own region (spec A.2).
-        region.clone_from(&request.region);
-    }
-    let mut http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body)?;
-    auth::apply(&auth, &mut http, SystemTime::now())?;
-    Ok(http)
+) -> Result<llm_http::HttpRequest, llm_core::Error> {
+    let unsigned = attempt::build(model, context, options, env, None)?;
+    attempt::sign(&unsigned, auth::resolve_auth(options, env)?, std::time::SystemTime::now())
 }
 
 impl Provider for BedrockProvider {
@@ -235,120 +265,48 @@ impl Provider for BedrockProvider {
     }
 
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let transport =
-            if force_http1(&process_env) { self.http.http1_only() } else { self.http.clone() };
-        let profile = match profile::lookup_target(model, options, &process_env) {
-            None => None,
-            Some(arn) => match self.profiles.get(arn) {
-                Some(known) => Some(known),
-                None => return self.stream_after_lookup(&transport, model, context, options),
-            },
-        };
-        let http = prepare_with(model, context, options, &process_env, profile);
-        let for_decoder = model.clone();
-        transport.stream(
-            model,
-            options,
-            PROVIDER,
-            http,
-            error::http_error,
-            AwsEventStreamFraming::with_limit,
-            move || Decoder::for_model(&for_decoder),
-        )
-    }
-}
-
-impl BedrockProvider {
-    /// The request of an application-profile model whose caching is not known yet: the
-    /// first attempt asks `GetInferenceProfile` (bounded by the lookup timeout, and inside
-    /// the driver's connect step, so cancelling the request or its first-byte timeout stops
-    /// it), builds and signs the request with the answer (or the heuristic when the lookup
-    /// failed), and later attempts resend that request. Only a successful answer is cached.
-    fn stream_after_lookup(
-        &self,
-        transport: &HttpTransport,
-        model: &Model,
-        context: &Context,
-        options: &StreamOptions,
-    ) -> AssistantStream {
+        let env = |name: &str| self.env.get(name);
+        let transport = if force_http1(&env) { self.http.http1_only() } else { self.http.clone() };
         let client = match transport.client(TransportConfig::from_options(options), PROVIDER) {
             Ok(client) => client,
             Err(error) => return AssistantStream::from_error(model, error),
         };
-        let lookup = Arc::new(profile::lookup_request(model, options, &process_env));
-        let inputs = Arc::new((model.clone(), context.clone(), options.clone()));
-        let profiles = self.profiles.clone();
-        let prepared: Arc<Mutex<Option<Arc<HttpRequest>>>> = Arc::default();
-        let map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
-            Arc::new(error::http_error);
-        let name: Arc<str> = PROVIDER.into();
-        let connect = move |_attempt: u32| {
-            let (client, lookup, inputs, profiles, prepared, map_error, name) = (
-                client.clone(),
-                Arc::clone(&lookup),
-                Arc::clone(&inputs),
-                profiles.clone(),
-                Arc::clone(&prepared),
-                Arc::clone(&map_error),
-                Arc::clone(&name),
-            );
-            async move {
-                let ready = prepared.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                let request = match ready {
-                    Some(request) => request,
-                    None => {
-                        let (model, context, options) = &*inputs;
-                        let profile = ask_profile(&client, &lookup, &profiles, &model.id).await;
-                        let request =
-                            Arc::new(prepare_with(model, context, options, &process_env, profile)?);
-                        *prepared.lock().unwrap_or_else(PoisonError::into_inner) =
-                            Some(Arc::clone(&request));
-                        request
-                    }
-                };
-                llm_http::send(client, request, name, map_error).await
-            }
+        // An application profile whose caching is not known yet is looked up on the first
+        // attempt (inside the driver's connect step: cancelling the request or its
+        // first-byte timeout stops the lookup), and the request is converted after it.
+        let target = profile::lookup_target(model, options, &env);
+        let known = target.and_then(|arn| self.profiles.get(arn));
+        let lookup = target.filter(|_| known.is_none()).map(str::to_owned);
+        let unsigned = match lookup {
+            Some(_) => None,
+            None => match attempt::build(model, context, options, &env, known) {
+                Ok(unsigned) => Some(Arc::new(unsigned)),
+                Err(error) => return AssistantStream::from_error(model, error),
+            },
         };
+        let attempts = Arc::new(attempt::Attempts {
+            client,
+            model: model.clone(),
+            context: context.clone(),
+            options: options.clone(),
+            env: self.env.clone(),
+            profiles: self.profiles.clone(),
+            clock: self.clock.clone(),
+            lookup,
+            unsigned: Mutex::new(unsigned),
+            skew_corrected: AtomicBool::new(false),
+            #[cfg(feature = "aws-config")]
+            credentials: self.credentials.clone(),
+        });
         let for_decoder = model.clone();
         llm_core::drive::drive(
             model,
             options,
             PROVIDER,
-            connect,
+            move |_attempt| Arc::clone(&attempts).attempt(),
             AwsEventStreamFraming::with_limit,
             move || Decoder::for_model(&for_decoder),
         )
-    }
-}
-
-/// What `GetInferenceProfile` says about `arn` (cached on success; a concurrent request for
-/// the same ARN waits for this lookup instead of sending its own), `None` when the lookup
-/// failed (logged; the heuristic decides and the next request asks again).
-async fn ask_profile(
-    client: &reqwest::Client,
-    lookup: &Result<HttpRequest, Error>,
-    profiles: &profile::ProfileCache,
-    arn: &str,
-) -> Option<profile::ProfileTraits> {
-    let cell = profiles.cell(arn);
-    let answer = cell
-        .get_or_try_init(|| async {
-            match lookup {
-                Ok(request) => profile::lookup(client.clone(), request, profiles.timeout).await,
-                Err(error) => Err(error.clone()),
-            }
-        })
-        .await;
-    match answer {
-        Ok(traits) => Some(*traits),
-        Err(error) => {
-            tracing::warn!(
-                provider = PROVIDER,
-                error = %error.message,
-                "GetInferenceProfile failed; deciding cache points from the profile name"
-            );
-            None
-        }
     }
 }
 

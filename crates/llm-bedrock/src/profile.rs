@@ -5,13 +5,16 @@
 //! cannot tell whether cache points are allowed. For such an opaque id, when cache points
 //! are wanted, the control plane's `GetInferenceProfile` is asked once: cache points go in
 //! only if every routed `modelArn` names a model that caches. A successful answer is kept
-//! per ARN for the provider's lifetime (shared by its clones); a failed one is not, so the
-//! next request asks again, and this request falls back to the heuristic.
+//! per ARN (shared by the provider's clones). A failed one makes that ARN wait before it is
+//! asked again ([`DEFAULT_LOOKUP_BACKOFF`], doubling per failure up to sixteen times that),
+//! and requests meanwhile use the heuristic without asking: a control plane that is down
+//! or denies the call is not asked once per request. At most [`MAX_PROFILES`] ARNs are
+//! remembered; the least recently used is forgotten first.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use llm_core::{CacheRetention, Error, ErrorKind, Model, StreamOptions};
 use llm_http::HttpRequest;
@@ -24,6 +27,13 @@ use crate::convert::{self, BedrockOptions, ClaudeTraits, Env};
 
 /// How long a `GetInferenceProfile` call may take before the request goes on without it.
 pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an ARN whose lookup failed waits before it is asked again (doubled per
+/// further failure, up to sixteen times this).
+pub const DEFAULT_LOOKUP_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How many application inference profiles a provider remembers.
+pub const MAX_PROFILES: usize = 256;
 
 /// The largest profile description read; a profile is a few hundred bytes.
 const MAX_PROFILE_BYTES: usize = 1 << 20;
@@ -39,45 +49,133 @@ pub(crate) struct ProfileTraits {
     pub(crate) rejects_temperature: bool,
 }
 
-/// What `GetInferenceProfile` said per profile ARN.
+/// What `GetInferenceProfile` said per profile ARN, and which ARNs wait after a failure.
 ///
 /// One cell per ARN: concurrent first requests wait for one lookup; a failed (or cancelled)
-/// lookup leaves the cell empty, so the next request looks up again.
+/// lookup leaves the cell empty.
 #[derive(Clone)]
 pub(crate) struct ProfileCache {
-    known: Arc<Mutex<HashMap<String, Arc<OnceCell<ProfileTraits>>>>>,
+    known: Arc<Mutex<Known>>,
     /// The bound on one lookup.
     pub(crate) timeout: Duration,
+    /// The wait after a first failure.
+    pub(crate) backoff: Duration,
+    /// How many ARNs are remembered.
+    pub(crate) capacity: usize,
+}
+
+#[derive(Default)]
+struct Known {
+    entries: HashMap<String, Entry>,
+    /// Increases on every use: the entry with the smallest `used` is the least recent.
+    clock: u64,
+}
+
+struct Entry {
+    cell: Arc<OnceCell<ProfileTraits>>,
+    /// Failed lookups since the last success.
+    failures: u32,
+    /// No lookup before this, after a failure.
+    retry_at: Option<Instant>,
+    used: u64,
+}
+
+impl Known {
+    /// The entry of `arn`, created (forgetting the least recently used entry when `capacity`
+    /// is reached) if absent, and marked used.
+    fn entry(&mut self, arn: &str, capacity: usize) -> &mut Entry {
+        self.clock += 1;
+        let used = self.clock;
+        if !self.entries.contains_key(arn) && self.entries.len() >= capacity.max(1) {
+            let oldest = self.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.entries.remove(&oldest);
+            }
+        }
+        let entry = self.entries.entry(arn.to_owned()).or_insert_with(|| Entry {
+            cell: Arc::default(),
+            failures: 0,
+            retry_at: None,
+            used,
+        });
+        entry.used = used;
+        entry
+    }
 }
 
 impl Default for ProfileCache {
     fn default() -> Self {
-        ProfileCache { known: Arc::default(), timeout: DEFAULT_LOOKUP_TIMEOUT }
+        ProfileCache {
+            known: Arc::default(),
+            timeout: DEFAULT_LOOKUP_TIMEOUT,
+            backoff: DEFAULT_LOOKUP_BACKOFF,
+            capacity: MAX_PROFILES,
+        }
     }
 }
 
 impl fmt::Debug for ProfileCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        let known = known.values().filter(|cell| cell.initialized()).count();
+        let known = self.lock();
+        let answers = known.entries.values().filter(|e| e.cell.initialized()).count();
+        let waiting = known.entries.values().filter(|e| e.retry_at.is_some()).count();
         f.debug_struct("ProfileCache")
-            .field("known_profiles", &known)
+            .field("known_profiles", &answers)
+            .field("failed_profiles", &waiting)
             .field("timeout", &self.timeout)
+            .field("backoff", &self.backoff)
             .finish()
     }
 }
 
 impl ProfileCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The cached answer for `arn`.
     pub(crate) fn get(&self, arn: &str) -> Option<ProfileTraits> {
-        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        known.get(arn).and_then(|cell| cell.get().copied())
+        let mut known = self.lock();
+        if !known.entries.contains_key(arn) {
+            return None;
+        }
+        known.entry(arn, self.capacity).cell.get().copied()
     }
 
     /// The cell holding `arn`'s answer once a lookup succeeds.
     pub(crate) fn cell(&self, arn: &str) -> Arc<OnceCell<ProfileTraits>> {
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(known.entry(arn.to_owned()).or_default())
+        Arc::clone(&self.lock().entry(arn, self.capacity).cell)
+    }
+
+    /// Whether `arn` failed lately and waits before it is asked again.
+    pub(crate) fn waiting(&self, arn: &str) -> bool {
+        let known = self.lock();
+        known.entries.get(arn).and_then(|e| e.retry_at).is_some_and(|at| Instant::now() < at)
+    }
+
+    /// Records a failed lookup of `arn`: it waits [`ProfileCache::backoff`], doubled for
+    /// each failure before this one since the last success, at most sixteen times.
+    pub(crate) fn failed(&self, arn: &str) {
+        let backoff = self.backoff;
+        let mut known = self.lock();
+        let entry = known.entry(arn, self.capacity);
+        entry.failures = entry.failures.saturating_add(1);
+        let factor = 1u32 << entry.failures.saturating_sub(1).min(4);
+        entry.retry_at = Instant::now().checked_add(backoff.saturating_mul(factor));
+    }
+
+    /// Records a successful lookup of `arn` (its answer is in its cell).
+    pub(crate) fn succeeded(&self, arn: &str) {
+        let mut known = self.lock();
+        let entry = known.entry(arn, self.capacity);
+        entry.failures = 0;
+        entry.retry_at = None;
+    }
+
+    /// How many ARNs are remembered.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().entries.len()
     }
 }
 
@@ -112,14 +210,15 @@ pub(crate) fn lookup_target<'m>(
     (!decided).then_some(model.id.as_str())
 }
 
-/// The signed `GET /inference-profiles/<arn>` for `model` (whose id [`lookup_target`]
-/// returned). It goes to the `controlPlaneUrl` option, else the control plane of the ARN's
-/// region (else the request's region), signed for that region like the runtime request.
-pub(crate) fn lookup_request(
+/// The `GET /inference-profiles/<arn>` for `model` (whose id [`lookup_target`] returned),
+/// not signed yet, and the region to sign it for. It goes to the `controlPlaneUrl` option,
+/// else the control plane of the ARN's region (else the request's region), signed for that
+/// region like the runtime request.
+pub(crate) fn unsigned_lookup_request(
     model: &Model,
     options: &StreamOptions,
     env: Env<'_>,
-) -> Result<HttpRequest, Error> {
+) -> Result<(HttpRequest, String), Error> {
     let extra = BedrockOptions::from_options(options)?;
     let region = match app_profile_region(&model.id).filter(|r| !r.is_empty()) {
         Some(region) => region.to_owned(),
@@ -134,17 +233,39 @@ pub(crate) fn lookup_request(
         _ => convert::control_plane_endpoint(&region, convert::uses_fips(env)),
     };
     let url = format!("{base}{}", convert::inference_profile_path(&model.id));
-    let mut auth = auth::resolve_auth(options, env)?;
-    if let Auth::SigV4 { region: signing, .. } = &mut auth {
-        signing.clone_from(&region);
-    }
-    let mut request = HttpRequest {
+    let request = HttpRequest {
         url,
         headers: vec![("accept".to_owned(), "application/json".to_owned())],
         body: bytes::Bytes::new(),
     };
-    auth::apply_for_method(&auth, "GET", &mut request, SystemTime::now())?;
+    Ok((request, region))
+}
+
+/// Signs a lookup request from [`unsigned_lookup_request`] with `auth` (SigV4 for
+/// `region`) at `now`.
+pub(crate) fn sign_lookup_request(
+    mut request: HttpRequest,
+    region: &str,
+    mut auth: Auth,
+    now: SystemTime,
+) -> Result<HttpRequest, Error> {
+    if let Auth::SigV4 { region: signing, .. } = &mut auth {
+        region.clone_into(signing);
+    }
+    auth::apply_for_method(&auth, "GET", &mut request, now)?;
     Ok(request)
+}
+
+/// The signed `GET /inference-profiles/<arn>` for `model`, signed now with the options'
+/// and environment's authentication.
+#[cfg(test)]
+pub(crate) fn lookup_request(
+    model: &Model,
+    options: &StreamOptions,
+    env: Env<'_>,
+) -> Result<HttpRequest, Error> {
+    let (request, region) = unsigned_lookup_request(model, options, env)?;
+    sign_lookup_request(request, &region, auth::resolve_auth(options, env)?, SystemTime::now())
 }
 
 /// Sends `request` (from [`lookup_request`]) within `timeout` and says what the models the

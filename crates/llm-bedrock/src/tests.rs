@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use llm_core::{ApiKey, Message};
+use llm_http::HttpRequest;
 
 use super::*;
 

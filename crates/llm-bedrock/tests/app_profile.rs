@@ -194,11 +194,12 @@ async fn concurrent_first_requests_share_one_lookup() {
 }
 
 /// D.1 #30, third case: a failing lookup leaves the heuristic in charge (an opaque name:
-/// no cache points) and is not cached, so the next request asks again.
+/// no cache points); that ARN is not asked again until the backoff passed, then it is.
 #[tokio::test]
-async fn a_failed_lookup_falls_back_to_the_heuristic_and_is_retried_next_request() {
+async fn a_failed_lookup_falls_back_to_the_heuristic_and_waits_before_asking_again() {
     let server = start(vec![
         server_error(),
+        converse_ok(),
         converse_ok(),
         profile(&[SONNET_4_5]),
         converse_ok(),
@@ -206,19 +207,38 @@ async fn a_failed_lookup_falls_back_to_the_heuristic_and_is_retried_next_request
     ])
     .await;
     let base = format!("http://{}", server.addr);
+    let backoff = Duration::from_millis(300);
+    let provider = BedrockProvider::new().with_profile_lookup_backoff(backoff);
+    let model = model(OPAQUE_ARN, base.clone());
+    ask(&provider, &model, &options(base.clone())).await;
+    ask(&provider.clone(), &model, &options(base.clone())).await;
+    tokio::time::sleep(backoff + Duration::from_millis(100)).await;
+    ask(&provider, &model, &options(base.clone())).await;
+    ask(&provider, &model, &options(base.clone())).await;
+    let recorded = server.recorded();
+    let methods: Vec<&str> = recorded.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["GET", "POST", "POST", "GET", "POST", "POST"]);
+    assert_lookup(&recorded[0]);
+    assert_eq!(cache_points(&recorded[1]), (None, None), "the heuristic, after the failure");
+    assert_eq!(cache_points(&recorded[2]), (None, None), "not asked again while waiting");
+    assert_lookup(&recorded[3]);
+    assert_eq!(cache_points(&recorded[4]), (no_ttl(), no_ttl()));
+    assert_eq!(cache_points(&recorded[5]), (no_ttl(), no_ttl()), "the cached answer");
+}
+
+/// With the default backoff, a control plane that keeps failing is asked once, not once
+/// per request.
+#[tokio::test]
+async fn a_failing_control_plane_is_not_asked_on_every_request() {
+    let server = start(vec![server_error(), converse_ok(), converse_ok(), converse_ok()]).await;
+    let base = format!("http://{}", server.addr);
     let provider = BedrockProvider::new();
     let model = model(OPAQUE_ARN, base.clone());
     for _ in 0..3 {
         ask(&provider, &model, &options(base.clone())).await;
     }
-    let recorded = server.recorded();
-    let methods: Vec<&str> = recorded.iter().map(|r| r.method.as_str()).collect();
-    assert_eq!(methods, ["GET", "POST", "GET", "POST", "POST"]);
-    assert_lookup(&recorded[0]);
-    assert_eq!(cache_points(&recorded[1]), (None, None), "the heuristic, after the failure");
-    assert_lookup(&recorded[2]);
-    assert_eq!(cache_points(&recorded[3]), (no_ttl(), no_ttl()));
-    assert_eq!(cache_points(&recorded[4]), (no_ttl(), no_ttl()), "the cached answer");
+    let methods: Vec<String> = server.recorded().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(methods, ["GET", "POST", "POST", "POST"]);
 }
 
 /// No lookup when cache retention is `none`: there is nothing to decide.

@@ -167,3 +167,44 @@ fn the_cache_keeps_answers_per_arn_and_is_shared_by_clones() {
     assert_eq!(cache.get("other"), None);
     assert!(format!("{cache:?}").contains("known_profiles: 1"));
 }
+
+#[test]
+fn a_failed_arn_waits_longer_after_each_failure_and_not_after_a_success() {
+    let cache = ProfileCache { backoff: Duration::from_millis(200), ..ProfileCache::default() };
+    assert!(!cache.waiting(OPAQUE));
+    cache.failed(OPAQUE);
+    assert!(cache.waiting(OPAQUE));
+    assert!(!cache.waiting("other"), "per ARN");
+    assert!(format!("{cache:?}").contains("failed_profiles: 1"));
+    std::thread::sleep(Duration::from_millis(250));
+    assert!(!cache.waiting(OPAQUE), "the backoff passed");
+    cache.failed(OPAQUE);
+    std::thread::sleep(Duration::from_millis(250));
+    assert!(cache.waiting(OPAQUE), "the second failure waits twice as long");
+    std::thread::sleep(Duration::from_millis(250));
+    assert!(!cache.waiting(OPAQUE));
+    cache.succeeded(OPAQUE);
+    cache.failed(OPAQUE);
+    std::thread::sleep(Duration::from_millis(250));
+    assert!(!cache.waiting(OPAQUE), "a success resets the doubling");
+}
+
+#[test]
+fn the_cache_forgets_the_least_recently_used_arn_beyond_its_capacity() {
+    let cache = ProfileCache { capacity: 3, ..ProfileCache::default() };
+    let traits = ProfileTraits { caching: true, rejects_temperature: false };
+    for arn in ["a", "b", "c"] {
+        cache.cell(arn).set(traits).unwrap();
+    }
+    assert_eq!(cache.get("a"), Some(traits), "`a` is now the most recently used");
+    cache.failed("d");
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.get("b"), None, "`b` was the least recently used");
+    assert_eq!((cache.get("a"), cache.get("c")), (Some(traits), Some(traits)));
+    assert!(cache.waiting("d"));
+    for i in 0..1000 {
+        cache.failed(&format!("arn-{i}"));
+    }
+    assert_eq!(cache.len(), 3, "bounded whatever the number of ARNs");
+    assert_eq!(ProfileCache::default().capacity, MAX_PROFILES);
+}
