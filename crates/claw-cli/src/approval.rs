@@ -26,15 +26,24 @@ pub(crate) struct Approvals {
     pub(crate) interactive: bool,
     /// The offered MCP tools and whether each needs approval (set at every plan).
     mcp: std::sync::Mutex<BTreeMap<String, bool>>,
+    /// What a built-in tool acts on, shown in its question (`append_note`: the file).
+    targets: BTreeMap<String, String>,
 }
 
 impl Approvals {
-    pub(crate) fn new(all: bool, allowed: &[String], interactive: bool) -> Arc<Approvals> {
+    /// `targets`: tool name -> what it acts on, named in the question.
+    pub(crate) fn new(
+        all: bool,
+        allowed: &[String],
+        interactive: bool,
+        targets: BTreeMap<String, String>,
+    ) -> Arc<Approvals> {
         Arc::new(Approvals {
             all,
             allowed: Mutex::new(allowed.iter().cloned().collect()),
             interactive,
             mcp: std::sync::Mutex::new(BTreeMap::new()),
+            targets,
         })
     }
 
@@ -77,8 +86,12 @@ impl Approvals {
             )));
         }
         let shown = sanitize::terminal(tool);
+        let target = match self.targets.get(tool) {
+            Some(t) => format!(" → {}", sanitize::terminal(t)),
+            None => String::new(),
+        };
         let question = format!(
-            "claw: allow {shown} {}? [y]es / [n]o / [a]lways for {shown}: ",
+            "claw: allow {shown} {}{target}? [y]es / [n]o / [a]lways for {shown}: ",
             sanitize::terminal(&args.to_string())
         );
         let answer = tokio::task::spawn_blocking(move || {
@@ -97,6 +110,36 @@ impl Approvals {
             }
             _ => BeforeToolCall::Block(Some(format!("the user declined `{tool}`"))),
         }
+    }
+}
+
+/// A person's answer to a question on the terminal.
+pub(crate) enum Answer {
+    /// The line typed.
+    Line(String),
+    /// Ctrl-C.
+    Interrupted,
+    /// No terminal, or it closed (Ctrl-D).
+    Closed,
+}
+
+/// Asks `question` on the controlling terminal (even when stdin or stdout is
+/// redirected) with line editing; Ctrl-C answers at once instead of waiting
+/// for Enter, as the terminal is in raw mode while asking.
+pub(crate) async fn ask(question: String) -> Answer {
+    let asked = tokio::task::spawn_blocking(move || {
+        let config = rustyline::Config::builder()
+            .behavior(rustyline::config::Behavior::PreferTerm)
+            .auto_add_history(false)
+            .build();
+        let mut editor = rustyline::DefaultEditor::with_config(config)?;
+        editor.readline(&question)
+    })
+    .await;
+    match asked {
+        Ok(Ok(line)) => Answer::Line(line),
+        Ok(Err(rustyline::error::ReadlineError::Interrupted)) => Answer::Interrupted,
+        _ => Answer::Closed,
     }
 }
 

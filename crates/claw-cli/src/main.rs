@@ -41,6 +41,8 @@ mod exit {
     pub(crate) const USAGE: u8 = 2;
     pub(crate) const CONFIG_ERROR: u8 = 3;
     pub(crate) const INTERRUPTED: u8 = 130;
+    pub(crate) const HUNG_UP: u8 = 129;
+    pub(crate) const TERMINATED: u8 = 143;
 }
 
 /// The most stdin input read as part of the prompt.
@@ -67,7 +69,9 @@ Exit codes:
   1    the provider failed (HTTP error, overloaded, bad stream, ...)
   2    invalid arguments, a prompt without an API key, or an MCP server that does not start
   3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
+  129  the terminal closed (SIGHUP); the transcript is still saved
   130  interrupted with Ctrl-C (the transcript is still saved)
+  143  stopped by SIGTERM (`kill`, `timeout`); the transcript is still saved
 
 Logging: -v (info), -vv (debug) or RUST_LOG=<filter> print requests, retries and timings to stderr.";
 
@@ -138,6 +142,11 @@ struct Args {
     /// provider and model unless flags say otherwise.
     #[arg(long, value_name = "FILE|ID", conflicts_with = "continue_last")]
     resume: Option<PathBuf>,
+
+    /// Use the base URL stored in a --resume file from outside claw's sessions
+    /// directory without asking (the key and the conversation are sent there).
+    #[arg(long)]
+    trust_base_url: bool,
 
     /// Continue the most recent session.
     #[arg(short = 'c', long = "continue")]
@@ -305,10 +314,22 @@ fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
 }
 
 async fn run(args: Args) -> u8 {
-    let interrupts = Interrupts::listen();
+    let mut interrupts = Interrupts::listen();
     let config = match config::load(args.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
+    // The notes file stays in the workspace, whoever names it.
+    let notes = match (&args.notes, &config.notes) {
+        (Some(flag), _) => match workspace::notes_path(flag) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::USAGE, format_args!("--notes: {e}")),
+        },
+        (None, Some(configured)) => match workspace::notes_path(configured) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::CONFIG_ERROR, format_args!("config `notes`: {e}")),
+        },
+        (None, None) => PathBuf::from("claw-notes.md"),
     };
     let color = !args.json
         && !args.no_color
@@ -331,6 +352,12 @@ async fn run(args: Args) -> u8 {
     };
     let replay =
         args.replay.is_some() || (args.prompt.is_empty() && resumed.is_none() && !args.chat);
+    if !replay
+        && let Some((path, saved)) = &resumed
+        && let Err((code, e)) = confirm_stored_endpoint(&args, path, saved, &mut interrupts).await
+    {
+        return fail(code, e);
+    }
     if replay && !args.prompt.is_empty() {
         warn("--replay replays the recorded prompts; the prompt given is not sent");
     }
@@ -353,6 +380,8 @@ async fn run(args: Args) -> u8 {
         }
     };
     let mut save_to: Vec<sessions::AtomicFile> = Vec::new();
+    // Held until the run ends: no second `claw -c` writes the same session.
+    let mut session_lock = None;
     if let Some(path) = &args.save {
         match sessions::AtomicFile::prepare(path) {
             Ok(f) => save_to.push(f),
@@ -362,7 +391,20 @@ async fn run(args: Args) -> u8 {
     if !replay {
         // Live runs are kept as sessions (`claw sessions`, `--continue`).
         let target = match &resumed {
-            Some((path, _)) if args.continue_last => Ok(path.clone()),
+            Some((path, _)) if args.continue_last => match sessions::lock(path) {
+                Ok(Some(lock)) => {
+                    session_lock = Some(lock);
+                    Ok(path.clone())
+                }
+                Ok(None) => {
+                    warn(format_args!(
+                        "the session {} is in use by another claw; this conversation continues in a new session",
+                        path.display()
+                    ));
+                    sessions::new_path()
+                }
+                Err(e) => Err(e),
+            },
             _ => sessions::new_path(),
         };
         match target.and_then(|p| sessions::AtomicFile::prepare(&p)) {
@@ -389,13 +431,11 @@ async fn run(args: Args) -> u8 {
         Ok(w) => Arc::new(w),
         Err(e) => return fail(exit::CONFIG_ERROR, e),
     };
-    let notes = workspace.root().join(
-        args.notes
-            .clone()
-            .or_else(|| config.notes.clone())
-            .unwrap_or_else(|| "claw-notes.md".into()),
-    );
-    let env = tools::ToolEnv { workspace, notes, secrets: Arc::new(models::secrets_in_env()) };
+    // Values given to MCP servers in the config are secrets as much as the API keys:
+    // a server that echoes one must not put it in front of the model.
+    let mut secrets = models::secrets_in_env();
+    secrets.extend(config.mcp.servers.values().flat_map(|s| s.env.values().cloned()));
+    let env = tools::ToolEnv { workspace, notes, secrets: Arc::new(secrets) };
     let mut toolbox = match plan::Toolbox::new(args.tools.as_deref(), &env) {
         Ok(t) => t,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
@@ -423,6 +463,7 @@ async fn run(args: Args) -> u8 {
     )
     .await;
     toolbox.shutdown().await;
+    drop(session_lock);
     code
 }
 
@@ -441,7 +482,6 @@ async fn run_with_tools(
     color: bool,
     replay: bool,
 ) -> u8 {
-    let mut save_to = save_to;
     let planned = match toolbox.plan() {
         Ok(p) => p,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
@@ -467,7 +507,11 @@ async fn run_with_tools(
         && std::io::stderr().is_terminal();
     // In chat mode stdin belongs to the line editor; approvals are asked there only on a terminal.
     let can_ask = can_ask || (args.chat && std::io::stdin().is_terminal());
-    let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask);
+    let targets = std::collections::BTreeMap::from([(
+        "append_note".to_owned(),
+        format!("appends to {}", toolbox.notes_target().display()),
+    )]);
+    let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask, targets);
     approvals.set_mcp_tools(planned.mcp_approval);
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
     agent_config.options = options;
@@ -496,15 +540,15 @@ async fn run_with_tools(
     } else {
         agent.run(context, prompts)
     };
-    let (outcome, interrupted) = drive(run, &mut interrupts, &model, view, true).await;
+    let (outcome, stopped) = drive(run, &mut interrupts, &model, view, true).await;
     let Some(outcome) = outcome else {
         return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
     };
-    if let Err(e) = save(&mut save_to, &session, &outcome.context) {
+    if let Err(e) = save(&save_to, &session, &outcome.context) {
         return fail(exit::CONFIG_ERROR, e);
     }
     let _ = std::io::stdout().flush();
-    exit_code(&outcome, interrupted, &model)
+    exit_code(&outcome, stopped, &model)
 }
 
 /// How events are shown.
@@ -522,9 +566,9 @@ struct SessionInfo {
     base_url: Option<String>,
 }
 
-/// Writes the transcript to every target, atomically, and prepares them for the next write.
+/// Writes the transcript to every target, atomically.
 fn save(
-    targets: &mut Vec<sessions::AtomicFile>,
+    targets: &[sessions::AtomicFile],
     session: &SessionInfo,
     context: &AgentContext,
 ) -> Result<(), String> {
@@ -535,18 +579,18 @@ fn save(
         system_prompt: context.system_prompt.clone(),
         messages: context.messages.clone(),
     };
-    for target in std::mem::take(targets) {
-        let path = target.path().to_path_buf();
-        target.commit(&transcript).map_err(|e| format!("cannot save {}: {e}", path.display()))?;
-        targets.push(sessions::AtomicFile::prepare(&path)?);
+    for target in targets {
+        target
+            .commit(&transcript)
+            .map_err(|e| format!("cannot save {}: {e}", target.path().display()))?;
     }
     Ok(())
 }
 
 /// The process exit code for a finished run.
-fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Model) -> u8 {
+fn exit_code(outcome: &agent_core::AgentOutcome, stopped: Option<Stop>, model: &Model) -> u8 {
     match outcome.reason {
-        _ if interrupted => exit::INTERRUPTED,
+        _ if stopped.is_some() => stopped.map_or(exit::INTERRUPTED, Stop::code),
         EndReason::Error => {
             let message = outcome.messages.iter().rev().find_map(|m| match m {
                 Message::Assistant(a) => a.error_message.clone(),
@@ -574,20 +618,49 @@ fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Mode
     }
 }
 
-/// Ctrl-C, listened for from the start of the run: a listener only sees the
-/// signals that arrive after it is registered, and before that SIGINT kills.
+/// Why a run is being stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Ctrl-C (SIGINT).
+    Interrupt,
+    /// SIGTERM (`kill`, `timeout`).
+    Terminate,
+    /// SIGHUP (the terminal closed).
+    HangUp,
+}
+
+impl Stop {
+    /// The exit code: 128 + the signal number, as a shell reports it.
+    fn code(self) -> u8 {
+        match self {
+            Stop::Interrupt => exit::INTERRUPTED,
+            Stop::Terminate => exit::TERMINATED,
+            Stop::HangUp => exit::HUNG_UP,
+        }
+    }
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP, listened for from the start of the run: a
+/// listener only sees the signals that arrive after it is registered, and
+/// before that each of them kills the process without saving.
 struct Interrupts {
     #[cfg(unix)]
-    signal: Option<tokio::signal::unix::Signal>,
+    signals: [(Stop, Option<tokio::signal::unix::Signal>); 3],
 }
 
 impl Interrupts {
-    /// Registers the listener (inside the runtime).
+    /// Registers the listeners (inside the runtime).
     fn listen() -> Interrupts {
         #[cfg(unix)]
         {
-            let kind = tokio::signal::unix::SignalKind::interrupt();
-            Interrupts { signal: tokio::signal::unix::signal(kind).ok() }
+            use tokio::signal::unix::{SignalKind, signal};
+            Interrupts {
+                signals: [
+                    (Stop::Interrupt, signal(SignalKind::interrupt()).ok()),
+                    (Stop::Terminate, signal(SignalKind::terminate()).ok()),
+                    (Stop::HangUp, signal(SignalKind::hangup()).ok()),
+                ],
+            }
         }
         #[cfg(not(unix))]
         {
@@ -595,56 +668,72 @@ impl Interrupts {
         }
     }
 
-    /// The next Ctrl-C (cancel-safe).
-    async fn next(&mut self) {
+    /// The next stop signal (cancel-safe).
+    async fn next(&mut self) -> Stop {
         #[cfg(unix)]
-        match &mut self.signal {
-            Some(signal) => {
-                signal.recv().await;
+        {
+            let waits = self.signals.iter_mut().filter_map(|(stop, signal)| {
+                let signal = signal.as_mut()?;
+                let stop = *stop;
+                Some(Box::pin(async move {
+                    signal.recv().await;
+                    stop
+                }))
+            });
+            let waits: Vec<_> = waits.collect();
+            if waits.is_empty() {
+                return std::future::pending().await;
             }
-            None => std::future::pending::<()>().await,
+            futures_util::future::select_all(waits).await.0
         }
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
+            Stop::Interrupt
         }
     }
 }
 
-/// Shows a run's events until it ends; Ctrl-C aborts it (a second one quits).
+/// A line on stderr that never panics (the terminal may be gone after SIGHUP).
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Shows a run's events until it ends; Ctrl-C, SIGTERM or SIGHUP abort it (a
+/// second one quits at once). Returns the outcome and what stopped it, if anything.
 async fn drive(
     mut run: agent_core::AgentRun,
     interrupts: &mut Interrupts,
     model: &Model,
     view: View,
     echo_user: bool,
-) -> (Option<agent_core::AgentOutcome>, bool) {
+) -> (Option<agent_core::AgentOutcome>, Option<Stop>) {
     let started = Instant::now();
     let mut renderer =
         render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone());
     let token = run.cancel_token();
-    let mut interrupted = false;
+    let mut stopped = None;
     loop {
         tokio::select! {
             event = run.next() => match event {
                 Some(event) => renderer.event(&event),
                 None => break,
             },
-            () = interrupts.next() => {
-                if interrupted {
-                    // A second Ctrl-C quits without waiting for the run to wind down.
-                    std::process::exit(i32::from(exit::INTERRUPTED));
+            stop = interrupts.next() => {
+                if stopped.is_some() {
+                    // A second signal quits without waiting for the run to wind down.
+                    std::process::exit(i32::from(stop.code()));
                 }
-                interrupted = true;
+                stopped = Some(stop);
                 token.cancel();
-                if !view.json {
-                    eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", view.color));
+                if !view.json && stop == Stop::Interrupt {
+                    note(&format!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", view.color)));
                 }
             }
         }
     }
     renderer.finish(started.elapsed());
-    (run.outcome().cloned(), interrupted)
+    (run.outcome().cloned(), stopped)
 }
 
 /// What a chat re-plans between turns.
@@ -665,7 +754,7 @@ async fn chat(
     first: Vec<Message>,
     session: &SessionInfo,
     view: View,
-    mut save_to: Vec<sessions::AtomicFile>,
+    save_to: Vec<sessions::AtomicFile>,
     tools: ChatTools<'_>,
 ) -> u8 {
     let history = config::data_dir().map(|d| d.join("history.txt"));
@@ -696,12 +785,16 @@ async fn chat(
     let mut last_results: Vec<llm_core::ToolResultMessage> = Vec::new();
     loop {
         if pending.is_empty() {
-            let (returned, line) = match tokio::task::spawn_blocking(move || {
+            let reading = tokio::task::spawn_blocking(move || {
                 let line = editor.readline("you › ");
                 (editor, line)
-            })
-            .await
-            {
+            });
+            // Every exchange is saved already: a SIGTERM or SIGHUP here only ends the chat.
+            let read = tokio::select! {
+                read = reading => read,
+                stop = interrupts.next() => return stop.code(),
+            };
+            let (returned, line) = match read {
                 Ok(r) => r,
                 Err(e) => {
                     return fail(exit::CONFIG_ERROR, format_args!("the line editor failed: {e}"));
@@ -741,14 +834,14 @@ async fn chat(
             }
         }
         let run = agent.run(context.clone(), std::mem::take(&mut pending));
-        let (outcome, _interrupted) = drive(run, interrupts, &session.model, view, false).await;
+        let (outcome, stopped) = drive(run, interrupts, &session.model, view, false).await;
         let Some(outcome) = outcome else {
             return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
         };
         // The conversation goes on after an interrupted or failed exchange;
         // the exit code tells whether the last one failed.
         code = match outcome.reason {
-            EndReason::Error | EndReason::Failed => exit_code(&outcome, false, &session.model),
+            EndReason::Error | EndReason::Failed => exit_code(&outcome, None, &session.model),
             _ => exit::OK,
         };
         last_results = outcome
@@ -760,8 +853,12 @@ async fn chat(
             })
             .collect();
         context = outcome.context;
-        if let Err(e) = save(&mut save_to, session, &context) {
+        if let Err(e) = save(&save_to, session, &context) {
             return fail(exit::CONFIG_ERROR, e);
+        }
+        // Ctrl-C ends the exchange; SIGTERM and SIGHUP end the chat (after the save).
+        if let Some(stop @ (Stop::Terminate | Stop::HangUp)) = stopped {
+            return stop.code();
         }
     }
     if let Some(h) = &history {
@@ -771,6 +868,59 @@ async fn chat(
 }
 
 type SetupError = (u8, String);
+
+/// The host (and port) of a URL, for questions and messages.
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+}
+
+/// A transcript from a file claw did not write (outside its private sessions
+/// directory) may name any endpoint: its base URL is used only when the user
+/// says so (`--trust-base-url`, or yes at the question), after seeing the host.
+async fn confirm_stored_endpoint(
+    args: &Args,
+    path: &std::path::Path,
+    saved: &Transcript,
+    interrupts: &mut Interrupts,
+) -> Result<(), SetupError> {
+    let Some(url) = &saved.base_url else { return Ok(()) };
+    let saved_kind = ProviderKind::from_name(&saved.provider);
+    let applies = args.base_url.is_none()
+        && args.provider.is_none_or(|p| Some(p) == saved_kind)
+        && saved_kind.is_some_and(|k| k.default_base_url() != url);
+    if !applies || args.trust_base_url || sessions::is_own(path) {
+        return Ok(());
+    }
+    let host = sanitize::terminal(host_of(url)).into_owned();
+    let explain = format!(
+        "{} sends its requests to {host} ({}), not to the provider's own endpoint",
+        path.display(),
+        sanitize::terminal(url)
+    );
+    let can_ask = !args.json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !can_ask {
+        return Err((
+            exit::USAGE,
+            format!(
+                "{explain}: pass --trust-base-url to send your key and the conversation there, or --base-url to choose"
+            ),
+        ));
+    }
+    eprintln!("claw: {explain}.");
+    let question = format!("claw: send your key and the conversation to {host}? [y/N] ");
+    // Rustyline reads Ctrl-C as a key; a SIGINT that still arrives answers too.
+    let answer = tokio::select! {
+        answer = approval::ask(question) => answer,
+        _ = interrupts.next() => approval::Answer::Interrupted,
+    };
+    match answer {
+        approval::Answer::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => Ok(()),
+        approval::Answer::Interrupted => Err((exit::INTERRUPTED, "interrupted".to_owned())),
+        _ => Err((exit::USAGE, format!("not using {host}; pass --base-url to choose an endpoint"))),
+    }
+}
 
 /// The base URL the config gives `kind`, under any of its names.
 fn config_base_url(config: &config::Config, kind: ProviderKind) -> Option<String> {

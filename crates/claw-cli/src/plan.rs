@@ -61,6 +61,8 @@ pub(crate) struct Toolbox {
     secrets: Arc<Vec<String>>,
     /// The connected MCP servers, if any were configured.
     pub(crate) mcp: Option<McpServers>,
+    /// The notes file's full path (what `append_note` writes to).
+    notes_target: std::path::PathBuf,
 }
 
 /// One plan's outcome.
@@ -102,7 +104,18 @@ impl Toolbox {
                 (builtin_descriptor(spec, &tool), tool)
             })
             .collect();
-        Ok(Toolbox { builtin, env: availability, secrets: env.secrets.clone(), mcp: None })
+        Ok(Toolbox {
+            builtin,
+            env: availability,
+            secrets: env.secrets.clone(),
+            mcp: None,
+            notes_target: env.workspace.root().join(&env.notes),
+        })
+    }
+
+    /// The notes file's full path.
+    pub(crate) fn notes_target(&self) -> &std::path::Path {
+        &self.notes_target
     }
 
     /// Plans the built-in and MCP tools together (a down server's tools are hidden).
