@@ -88,6 +88,11 @@ pub(crate) fn path(explicit: Option<&Path>) -> Option<PathBuf> {
     dirs().map(|d| d.config_dir().join("config.toml"))
 }
 
+/// Whether the config file was named (by `--config` or `CLAW_CONFIG`).
+fn named(explicit: Option<&Path>) -> bool {
+    explicit.is_some() || std::env::var_os("CLAW_CONFIG").is_some_and(|v| !v.is_empty())
+}
+
 /// Where `claw` keeps its data (sessions, chat history).
 pub(crate) fn data_dir() -> Option<PathBuf> {
     dirs().map(|d| d.data_dir().to_path_buf())
@@ -99,12 +104,13 @@ pub(crate) fn sessions_dir() -> Option<PathBuf> {
 }
 
 /// Loads the config; a missing default file is an empty config, a missing
-/// explicit one or a malformed one is an error.
+/// named one (`--config`, `CLAW_CONFIG`) or a malformed one is an error.
 pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
     let Some(path) = path(explicit) else { return Ok(Config::default()) };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+        // Only the default location may be missing: a named file (`--config`, `CLAW_CONFIG`) must exist.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named(explicit) => {
             return Ok(Config::default());
         }
         Err(e) => return Err(format!("cannot read the config {}: {e}", path.display())),

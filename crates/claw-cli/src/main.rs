@@ -105,11 +105,11 @@ struct Args {
     provider: Option<ProviderKind>,
 
     /// Model id (default: CLAW_MODEL, the config, or the provider's default). Any id is accepted.
-    #[arg(short, long)]
+    #[arg(short, long, value_parser = non_empty)]
     model: Option<String>,
 
-    /// Base URL of an API-compatible server. A loopback URL needs no key.
-    #[arg(long)]
+    /// Base URL (http:// or https://) of an API-compatible server. A loopback URL needs no key.
+    #[arg(long, value_parser = base_url)]
     base_url: Option<String>,
 
     /// Send no API key (for a local server that needs none).
@@ -156,16 +156,16 @@ struct Args {
     #[arg(short = 'i', long)]
     chat: bool,
 
-    /// Stop after this many assistant turns.
-    #[arg(long, default_value_t = 12)]
+    /// Stop after this many assistant turns (at least 1).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
 
-    /// Output token limit per response.
-    #[arg(long)]
+    /// Output token limit per response (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_tokens: Option<u64>,
 
-    /// Sampling temperature.
-    #[arg(long)]
+    /// Sampling temperature, 0 to 2.
+    #[arg(long, value_parser = temperature)]
     temperature: Option<f64>,
 
     /// System prompt (replaces claw's).
@@ -201,6 +201,38 @@ struct Args {
     verbose: u8,
 }
 
+/// A value that must not be empty (`-m ""`).
+fn non_empty(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    Ok(value.to_owned())
+}
+
+/// A temperature: a number from 0 to 2 (what the providers accept).
+fn temperature(value: &str) -> Result<f64, String> {
+    let t: f64 = value.parse().map_err(|_| format!("`{value}` is not a number"))?;
+    if !(0.0..=2.0).contains(&t) {
+        return Err(format!("{value} is outside 0 to 2"));
+    }
+    Ok(t)
+}
+
+/// A base URL: `http://` or `https://`, a host, no spaces or control characters.
+fn base_url(value: &str) -> Result<String, String> {
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"))
+        .ok_or_else(|| format!("`{value}` is not an http:// or https:// URL"))?;
+    if host_of(rest).is_empty() || host_of(rest).starts_with(':') {
+        return Err(format!("`{value}` names no host"));
+    }
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{value}` contains spaces or control characters"));
+    }
+    Ok(value.to_owned())
+}
+
 fn main() -> ExitCode {
     let help = AFTER_HELP.replace("{keys}", &models::key_help());
     let matches = Cli::command().after_help(help).get_matches();
@@ -218,20 +250,25 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Some(Command::Models) => {
-            print!("{}", models::table());
-            exit::OK
-        }
+        Some(Command::Models) => print_out(&models::table()),
         Some(Command::Sessions) => sessions::print_list(),
-        Some(Command::Tools) => {
-            print!("{}", tools::table());
-            exit::OK
-        }
+        Some(Command::Tools) => print_out(&tools::table()),
         None => runtime.block_on(run(cli.args)),
     };
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(500));
     ExitCode::from(code)
+}
+
+/// Writes a listing to stdout; a reader that closed the pipe early
+/// (`claw sessions | head -1`) ends it quietly.
+fn print_out(text: &str) -> u8 {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => exit::OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => fail(exit::CONFIG_ERROR, format_args!("cannot write to stdout: {e}")),
+    }
 }
 
 fn init_tracing(verbose: u8, ansi: bool) {
@@ -287,10 +324,11 @@ fn is_loopback(base_url: &str) -> bool {
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The prompt: the arguments, with stdin read for `-` or appended when piped.
-fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
+/// The prompt: the arguments, with stdin read for `-` or appended when piped
+/// (or the whole prompt when there are no arguments and `stdin_alone` is set).
+fn read_prompt(args: &[String], stdin_alone: bool) -> Result<(String, bool), String> {
     let wants_stdin = args.iter().any(|a| a == "-");
-    let piped = !args.is_empty() && !std::io::stdin().is_terminal();
+    let piped = (!args.is_empty() || stdin_alone) && !std::io::stdin().is_terminal();
     if !wants_stdin && !piped {
         return Ok((args.join(" "), false));
     }
@@ -350,8 +388,10 @@ async fn run(args: Args) -> u8 {
     } else {
         None
     };
-    let replay =
-        args.replay.is_some() || (args.prompt.is_empty() && resumed.is_none() && !args.chat);
+    // `--base-url` or `--no-key` say the run is live: then piped stdin is the prompt.
+    let live_flags = args.base_url.is_some() || args.no_key;
+    let replay = args.replay.is_some()
+        || (args.prompt.is_empty() && resumed.is_none() && !args.chat && !live_flags);
     if !replay
         && let Some((path, saved)) = &resumed
         && let Err((code, e)) = confirm_stored_endpoint(&args, path, saved, &mut interrupts).await
@@ -416,7 +456,7 @@ async fn run(args: Args) -> u8 {
     let (user_prompt, stdin_used) = if replay {
         (String::new(), false)
     } else {
-        match read_prompt(&args.prompt) {
+        match read_prompt(&args.prompt, !args.chat) {
             Ok(p) => p,
             Err(e) => return fail(exit::USAGE, e),
         }

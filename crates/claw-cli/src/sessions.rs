@@ -216,12 +216,12 @@ pub(crate) fn print_list() -> u8 {
         }
     };
     if files.is_empty() {
-        println!(
-            "no saved sessions yet (they are kept in {})",
+        return crate::print_out(&format!(
+            "no saved sessions yet (they are kept in {})\n",
             dir().unwrap_or_default().display()
-        );
-        return exit::OK;
+        ));
     }
+    let mut out = String::new();
     for path in files {
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         match load(&path) {
@@ -241,15 +241,17 @@ pub(crate) fn print_list() -> u8 {
                 });
                 let first: String =
                     sanitize::one_line(&first.unwrap_or_default()).chars().take(60).collect();
-                println!(
-                    "{name}  {}  {}  {} messages  {first}",
+                out.push_str(&format!(
+                    "{name}  {}  {}  {} messages  {first}\n",
                     sanitize::terminal(&t.provider),
                     sanitize::terminal(&t.model),
                     t.messages.len()
-                );
+                ));
             }
-            Err(e) => println!("{name}  (unreadable: {})", sanitize::terminal(&e)),
+            Err(e) => {
+                out.push_str(&format!("{name}  (unreadable: {})\n", sanitize::terminal(&e)));
+            }
         }
     }
-    exit::OK
+    crate::print_out(&out)
 }

@@ -235,7 +235,7 @@ impl Workspace {
         for entry in entries {
             let entry = entry.map_err(|e| self.io(path, e))?;
             total += 1;
-            let mut name = entry.file_name().to_string_lossy().into_owned();
+            let mut name = listed_name(&entry.file_name());
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 name.push('/');
             }
@@ -245,6 +245,45 @@ impl Workspace {
         names.truncate(MAX_ENTRIES);
         Ok((names, total))
     }
+}
+
+/// A directory entry's name as one unambiguous line: a name with a control
+/// character (a newline, say), a quote or a backslash, or one that is not
+/// UTF-8, is written quoted with escapes (`"a\nb"`, `"c\xff"`).
+fn listed_name(name: &std::ffi::OsStr) -> String {
+    // Controls, and bidi controls that make a name read differently than it is.
+    let hidden = |c: char| {
+        c.is_control()
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    let plain =
+        name.to_str().filter(|n| !n.starts_with('"') && !n.chars().any(|c| hidden(c) || c == '\\'));
+    if let Some(n) = plain {
+        return n.to_owned();
+    }
+    let bytes = name.as_encoded_bytes();
+    let mut out = String::from("\"");
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                c if hidden(c) => {
+                    out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+                }
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn under_pseudo_root(path: &Path) -> bool {

@@ -47,7 +47,7 @@ fn claw() -> Command {
         .env("HOME", &home)
         .env("XDG_DATA_HOME", home.join("data"))
         .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("CLAW_CONFIG", home.join("no-config.toml"))
+        .env_remove("CLAW_CONFIG")
         .stdin(Stdio::null());
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     cmd
@@ -1759,4 +1759,108 @@ fn the_calculator_is_exact_where_it_can_be_and_says_when_it_is_not() {
     let deep = end_of(&events, "call_6");
     assert_eq!(deep["is_error"], true);
     assert!(deep["text"].as_str().unwrap().contains("nested too deeply"), "{deep}");
+}
+
+// ---- Wrong answers and bad input ----
+
+#[test]
+fn invalid_flag_values_are_usage_errors_before_anything_runs() {
+    let server = Server::start(vec![text_sse("never")]);
+    for (args, needle) in [
+        (vec!["--max-turns", "0"], "--max-turns"),
+        (vec!["--max-tokens", "0"], "--max-tokens"),
+        (vec!["--temperature", "5"], "--temperature"),
+        (vec!["--temperature", "NaN"], "--temperature"),
+        (vec!["--temperature=-0.5"], "--temperature"),
+        (vec!["-m", ""], "--model"),
+        (vec!["--base-url", "not a url"], "--base-url"),
+        (vec!["--base-url", "http://"], "--base-url"),
+    ] {
+        // Only loopback: the server's URL unless the case is about --base-url.
+        let mut cmd = claw();
+        cmd.args(["--provider", "openai", "--no-key"]);
+        if needle != "--base-url" {
+            cmd.args(["--base-url", &server.base_url()]);
+        }
+        let (out, _, stderr) = run(cmd.args(&args).arg("hi"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn piped_stdin_alone_is_the_prompt_of_a_live_run() {
+    let server = Server::start(vec![text_sse("got it")]);
+    let mut child = live(&server)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"hi from a pipe\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("replay"), "{stderr}");
+    let sent = server.requests()[0].body["messages"].to_string();
+    assert!(sent.contains("hi from a pipe"), "{sent}");
+}
+
+#[test]
+fn listings_end_quietly_when_the_reader_goes_away() {
+    let home = temp_dir("closed-pipe");
+    let server = Server::start(vec![text_sse("one"), text_sse("two")]);
+    for prompt in ["first", "second"] {
+        let (out, _, stderr) =
+            run(live(&server).env("XDG_DATA_HOME", home.join("data")).arg(prompt));
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    }
+    for listing in ["sessions", "models", "tools"] {
+        // `claw sessions | head -1` once head has exited: the pipe is closed.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = claw()
+            .env("XDG_DATA_HOME", home.join("data"))
+            .arg(listing)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{listing}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{listing}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn a_named_config_file_that_is_missing_is_an_error() {
+    let server = Server::start(vec![text_sse("never")]);
+    let (out, _, stderr) =
+        run(live(&server).env("CLAW_CONFIG", "/nonexistent/claw/config.toml").arg("hi"));
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("/nonexistent/claw/config.toml"), "{stderr}");
+    assert!(server.requests().is_empty());
+}
+
+#[cfg(unix)]
+#[test]
+fn list_dir_names_every_entry_on_one_unambiguous_line() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = temp_dir("odd-names");
+    std::fs::write(ws.join("a\nb.txt"), "").unwrap();
+    std::fs::write(ws.join(std::ffi::OsStr::from_bytes(b"c\xff.txt")), "").unwrap();
+    std::fs::write(ws.join("plain.txt"), "").unwrap();
+    let server = Server::start(vec![tool_sse(&[("list_dir", json!({}))]), text_sse("ok")]);
+    let (out, stdout, stderr) =
+        run(live(&server).arg("--workspace").arg(&ws).args(["--json", "list"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let listed = end_of(&json_events(&stdout), "call_0")["text"].as_str().unwrap().to_owned();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed:?}");
+    assert!(lines.contains(&r#""a\nb.txt""#), "{listed:?}");
+    assert!(lines.contains(&r#""c\xff.txt""#), "{listed:?}");
+    assert!(lines.contains(&"plain.txt"), "{listed:?}");
+    let _ = std::fs::remove_dir_all(&ws);
 }
