@@ -27,6 +27,10 @@ pub(crate) struct Config {
     pub(crate) base_urls: BTreeMap<String, String>,
     /// Where `append_note` writes.
     pub(crate) notes: Option<PathBuf>,
+    /// Seconds to wait for the provider's first byte and between two pieces (`--timeout`).
+    pub(crate) timeout: Option<f64>,
+    /// Retries of a failed attempt that sent nothing yet (`--retries`).
+    pub(crate) retries: Option<u32>,
     /// MCP servers whose tools are offered with the built-in ones.
     #[serde(default)]
     pub(crate) mcp: McpSection,
@@ -131,6 +135,14 @@ pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
         if crate::models::ProviderKind::from_name(name).is_none() {
             return Err(format!("config {}: unknown provider `{name}`", path.display()));
         }
+    }
+    if let Some(t) = config.timeout
+        && !(t > 0.0 && t <= 86_400.0)
+    {
+        return Err(format!(
+            "config {}: `timeout` = {t} is not between 0 and 86400 seconds",
+            path.display()
+        ));
     }
     // Server definitions are checked before anything starts.
     crate::plan::server_configs(&config.mcp.servers, &[])

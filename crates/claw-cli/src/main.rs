@@ -168,6 +168,15 @@ struct Args {
     #[arg(long, value_parser = temperature)]
     temperature: Option<f64>,
 
+    /// Seconds to wait for the provider's first byte, and between two pieces
+    /// of its answer, before the attempt fails (default: the config's `timeout`, or 300).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    timeout: Option<f64>,
+
+    /// Retries after a failed attempt that sent nothing yet (default: the config's `retries`, or 2).
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
+
     /// System prompt (replaces claw's).
     #[arg(long)]
     system: Option<String>,
@@ -214,6 +223,15 @@ fn temperature(value: &str) -> Result<f64, String> {
     let t: f64 = value.parse().map_err(|_| format!("`{value}` is not a number"))?;
     if !(0.0..=2.0).contains(&t) {
         return Err(format!("{value} is outside 0 to 2"));
+    }
+    Ok(t)
+}
+
+/// A timeout in seconds: a positive number, at most a day.
+fn seconds(value: &str) -> Result<f64, String> {
+    let t: f64 = value.parse().map_err(|_| format!("`{value}` is not a number of seconds"))?;
+    if !(t > 0.0 && t <= 86_400.0) {
+        return Err(format!("{value} is not between 0 and 86400 seconds"));
     }
     Ok(t)
 }
@@ -553,6 +571,7 @@ async fn run_with_tools(
     )]);
     let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask, targets);
     approvals.set_mcp_tools(planned.mcp_approval);
+    let agent_options = options.clone();
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
     agent_config.options = options;
     agent_config.max_turns = Some(args.max_turns);
@@ -564,7 +583,8 @@ async fn run_with_tools(
         base_url: (!replay && model.base_url != kind.default_base_url())
             .then(|| model.base_url.clone()),
     };
-    let view = View { color, json: args.json, expand: args.expand };
+    let view =
+        View { color, json: args.json, expand: args.expand, patience: patience(&agent_options) };
     if args.chat {
         let tools = ChatTools { toolbox, approvals: &approvals };
         return chat(&agent, &mut interrupts, context, prompts, &session, view, save_to, tools)
@@ -597,6 +617,17 @@ struct View {
     color: bool,
     json: bool,
     expand: bool,
+    /// How long the provider may stay silent before an attempt fails.
+    patience: Option<Duration>,
+}
+
+/// How long the provider may stay silent before an attempt fails: the longer
+/// of the first-byte and idle limits.
+fn patience(options: &StreamOptions) -> Option<Duration> {
+    match (options.timeouts.first_byte, options.timeouts.idle) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// What a saved transcript records besides the conversation.
@@ -750,7 +781,8 @@ async fn drive(
 ) -> (Option<agent_core::AgentOutcome>, Option<Stop>) {
     let started = Instant::now();
     let mut renderer =
-        render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone());
+        render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone())
+            .with_patience(view.patience);
     let token = run.cancel_token();
     let mut stopped = None;
     loop {
@@ -1029,12 +1061,21 @@ fn live_setup(
         }
     };
     let (model, warning) = models::resolve(kind, model_id.as_deref(), base_url.as_deref());
-    let options = StreamOptions {
+    let mut options = StreamOptions {
         api_key: key.map(ApiKey::new),
         max_tokens: args.max_tokens,
         temperature: args.temperature,
         ..StreamOptions::default()
     };
+    if let Some(secs) = args.timeout.or(config.timeout) {
+        let limit = Duration::from_secs_f64(secs);
+        options.timeouts.first_byte = Some(limit);
+        options.timeouts.idle = Some(limit);
+        options.timeouts.connect = options.timeouts.connect.map(|c| c.min(limit));
+    }
+    if let Some(retries) = args.retries.or(config.retries) {
+        options.retry.max_retries = retries;
+    }
     let system_prompt =
         Some(args.system.clone().unwrap_or_else(|| models::SYSTEM_PROMPT.to_owned()));
     Ok((Setup { model, kind, options, system_prompt, prompts: Vec::new(), _replay: None }, warning))

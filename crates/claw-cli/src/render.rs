@@ -44,6 +44,8 @@ pub(crate) struct Renderer {
     waiting: bool,
     /// Show the user's prompt (not in chat mode, where it was just typed).
     echo_user: bool,
+    /// What the status line says while waiting for the model.
+    waiting_for: String,
 }
 
 impl Renderer {
@@ -69,7 +71,24 @@ impl Renderer {
             markdown: (color && !json).then(Markdown::default),
             pending_line: String::new(),
             reason: None,
+            waiting_for: String::new(),
         }
+        .with_patience(None)
+    }
+
+    /// Names, in the status line, how long a silent provider is waited for.
+    pub(crate) fn with_patience(mut self, patience: Option<std::time::Duration>) -> Self {
+        let host = crate::host_of(&self.model.base_url).to_owned();
+        let limit = match patience {
+            Some(d) => format!("; gives up after {} s of silence", d.as_secs_f64()),
+            None => String::new(),
+        };
+        self.waiting_for = sanitize::terminal(&format!(
+            "waiting for {} at {host}{limit}; Ctrl-C stops",
+            self.model.id
+        ))
+        .into_owned();
+        self
     }
 
     /// Writes untrusted text (model or tool output), neutralised.
@@ -109,7 +128,7 @@ impl Renderer {
             return;
         }
         let what = if self.running.is_empty() {
-            "waiting for the model".to_owned()
+            self.waiting_for.clone()
         } else {
             format!("running {}", self.running.join(", "))
         };

@@ -1864,3 +1864,103 @@ fn list_dir_names_every_entry_on_one_unambiguous_line() {
     assert!(lines.contains(&"plain.txt"), "{listed:?}");
     let _ = std::fs::remove_dir_all(&ws);
 }
+
+#[test]
+fn mcp_output_is_bounded_before_the_model_and_the_session() {
+    let Some(entry) = reference_server("server-everything") else { return };
+    let home = temp_dir("mcp-big");
+    let big = "y".repeat(1024 * 1024);
+    let server = Server::start(vec![
+        tool_sse(&[("everything__echo", json!({"message": big}))]),
+        text_sse("ok"),
+    ]);
+    let mcp = format!("node \"{}\"", entry.display());
+    let (out, _, stderr) = run(live(&server)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .args(["--mcp", &mcp, "--json", "echo"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let result = tool_messages(&server.requests()[1].body)[0]["content"].to_string();
+    assert!(result.len() < 70 * 1024, "{} bytes went to the model", result.len());
+    assert!(
+        result.contains("truncated: the tool returned 1024 KiB"),
+        "{}",
+        &result[result.len() - 200..]
+    );
+    let session = std::fs::read_dir(home.join("data/claw/sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    // The call's own arguments (1 MiB) are in the session; the result is not again.
+    let kept = std::fs::metadata(session).unwrap().len();
+    assert!(kept < 1024 * 1024 + 200 * 1024, "{kept}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// A listener that accepts connections and never answers, for as long as it lives.
+fn silent_server() -> (String, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let mut held = Vec::new();
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if let Ok((s, _)) = listener.accept() {
+                held.push(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    (format!("http://{addr}/v1"), handle)
+}
+
+#[cfg(unix)]
+#[test]
+fn a_silent_provider_fails_after_the_timeout_set_and_the_screen_says_so() {
+    let (base, _server) = silent_server();
+    let args: Vec<String> = [
+        "--provider",
+        "openai",
+        "--base-url",
+        &base,
+        "-m",
+        "m",
+        "--timeout",
+        "1",
+        "--retries",
+        "1",
+        "hi",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut cmd = claw_in_pty(&args);
+    cmd.env_remove("NO_COLOR");
+    let started = Instant::now();
+    let (out, shown, _) = run(cmd.stdin(Stdio::null()));
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let host = base.split('/').nth(2).unwrap();
+    assert!(
+        shown.contains(&format!("waiting for m at {host}; gives up after 1 s of silence")),
+        "{shown:?}"
+    );
+
+    // From the config too.
+    let dir = temp_dir("timeout-config");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "timeout = 1\nretries = 0\n").unwrap();
+    let started = Instant::now();
+    let (out, _, stderr) = run(claw().env("CLAW_CONFIG", &config).args([
+        "--provider",
+        "openai",
+        "--base-url",
+        &base,
+        "--json",
+        "hi",
+    ]));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(stderr.contains("Timed out after 1000 ms"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
