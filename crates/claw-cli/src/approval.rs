@@ -6,7 +6,6 @@
 //! `readOnlyHint: true`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use agent_core::{AgentHooks, BeforeToolCall, CallInfo};
@@ -28,6 +27,8 @@ pub(crate) struct Approvals {
     mcp: std::sync::Mutex<BTreeMap<String, bool>>,
     /// What a built-in tool acts on, shown in its question (`append_note`: the file).
     targets: BTreeMap<String, String>,
+    /// Raised by Ctrl-C at a question (the terminal is raw then: no SIGINT).
+    interrupt: Arc<tokio::sync::Notify>,
 }
 
 impl Approvals {
@@ -37,6 +38,7 @@ impl Approvals {
         allowed: &[String],
         interactive: bool,
         targets: BTreeMap<String, String>,
+        interrupt: Arc<tokio::sync::Notify>,
     ) -> Arc<Approvals> {
         Arc::new(Approvals {
             all,
@@ -44,6 +46,7 @@ impl Approvals {
             interactive,
             mcp: std::sync::Mutex::new(BTreeMap::new()),
             targets,
+            interrupt,
         })
     }
 
@@ -67,23 +70,25 @@ impl Approvals {
         mcp.get(tool).copied()
     }
 
-    async fn decide(&self, tool: &str, args: &Value) -> BeforeToolCall {
+    /// Whether the call of `tool` with `args` may run: the whole policy, in
+    /// one place, so it can move behind any loop that can ask a person.
+    pub(crate) async fn decide(&self, tool: &str, args: &Value) -> Verdict {
         // Unknown names are not ours to judge: the loop reports them as unknown tools.
         let Some(needs_approval) = self.needs_approval(tool) else {
-            return BeforeToolCall::Allow;
+            return Verdict::Allow;
         };
         if !needs_approval || self.all {
-            return BeforeToolCall::Allow;
+            return Verdict::Allow;
         }
-        // Held across the prompt so two calls never ask at once.
+        // Held across the question so two calls never ask at once.
         let mut allowed = self.allowed.lock().await;
         if allowed.contains(tool) {
-            return BeforeToolCall::Allow;
+            return Verdict::Allow;
         }
         if !self.interactive {
-            return BeforeToolCall::Block(Some(format!(
+            return Verdict::Deny(format!(
                 "`{tool}` may have side effects and was not approved (the user can rerun with --yes or add it to `approve` in the claw config)"
-            )));
+            ));
         }
         let shown = sanitize::terminal(tool);
         let target = match self.targets.get(tool) {
@@ -91,26 +96,49 @@ impl Approvals {
             None => String::new(),
         };
         let question = format!(
-            "claw: allow {shown} {}{target}? [y]es / [n]o / [a]lways for {shown}: ",
+            "claw: allow {shown} {}{target}? [y]es / [n]o (a reason may follow) / [a]lways: ",
             sanitize::terminal(&args.to_string())
         );
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut stderr = std::io::stderr().lock();
-            let _ = stderr.write_all(format!("\n{question}").as_bytes());
-            let _ = stderr.flush();
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line).map(|_| line)
-        })
-        .await;
-        match answer.ok().and_then(Result::ok).as_deref().map(str::trim) {
-            Some("y" | "Y" | "yes") => BeforeToolCall::Allow,
-            Some("a" | "A" | "always") => {
-                allowed.insert(tool.to_owned());
-                BeforeToolCall::Allow
+        // The output of other calls waits, and the status line hides, while the question is up.
+        let screen = crate::render::question();
+        let answer = ask(question).await;
+        drop(screen);
+        match answer {
+            Answer::Line(line) => {
+                let line = line.trim();
+                let (word, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+                match word {
+                    "y" | "Y" | "yes" => Verdict::Allow,
+                    "a" | "A" | "always" => {
+                        allowed.insert(tool.to_owned());
+                        Verdict::Allow
+                    }
+                    _ if reason.trim().is_empty() => {
+                        Verdict::Deny(format!("the user declined `{tool}`"))
+                    }
+                    _ => Verdict::Deny(format!(
+                        "the user declined `{tool}`: {}",
+                        sanitize::one_line(reason.trim())
+                    )),
+                }
             }
-            _ => BeforeToolCall::Block(Some(format!("the user declined `{tool}`"))),
+            Answer::Interrupted => {
+                // Ctrl-C at the question stops the whole run, as anywhere else.
+                self.interrupt.notify_one();
+                Verdict::Deny(format!("the user interrupted the run instead of approving `{tool}`"))
+            }
+            Answer::Closed => Verdict::Deny(format!("the user declined `{tool}` (no answer)")),
         }
     }
+}
+
+/// What the approval policy says about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// It runs.
+    Allow,
+    /// It does not; the reason goes to the model as the call's result.
+    Deny(String),
 }
 
 /// A person's answer to a question on the terminal.
@@ -149,6 +177,11 @@ impl AgentHooks for Approvals {
         info: CallInfo<'a>,
         args: &'a Value,
     ) -> BoxFuture<'a, BeforeToolCall> {
-        Box::pin(self.decide(&info.call.name, args))
+        Box::pin(async move {
+            match self.decide(&info.call.name, args).await {
+                Verdict::Allow => BeforeToolCall::Allow,
+                Verdict::Deny(reason) => BeforeToolCall::Block(Some(reason)),
+            }
+        })
     }
 }

@@ -569,7 +569,8 @@ async fn run_with_tools(
         "append_note".to_owned(),
         format!("appends to {}", toolbox.notes_target().display()),
     )]);
-    let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask, targets);
+    let approvals =
+        approval::Approvals::new(args.yes, &config.approve, can_ask, targets, interrupts.raised());
     approvals.set_mcp_tools(planned.mcp_approval);
     let agent_options = options.clone();
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
@@ -717,6 +718,8 @@ impl Stop {
 struct Interrupts {
     #[cfg(unix)]
     signals: [(Stop, Option<tokio::signal::unix::Signal>); 3],
+    /// A Ctrl-C read as a key (at a question, where the terminal is raw).
+    raised: Arc<tokio::sync::Notify>,
 }
 
 impl Interrupts {
@@ -731,16 +734,30 @@ impl Interrupts {
                     (Stop::Terminate, signal(SignalKind::terminate()).ok()),
                     (Stop::HangUp, signal(SignalKind::hangup()).ok()),
                 ],
+                raised: Arc::default(),
             }
         }
         #[cfg(not(unix))]
         {
-            Interrupts {}
+            Interrupts { raised: Arc::default() }
         }
+    }
+
+    /// What a question raises when Ctrl-C is typed at it.
+    fn raised(&self) -> Arc<tokio::sync::Notify> {
+        self.raised.clone()
     }
 
     /// The next stop signal (cancel-safe).
     async fn next(&mut self) -> Stop {
+        let raised = self.raised.clone();
+        tokio::select! {
+            stop = self.signal() => stop,
+            () = raised.notified() => Stop::Interrupt,
+        }
+    }
+
+    async fn signal(&mut self) -> Stop {
         #[cfg(unix)]
         {
             let waits = self.signals.iter_mut().filter_map(|(stop, signal)| {

@@ -1,6 +1,9 @@
 //! Terminal and JSON-lines output of agent events.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_core::{AgentEvent, EndReason};
@@ -12,6 +15,40 @@ use crate::sanitize;
 
 /// The version of the `--json` event schema (`docs/claw.md`).
 pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// Whether a question is on the screen: output is held back and the status
+/// line hidden until it is answered, so nothing interleaves with it.
+static ASKING: AtomicBool = AtomicBool::new(false);
+
+/// The status line on screen, if any (a question hides it).
+static STATUS: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// While a question is on the screen (dropped when it is answered).
+pub(crate) struct Question(());
+
+/// Takes the screen for a question: hides the status line and holds output back.
+pub(crate) fn question() -> Question {
+    ASKING.store(true, Ordering::SeqCst);
+    let status = match STATUS.lock() {
+        Ok(mut s) => s.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
+    };
+    if let Some(bar) = status {
+        bar.finish_and_clear();
+    }
+    let _ = std::io::stderr().write_all(b"\n");
+    Question(())
+}
+
+impl Drop for Question {
+    fn drop(&mut self) {
+        ASKING.store(false, Ordering::SeqCst);
+    }
+}
+
+fn asking() -> bool {
+    ASKING.load(Ordering::SeqCst)
+}
 
 /// Dims `text` when colors are on.
 pub(crate) fn dim(text: &str, color: bool) -> String {
@@ -46,6 +83,10 @@ pub(crate) struct Renderer {
     echo_user: bool,
     /// What the status line says while waiting for the model.
     waiting_for: String,
+    /// Output written while a question was on the screen, shown after it.
+    held: String,
+    /// Each running call's label (`name(args)`), by call id.
+    labels: HashMap<String, String>,
 }
 
 impl Renderer {
@@ -72,6 +113,8 @@ impl Renderer {
             pending_line: String::new(),
             reason: None,
             waiting_for: String::new(),
+            held: String::new(),
+            labels: HashMap::new(),
         }
         .with_patience(None)
     }
@@ -103,10 +146,27 @@ impl Renderer {
             return;
         }
         self.clear_spinner();
+        self.at_line_start = text.ends_with('\n');
+        if asking() {
+            self.held.push_str(text);
+            return;
+        }
         let mut stdout = std::io::stdout().lock();
+        if !self.held.is_empty() {
+            let _ = stdout.write_all(std::mem::take(&mut self.held).as_bytes());
+        }
         let _ = stdout.write_all(text.as_bytes());
         let _ = stdout.flush();
-        self.at_line_start = text.ends_with('\n');
+    }
+
+    /// Writes output held back while a question was up, once it is answered.
+    fn release_held(&mut self) {
+        if asking() || self.held.is_empty() {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(std::mem::take(&mut self.held).as_bytes());
+        let _ = stdout.flush();
     }
 
     fn newline(&mut self) {
@@ -119,13 +179,20 @@ impl Renderer {
         if let Some(spinner) = self.spinner.take() {
             spinner.finish_and_clear();
         }
+        if let Ok(mut status) = STATUS.lock() {
+            *status = None;
+        }
     }
 
     /// Shows, updates or hides the spinner for the current state.
     fn draw_spinner(&mut self) {
-        if !self.color || self.json || (self.running.is_empty() && !self.waiting) {
+        if !self.color || self.json || asking() || (self.running.is_empty() && !self.waiting) {
             self.clear_spinner();
             return;
+        }
+        // A question may have cleared it meanwhile.
+        if self.spinner.as_ref().is_some_and(indicatif::ProgressBar::is_finished) {
+            self.spinner = None;
         }
         let what = if self.running.is_empty() {
             self.waiting_for.clone()
@@ -142,6 +209,9 @@ impl Renderer {
                 }
                 spinner.set_message(what);
                 spinner.enable_steady_tick(Duration::from_millis(80));
+                if let Ok(mut status) = STATUS.lock() {
+                    *status = Some(spinner.clone());
+                }
                 self.spinner = Some(spinner);
             }
         }
@@ -184,6 +254,7 @@ impl Renderer {
     }
 
     pub(crate) fn event(&mut self, event: &AgentEvent) {
+        self.release_held();
         if !matches!(event, AgentEvent::MessageUpdate { event: AssistantEvent::TextDelta { .. } }) {
             self.flush_answer();
         }
@@ -259,20 +330,25 @@ impl Renderer {
                 _ => {}
             },
             // A tool that may ask for approval is not covered by the spinner (it would draw over the question).
-            AgentEvent::ToolExecutionStart { tool_name, .. }
-                if !crate::tools::spec(tool_name).is_some_and(|t| t.side_effects) =>
-            {
-                self.running.push(sanitize::terminal(tool_name).into_owned());
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+                let label = call_label(tool_name, args);
+                // A tool that may ask is not in the status line (the question hides it anyway).
+                if !crate::tools::spec(tool_name).is_some_and(|t| t.side_effects) {
+                    self.running.push(label.clone());
+                }
+                self.labels.insert(tool_call_id.clone(), label);
             }
-            AgentEvent::ToolExecutionUpdate { tool_name, partial, .. } => {
+            AgentEvent::ToolExecutionUpdate { tool_call_id, tool_name, partial } => {
+                let label =
+                    self.labels.get(tool_call_id).cloned().unwrap_or_else(|| tool_name.clone());
                 self.newline();
                 self.out(&format!("  {} ", dim("…", c)));
-                self.text(&format!("{tool_name}: {}", first_line(&partial.content)));
+                self.text(&format!("{label}: {}", first_line(&partial.content)));
                 self.out("\n");
             }
-            AgentEvent::ToolExecutionEnd { tool_name, result, is_error, .. } => {
-                let shown = sanitize::terminal(tool_name).into_owned();
-                if let Some(pos) = self.running.iter().position(|n| *n == shown) {
+            AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error, .. } => {
+                let label = self.labels.remove(tool_call_id).unwrap_or_else(|| tool_name.clone());
+                if let Some(pos) = self.running.iter().position(|n| *n == label) {
                     self.running.remove(pos);
                 }
                 self.newline();
@@ -280,12 +356,12 @@ impl Renderer {
                 self.out(&format!("  {mark} "));
                 if self.expand {
                     let whole = all_text(&result.content);
-                    self.text(&format!("{tool_name} →\n"));
+                    self.text(&format!("{label} →\n"));
                     for line in whole.lines() {
                         self.text(&format!("    {line}\n"));
                     }
                 } else {
-                    self.text(&format!("{tool_name} → {}", first_line(&result.content)));
+                    self.text(&format!("{label} → {}", first_line(&result.content)));
                     self.out("\n");
                 }
             }
@@ -343,6 +419,23 @@ impl Renderer {
         );
         eprintln!("{}", dim(&line, self.color));
     }
+}
+
+/// A call as one short line, `name(key="value", ...)`, so the results of
+/// parallel calls of one tool can be told apart (neutralised by the caller).
+fn call_label(name: &str, args: &Value) -> String {
+    const MAX: usize = 60;
+    let inner = match args {
+        Value::Object(map) => {
+            map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+        }
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let inner: String = sanitize::one_line(&inner);
+    let short: String = inner.chars().take(MAX).collect();
+    let ellipsis = if short.len() < inner.len() { "…" } else { "" };
+    format!("{name}({short}{ellipsis})")
 }
 
 fn first_line(content: &[UserContent]) -> String {

@@ -95,9 +95,10 @@ fn offline_default_replays_the_recorded_session_with_real_tools() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert!(stderr.contains("replay: no live API call"), "{stderr}");
     // The calculator really ran: 37 * 1.2 + 2^10.
-    assert!(stdout.contains("calculator → 1068.4"), "{stdout}");
+    // Each result line names its call.
+    assert!(stdout.contains("calculator(expression=\"37 * 1.2 + 2^10\") → 1068.4"), "{stdout}");
     // list_dir ran in the current directory (the crate folder).
-    assert!(stdout.contains("list_dir → "), "{stdout}");
+    assert!(stdout.contains("list_dir(path=\".\") → "), "{stdout}");
     assert!(stdout.contains("Here's what I found"), "{stdout}");
     assert!(stderr.contains("3 turns"), "{stderr}");
     assert!(!stdout.contains("\u{1b}["), "NO_COLOR: no escape codes");
@@ -993,7 +994,8 @@ fn tool_results_show_their_first_line_or_expand() {
     let server = Server::start(replies());
     let (_, stdout, _) = run(live(&server).arg("--workspace").arg(&ws).arg("read"));
     assert!(
-        stdout.contains("read_file → alpha (+2 lines)") && !stdout.contains("gamma"),
+        stdout.contains("read_file(path=\"three.txt\") → alpha (+2 lines)")
+            && !stdout.contains("gamma"),
         "{stdout}"
     );
     let server = Server::start(replies());
@@ -1066,7 +1068,7 @@ fn chat_expand_shows_the_last_tool_results_whole() {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("read_file → alpha (+2 lines)"), "{stdout}");
+    assert!(stdout.contains("read_file(path=\"three.txt\") → alpha (+2 lines)"), "{stdout}");
     assert!(
         stdout.contains("    alpha\n    beta\n    \u{241b}]0;title\u{2407}gamma\n"),
         "{stdout}"
@@ -1963,4 +1965,136 @@ fn a_silent_provider_fails_after_the_timeout_set_and_the_screen_says_so() {
     assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
     assert!(stderr.contains("Timed out after 1000 ms"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- Questions on a terminal ----
+
+/// `claw args` on a pseudo-terminal whose output is collected as it comes,
+/// so a test can answer when a question appears.
+#[cfg(unix)]
+struct Pty {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    shown: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+#[cfg(unix)]
+impl Pty {
+    fn start(mut cmd: Command) -> Pty {
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().unwrap();
+        let shown = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = shown.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Pty { child, stdin, shown }
+    }
+
+    fn shown(&self) -> String {
+        self.shown.lock().unwrap().clone()
+    }
+
+    /// Waits until the screen shows `text`.
+    fn wait_for(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.shown().contains(text) {
+            assert!(Instant::now() < deadline, "never shown: {text}\n{}", self.shown());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The question is drawn; give the line editor a moment to take the keys.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    fn send(&mut self, keys: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        std::io::Write::write_all(stdin, keys).unwrap();
+        std::io::Write::flush(stdin).unwrap();
+    }
+
+    /// The exit code, within `limit`.
+    fn exit_within(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running after {limit:?}:\n{}", self.shown());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[cfg(unix)]
+fn note_args(server: &Server, ws: &std::path::Path) -> Vec<String> {
+    ["--provider", "openai", "--base-url", &server.base_url(), "--model", "m", "--workspace"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([ws.display().to_string(), "note it".to_owned()])
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_at_an_approval_question_stops_the_run_at_once() {
+    let ws = temp_dir("ask-ctrl-c");
+    let server = Server::start(vec![
+        tool_sse(&[("append_note", json!({"text": "never"}))]),
+        text_sse("after"),
+    ]);
+    let mut pty = Pty::start(claw_in_pty(&note_args(&server, &ws)));
+    pty.wait_for("allow append_note");
+    pty.send(b"\x03");
+    let code = pty.exit_within(Duration::from_secs(10));
+    assert_eq!(code, Some(130), "{}", pty.shown());
+    assert!(!ws.join("claw-notes.md").exists());
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_declined_call_gives_the_model_the_reason_typed() {
+    let ws = temp_dir("ask-reason");
+    let server = Server::start(vec![
+        tool_sse(&[("append_note", json!({"text": "later"}))]),
+        text_sse("understood"),
+    ]);
+    let mut pty = Pty::start(claw_in_pty(&note_args(&server, &ws)));
+    pty.wait_for("allow append_note");
+    pty.send(b"n not in this file\r");
+    assert_eq!(pty.exit_within(Duration::from_secs(20)), Some(0), "{}", pty.shown());
+    let result = tool_messages(&server.requests()[1].body)[0]["content"].to_string();
+    assert!(result.contains("the user declined `append_note`: not in this file"), "{result}");
+    assert!(!ws.join("claw-notes.md").exists());
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn parallel_results_each_name_their_call() {
+    let ws = temp_dir("parallel-names");
+    std::fs::write(ws.join("a.txt"), "alpha").unwrap();
+    std::fs::write(ws.join("b.txt"), "beta").unwrap();
+    let server = Server::start(vec![
+        tool_sse(&[
+            ("read_file", json!({"path": "a.txt"})),
+            ("read_file", json!({"path": "b.txt"})),
+        ]),
+        text_sse("ok"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).arg("read both"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("read_file(path=\"a.txt\") → alpha"), "{stdout}");
+    assert!(stdout.contains("read_file(path=\"b.txt\") → beta"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&ws);
 }
