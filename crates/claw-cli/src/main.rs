@@ -579,6 +579,7 @@ async fn run_with_tools(
     agent_config.hooks = approvals.clone();
     let agent = Agent::new(agent_config);
     let session = SessionInfo {
+        kind,
         provider: kind.name(),
         model: model.clone(),
         base_url: (!replay && model.base_url != kind.default_base_url())
@@ -609,7 +610,7 @@ async fn run_with_tools(
         return fail(exit::CONFIG_ERROR, e);
     }
     let _ = std::io::stdout().flush();
-    exit_code(&outcome, stopped, &model)
+    exit_code(&outcome, stopped, kind, &model)
 }
 
 /// How events are shown.
@@ -633,6 +634,7 @@ fn patience(options: &StreamOptions) -> Option<Duration> {
 
 /// What a saved transcript records besides the conversation.
 struct SessionInfo {
+    kind: ProviderKind,
     provider: &'static str,
     model: Model,
     base_url: Option<String>,
@@ -660,22 +662,20 @@ fn save(
 }
 
 /// The process exit code for a finished run.
-fn exit_code(outcome: &agent_core::AgentOutcome, stopped: Option<Stop>, model: &Model) -> u8 {
+fn exit_code(
+    outcome: &agent_core::AgentOutcome,
+    stopped: Option<Stop>,
+    kind: ProviderKind,
+    model: &Model,
+) -> u8 {
     match outcome.reason {
         _ if stopped.is_some() => stopped.map_or(exit::INTERRUPTED, Stop::code),
         EndReason::Error => {
-            let message = outcome.messages.iter().rev().find_map(|m| match m {
-                Message::Assistant(a) => a.error_message.clone(),
+            let failed = outcome.messages.iter().rev().find_map(|m| match m {
+                Message::Assistant(a) if a.error_message.is_some() => Some(a),
                 _ => None,
             });
-            fail(
-                exit::PROVIDER_ERROR,
-                format_args!(
-                    "the provider at {} failed: {}",
-                    model.base_url,
-                    message.unwrap_or_default()
-                ),
-            )
+            fail(exit::PROVIDER_ERROR, provider_failure(failed, kind, model))
         }
         EndReason::Aborted => exit::INTERRUPTED,
         // The loop refused to go on (an invalid tool set, a failing turn hook).
@@ -688,6 +688,56 @@ fn exit_code(outcome: &agent_core::AgentOutcome, stopped: Option<Stop>, model: &
         ),
         _ => exit::OK,
     }
+}
+
+/// A provider failure as one line: who, what kind of failure, the provider's
+/// own message, and what to check.
+fn provider_failure(
+    failed: Option<&llm_core::AssistantMessage>,
+    kind: ProviderKind,
+    model: &Model,
+) -> String {
+    let message = failed.and_then(|a| a.error_message.as_deref()).unwrap_or("no details");
+    let error_type = failed.and_then(|a| a.error_type.as_deref()).unwrap_or("");
+    let keys = if kind.key_vars().is_empty() {
+        "the credentials".to_owned()
+    } else {
+        kind.key_vars().join(" or ")
+    };
+    let (what, hint) = match error_type {
+        "auth" => ("refused the credentials (HTTP 401/403)", format!("check {keys}")),
+        "rate_limited" => (
+            "is rate limiting (HTTP 429)",
+            "wait and try again (--retries sets how often claw retries)".to_owned(),
+        ),
+        "overloaded" => (
+            "is overloaded or failing (HTTP 5xx)",
+            "try again later (--retries sets how often claw retries)".to_owned(),
+        ),
+        "invalid_request" => (
+            "rejected the request (HTTP 400/404/422)",
+            "check the model id (`claw models` lists known ones) and the base URL".to_owned(),
+        ),
+        "context_length" => (
+            "cannot fit the conversation",
+            "start a new session, or use a model with a larger context window".to_owned(),
+        ),
+        "transport" => (
+            "could not be reached",
+            "check that the server is running and the base URL (--base-url)".to_owned(),
+        ),
+        "decode" | "truncated" => {
+            ("sent an answer claw could not read", "try again; -vv shows the exchange".to_owned())
+        }
+        _ => ("failed", String::new()),
+    };
+    let place = if model.base_url.trim().is_empty() {
+        kind.name().to_owned()
+    } else {
+        format!("{} at {}", kind.name(), host_of(&model.base_url))
+    };
+    let hint = if hint.is_empty() { String::new() } else { format!(" ({hint})") };
+    format!("{place} {what}: {message}{hint}")
 }
 
 /// Why a run is being stopped from outside.
@@ -930,7 +980,9 @@ async fn chat(
         // The conversation goes on after an interrupted or failed exchange;
         // the exit code tells whether the last one failed.
         code = match outcome.reason {
-            EndReason::Error | EndReason::Failed => exit_code(&outcome, None, &session.model),
+            EndReason::Error | EndReason::Failed => {
+                exit_code(&outcome, None, session.kind, &session.model)
+            }
             _ => exit::OK,
         };
         last_results = outcome
@@ -1093,6 +1145,8 @@ fn live_setup(
     if let Some(retries) = args.retries.or(config.retries) {
         options.retry.max_retries = retries;
     }
+    // Missing credentials or endpoint settings fail here, before anything runs.
+    kind.preflight(&model, &options).map_err(|e| (exit::USAGE, format!("{}: {e}", kind.name())))?;
     let system_prompt =
         Some(args.system.clone().unwrap_or_else(|| models::SYSTEM_PROMPT.to_owned()));
     Ok((Setup { model, kind, options, system_prompt, prompts: Vec::new(), _replay: None }, warning))

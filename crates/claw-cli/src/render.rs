@@ -365,14 +365,8 @@ impl Renderer {
                     self.out("\n");
                 }
             }
-            AgentEvent::MessageEnd { message: Message::Assistant(a) } => {
-                self.newline();
-                if let Some(err) = &a.error_message {
-                    self.out(&format!("{} ", paint("31", "error:", c)));
-                    self.text(err);
-                    self.out("\n");
-                }
-            }
+            // A failed response is reported once, on stderr, with what to check.
+            AgentEvent::MessageEnd { message: Message::Assistant(_) } => self.newline(),
             _ => {}
         }
     }

@@ -29,8 +29,16 @@ pub(crate) struct Transcript {
 pub(crate) fn load(path: &Path) -> Result<Transcript, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a claw transcript: {e}", path.display()))
+    serde_json::from_str(&text).map_err(|e| {
+        // serde's own wording names internal types; say what is wrong with the file instead.
+        let why = match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                format!("it is not valid JSON (line {}, column {})", e.line(), e.column())
+            }
+            _ => "it does not have a transcript's fields (provider, model, messages)".to_owned(),
+        };
+        format!("{} is not a claw transcript: {why}", path.display())
+    })
 }
 
 /// A file written whole or not at all: each write goes to a temporary file

@@ -226,14 +226,14 @@ fn http_errors_show_the_provider_message() {
         );
         std::io::Write::write_all(&mut sock, resp.as_bytes()).unwrap();
     });
-    let (out, _, stderr) = run(claw().env("ANTHROPIC_API_KEY", "sk-ant-secret-test-key").args([
-        "--base-url",
-        &format!("http://{addr}"),
-        "hello",
-    ]));
+    let (out, stdout, stderr) = run(claw()
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-test-key")
+        .args(["--base-url", &format!("http://{addr}"), "hello"]));
     server.join().unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(format!("{stdout}{stderr}").matches("invalid x-api-key").count(), 1, "once");
     assert!(stderr.contains("invalid x-api-key"), "{stderr}");
+    assert!(stderr.contains("HTTP 401") && stderr.contains("check ANTHROPIC_API_KEY"), "{stderr}");
     assert!(!stderr.contains("sk-ant-secret-test-key"), "the key never appears");
 }
 
@@ -2097,4 +2097,66 @@ fn parallel_results_each_name_their_call() {
     assert!(stdout.contains("read_file(path=\"a.txt\") → alpha"), "{stdout}");
     assert!(stdout.contains("read_file(path=\"b.txt\") → beta"), "{stdout}");
     let _ = std::fs::remove_dir_all(&ws);
+}
+
+#[test]
+fn provider_setup_errors_stop_before_anything_runs_naming_the_variables() {
+    let home = temp_dir("no-aws");
+    let mut bedrock = claw();
+    for var in
+        ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"]
+    {
+        bedrock.env_remove(var);
+    }
+    bedrock
+        .env("HOME", &home)
+        .env("AWS_CONFIG_FILE", home.join("none"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", home.join("none"));
+    let (out, stdout, stderr) = run(bedrock.args(["--provider", "bedrock", "hi"]));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+
+    let (out, stdout, stderr) = run(claw()
+        .env("AZURE_OPENAI_API_KEY", "sk-azure-test-0123456789")
+        .args(["--provider", "azure-openai-responses", "hi"]));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("AZURE_OPENAI_BASE_URL"), "{stderr}");
+    assert!(!stderr.contains("azureBaseUrl") && !stderr.contains("provider at  "), "{stderr}");
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn provider_errors_print_once_with_what_to_check() {
+    let server = Server::start(vec![server::Reply::Error(
+        404,
+        json!({"error": {"message": "The model `nope` does not exist", "type": "invalid_request_error"}})
+            .to_string(),
+    )]);
+    let (out, stdout, stderr) = run(live(&server).arg("hi"));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let both = format!("{stdout}{stderr}");
+    assert_eq!(both.matches("does not exist").count(), 1, "printed once: {both}");
+    assert!(stderr.contains("check the model id"), "{stderr}");
+}
+
+#[test]
+fn a_file_that_is_not_a_transcript_is_named_without_internal_texts() {
+    let dir = temp_dir("not-transcript");
+    let path = dir.join("t.json");
+    for text in ["[]", "{\"provider\": 3}", "{not json"] {
+        std::fs::write(&path, text).unwrap();
+        let (out, _, stderr) = run(claw()
+            .env("OPENAI_API_KEY", "sk-x-0123456789")
+            .arg("--resume")
+            .arg(&path)
+            .arg("hi"));
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(stderr.contains("is not a claw transcript"), "{stderr}");
+        for internal in ["invalid length", "struct", "invalid type", "expected"] {
+            assert!(!stderr.contains(internal), "{text}: {stderr}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
