@@ -58,6 +58,11 @@ impl Approvals {
         }
     }
 
+    /// Whether a call of `tool` would be asked about (or refused) rather than run.
+    pub(crate) fn asks(&self, tool: &str) -> bool {
+        !self.all && self.needs_approval(tool) == Some(true)
+    }
+
     /// Whether `tool` needs approval; `None` for a name that is not offered.
     fn needs_approval(&self, tool: &str) -> Option<bool> {
         if let Some(spec) = tools::spec(tool) {

@@ -633,6 +633,7 @@ fn patience(options: &StreamOptions) -> Option<Duration> {
 }
 
 /// What a saved transcript records besides the conversation.
+#[derive(Clone)]
 struct SessionInfo {
     kind: ProviderKind,
     provider: &'static str,
@@ -893,9 +894,11 @@ async fn chat(
     first: Vec<Message>,
     session: &SessionInfo,
     view: View,
-    save_to: Vec<sessions::AtomicFile>,
+    mut save_to: Vec<sessions::AtomicFile>,
     tools: ChatTools<'_>,
 ) -> u8 {
+    let mut agent = agent.clone();
+    let mut session = session.clone();
     let history = config::data_dir().map(|d| d.join("history.txt"));
     let mut editor = match rustyline::DefaultEditor::new() {
         Ok(e) => e,
@@ -911,7 +914,7 @@ async fn chat(
             "{}",
             render::dim(
                 &format!(
-                    "chat with {} ({}); /expand shows the last tool results whole; /exit or Ctrl-D quits",
+                    "chat with {} ({}); /help lists the commands; /exit or Ctrl-D quits",
                     session.model.id, session.provider
                 ),
                 view.color
@@ -952,14 +955,29 @@ async fn chat(
             if text.is_empty() {
                 continue;
             }
-            if text == "/exit" || text == "/quit" {
-                break;
-            }
-            if text == "/expand" {
-                print!("{}", render::tool_results_in_full(&last_results));
-                continue;
-            }
             let _ = editor.add_history_entry(text);
+            // `//text` sends `/text`; any other line starting with `/` is a command.
+            let text = match text.strip_prefix('/') {
+                Some(rest) if rest.starts_with('/') => rest,
+                Some(command) => {
+                    let mut chat = ChatState {
+                        agent: &mut agent,
+                        session: &mut session,
+                        context: &mut context,
+                        save_to: &mut save_to,
+                        last_results: &last_results,
+                        approvals: tools.approvals,
+                    };
+                    match chat_command(command, &mut chat) {
+                        ChatCommand::Quit => break,
+                        ChatCommand::Done(shown) => {
+                            print_out(&shown);
+                            continue;
+                        }
+                    }
+                }
+                None => text,
+            };
             pending.push(Message::user(text.to_owned()));
         }
         // MCP servers re-list changed tools and restart between turns.
@@ -994,7 +1012,7 @@ async fn chat(
             })
             .collect();
         context = outcome.context;
-        if let Err(e) = save(&save_to, session, &context) {
+        if let Err(e) = save(&save_to, &session, &context) {
             return fail(exit::CONFIG_ERROR, e);
         }
         // Ctrl-C ends the exchange; SIGTERM and SIGHUP end the chat (after the save).
@@ -1006,6 +1024,107 @@ async fn chat(
         let _ = editor.save_history(h);
     }
     code
+}
+
+/// What a chat command may change.
+struct ChatState<'a> {
+    agent: &'a mut Agent,
+    session: &'a mut SessionInfo,
+    context: &'a mut AgentContext,
+    save_to: &'a mut Vec<sessions::AtomicFile>,
+    last_results: &'a [llm_core::ToolResultMessage],
+    approvals: &'a approval::Approvals,
+}
+
+/// What a chat command did.
+enum ChatCommand {
+    /// End the chat.
+    Quit,
+    /// Show this text and read the next line.
+    Done(String),
+}
+
+/// The chat commands, for `/help`.
+const CHAT_HELP: &str = "\
+/help          this list
+/model [ID]    show the model, or switch to model ID (same provider and endpoint)
+/tools         the tools offered, and which ones ask first
+/save FILE     write the conversation to FILE now (a transcript, like --save)
+/clear         start a new conversation (the current one stays in its session file)
+/expand        the last exchange's tool results, whole
+/exit, /quit   end the chat (also Ctrl-D)
+//text         send a line that starts with `/`
+";
+
+/// Runs the chat command `line` (without its leading `/`).
+fn chat_command(line: &str, chat: &mut ChatState<'_>) -> ChatCommand {
+    let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    let done =
+        |text: String| ChatCommand::Done(format!("{}\n", sanitize::terminal(text.trim_end())));
+    match name {
+        "exit" | "quit" => ChatCommand::Quit,
+        "help" => done(CHAT_HELP.to_owned()),
+        "expand" => ChatCommand::Done(render::tool_results_in_full(chat.last_results)),
+        "model" if rest.is_empty() => done(format!(
+            "model {} ({}) at {}",
+            chat.session.model.id, chat.session.provider, chat.session.model.base_url
+        )),
+        "model" => {
+            let kind = chat.session.kind;
+            let base_url = chat.session.model.base_url.clone();
+            let (mut model, warning) = models::resolve(kind, Some(rest), Some(&base_url));
+            model.base_url = base_url;
+            let mut config = chat.agent.config().clone();
+            config.model = model.clone();
+            *chat.agent = Agent::new(config);
+            chat.session.model = model;
+            let warning = warning.map(|w| format!(" ({w})")).unwrap_or_default();
+            done(format!("now using {rest}{warning}"))
+        }
+        "tools" => {
+            let mut out = String::new();
+            for tool in &chat.context.tools {
+                let asks = chat.approvals.asks(&tool.tool.name);
+                let first = tool.tool.description.lines().next().unwrap_or("");
+                out.push_str(&format!(
+                    "{}{}  {first}\n",
+                    tool.tool.name,
+                    if asks { " (asks first)" } else { "" }
+                ));
+            }
+            if out.is_empty() {
+                out.push_str("no tools are offered\n");
+            }
+            done(out)
+        }
+        "save" if rest.is_empty() => done("usage: /save FILE".to_owned()),
+        "save" => {
+            let saved = sessions::AtomicFile::prepare(std::path::Path::new(rest))
+                .and_then(|target| save(&[target], chat.session, chat.context));
+            match saved {
+                Ok(()) => done(format!("saved to {rest}")),
+                Err(e) => done(format!("not saved: {e}")),
+            }
+        }
+        "clear" => {
+            // The conversation so far stays where it was saved; a new session takes over.
+            let kept: Vec<String> =
+                chat.save_to.iter().map(|t| t.path().display().to_string()).collect();
+            match sessions::new_path().and_then(|p| sessions::AtomicFile::prepare(&p)) {
+                Ok(fresh) => {
+                    *chat.save_to = vec![fresh];
+                    chat.context.messages.clear();
+                    done(format!(
+                        "new conversation; the last one stays in {}",
+                        if kept.is_empty() { "no file".to_owned() } else { kept.join(", ") }
+                    ))
+                }
+                Err(e) => done(format!("not cleared: {e}")),
+            }
+        }
+        _ => done(format!("unknown command `/{name}`; /help lists the commands")),
+    }
 }
 
 type SetupError = (u8, String);

@@ -2160,3 +2160,49 @@ fn a_file_that_is_not_a_transcript_is_named_without_internal_texts() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn chat_commands_are_answered_not_sent() {
+    let home = temp_dir("chat-commands");
+    let saved = home.join("copy.json");
+    let server = Server::start(vec![text_sse("first reply"), text_sse("second reply")]);
+    let mut child = live(&server)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .arg("--chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = format!(
+        "/help\n/tools\n/model\n/model other-model\nhello\n/bogus\n/save {}\n/clear\n//slash text\n/exit\n",
+        saved.display()
+    );
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("/model [ID]") && stdout.contains("/clear"), "help: {stdout}");
+    assert!(stdout.contains("append_note (asks first)"), "tools: {stdout}");
+    assert!(stdout.contains("read_file  Read a UTF-8 text file"), "tools: {stdout}");
+    assert!(stdout.contains("model local-model (openai)"), "{stdout}");
+    assert!(stdout.contains("now using other-model"), "{stdout}");
+    assert!(stdout.contains("unknown command `/bogus`"), "{stdout}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "only the two prompts were sent");
+    assert_eq!(requests[0].body["model"], "other-model");
+    let first = requests[0].body["messages"].to_string();
+    assert!(first.contains("hello") && !first.contains("/help"), "{first}");
+    // After /clear, the earlier exchange is not sent; `//` sends a leading slash.
+    let second = requests[1].body["messages"].to_string();
+    assert!(!second.contains("hello") && second.contains("/slash text"), "{second}");
+    let copy = std::fs::read_to_string(&saved).unwrap();
+    assert!(copy.contains("hello") && copy.contains("first reply"), "{copy}");
+    // Both conversations are kept as sessions.
+    let sessions = std::fs::read_dir(home.join("data/claw/sessions"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(sessions, 2);
+    let _ = std::fs::remove_dir_all(&home);
+}
