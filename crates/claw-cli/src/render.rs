@@ -74,6 +74,9 @@ pub(crate) struct Renderer {
     markdown: Option<Markdown>,
     /// Answer text not yet rendered (the current incomplete line).
     pending_line: String,
+    /// How much of `pending_line` is on the screen already, unstyled (it is
+    /// redrawn styled once the line is complete).
+    partial_shown: usize,
     reason: Option<EndReason>,
     /// Print tool results whole, not only their first line.
     expand: bool,
@@ -111,6 +114,7 @@ impl Renderer {
             spinner: None,
             markdown: (color && !json).then(Markdown::default),
             pending_line: String::new(),
+            partial_shown: 0,
             reason: None,
             waiting_for: String::new(),
             held: String::new(),
@@ -225,6 +229,7 @@ impl Renderer {
         }
         self.pending_line.push_str(&sanitize::terminal(delta));
         while let Some(end) = self.pending_line.find('\n') {
+            self.erase_partial();
             let line: String = self.pending_line.drain(..=end).collect();
             let styled = match self.markdown.as_mut() {
                 Some(md) => md.push_line(line.trim_end_matches('\n')),
@@ -234,10 +239,35 @@ impl Renderer {
                 self.out(&format!("{styled}\n"));
             }
         }
+        // The incomplete line shows as it streams; it is redrawn styled when complete.
+        if let Some(new) = self.pending_line.get(self.partial_shown..).map(str::to_owned)
+            && !new.is_empty()
+        {
+            self.out(&new);
+            self.partial_shown = self.pending_line.len();
+        }
+    }
+
+    /// Removes the unstyled partial line from the screen (before its styled form).
+    fn erase_partial(&mut self) {
+        if self.partial_shown == 0 {
+            return;
+        }
+        let shown = self.pending_line.get(..self.partial_shown).unwrap_or("");
+        let width = unicode_width::UnicodeWidthStr::width(shown);
+        self.partial_shown = 0;
+        let columns =
+            console::Term::stdout().size_checked().map_or(80, |(_, cols)| usize::from(cols)).max(1);
+        // A line wider than the terminal wrapped onto more rows.
+        let rows = width.saturating_sub(1) / columns;
+        let up = if rows > 0 { format!("\x1b[{rows}A") } else { String::new() };
+        self.out(&format!("\r{up}\x1b[J"));
+        self.at_line_start = true;
     }
 
     /// Renders the incomplete last line of answer text, and a table still held, if any.
     fn flush_answer(&mut self) {
+        self.erase_partial();
         let line = std::mem::take(&mut self.pending_line);
         let Some(md) = self.markdown.as_mut() else {
             self.out(&line);
@@ -265,7 +295,14 @@ impl Renderer {
     fn render(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::TurnStart => self.waiting = true,
-            AgentEvent::MessageUpdate { .. } | AgentEvent::MessageEnd { .. } => {
+            // Waiting lasts until something shows: a text or thinking delta, a tool call.
+            AgentEvent::MessageUpdate {
+                event:
+                    AssistantEvent::TextDelta { .. }
+                    | AssistantEvent::ThinkingDelta { .. }
+                    | AssistantEvent::ToolCallStart { .. },
+            }
+            | AgentEvent::MessageEnd { .. } => {
                 self.waiting = false;
             }
             _ => {}

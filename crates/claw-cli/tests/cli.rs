@@ -2206,3 +2206,70 @@ fn chat_commands_are_answered_not_sent() {
     assert_eq!(sessions, 2);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+// ---- Seeing it stream ----
+
+/// A server that streams `first`, waits until the test says so (or 15 s),
+/// then streams `rest` and ends the answer.
+fn slow_server(first: &str, rest: &str) -> (String, std::sync::mpsc::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let sse = |delta: Value, finish: Option<&str>| {
+        let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let head = sse(json!({"role": "assistant", "content": first}), None);
+    let tail = format!(
+        "{}{}data: [DONE]\n\n",
+        sse(json!({"content": rest}), None),
+        sse(json!({}), Some("stop"))
+    );
+    std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 65536];
+        // The request: headers, then the body's length.
+        loop {
+            let n = sock.read(&mut buf).unwrap();
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length: usize = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if seen.len() >= end + 4 + length {
+                    break;
+                }
+            }
+        }
+        let start =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        std::io::Write::write_all(&mut sock, start.as_bytes()).unwrap();
+        std::io::Write::write_all(&mut sock, head.as_bytes()).unwrap();
+        std::io::Write::flush(&mut sock).unwrap();
+        let _ = wait.recv_timeout(Duration::from_secs(15));
+        std::io::Write::write_all(&mut sock, tail.as_bytes()).unwrap();
+    });
+    (base, go)
+}
+
+#[cfg(unix)]
+#[test]
+fn on_a_terminal_text_shows_as_it_streams_before_the_line_ends() {
+    let (base, go) = slow_server("Hello, **this** is", " streamed.");
+    let args: Vec<String> =
+        ["--provider", "openai", "--base-url", &base, "-m", "m", "hi"].map(str::to_owned).to_vec();
+    let mut cmd = claw_in_pty(&args);
+    cmd.env_remove("NO_COLOR");
+    let mut pty = Pty::start(cmd);
+    // Shown while the server still holds the rest of the line back.
+    pty.wait_for("Hello, **this** is");
+    go.send(()).unwrap();
+    assert_eq!(pty.exit_within(Duration::from_secs(20)), Some(0), "{}", pty.shown());
+    // Once complete, the line is redrawn as Markdown.
+    let shown = pty.shown();
+    assert!(shown.contains("\u{1b}[1mthis\u{1b}[0m is streamed."), "{shown:?}");
+}
