@@ -9,6 +9,7 @@
 mod approval;
 mod calc;
 mod config;
+mod export;
 mod markdown;
 mod models;
 mod offline;
@@ -93,6 +94,18 @@ enum Command {
     Sessions,
     /// List the built-in tools, whether they have side effects, and what they need.
     Tools,
+    /// Write a saved session as one self-contained HTML page (messages, tool
+    /// calls with arguments and results, usage and cost per turn).
+    Export {
+        /// A session file, or a session ID from `claw sessions`.
+        session: PathBuf,
+        /// HTML (the one format so far).
+        #[arg(long)]
+        html: bool,
+        /// Write the page to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -271,6 +284,9 @@ fn main() -> ExitCode {
         Some(Command::Models) => print_out(&models::table()),
         Some(Command::Sessions) => sessions::print_list(),
         Some(Command::Tools) => print_out(&tools::table()),
+        Some(Command::Export { session, html, output }) => {
+            export_session(&session, html, output.as_deref())
+        }
         None => runtime.block_on(run(cli.args)),
     };
     // A tool stuck in a blocking call must not keep the process alive.
@@ -286,6 +302,28 @@ fn print_out(text: &str) -> u8 {
         Ok(()) => exit::OK,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
         Err(e) => fail(exit::CONFIG_ERROR, format_args!("cannot write to stdout: {e}")),
+    }
+}
+
+/// `claw export`.
+fn export_session(name: &std::path::Path, html: bool, output: Option<&std::path::Path>) -> u8 {
+    if !html {
+        return fail(exit::USAGE, "choose a format: --html");
+    }
+    let (path, transcript) = match sessions::find(name) {
+        Ok(found) => found,
+        Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
+    let title = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let page = export::html(&title, &transcript);
+    match output {
+        None => print_out(&page),
+        Some(file) => match sessions::write_atomically(file, page.as_bytes()) {
+            Ok(()) => exit::OK,
+            Err(e) => {
+                fail(exit::CONFIG_ERROR, format_args!("cannot write {}: {e}", file.display()))
+            }
+        },
     }
 }
 

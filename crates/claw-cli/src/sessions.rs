@@ -84,12 +84,17 @@ impl AtomicFile {
     /// Writes `transcript` to a temporary file and renames it over the target.
     pub(crate) fn commit(&self, transcript: &Transcript) -> Result<(), String> {
         let text = serde_json::to_vec_pretty(transcript).map_err(|e| e.to_string())?;
-        let mut temp = Self::temp(&self.path)?;
-        temp.write_all(&text).map_err(|e| e.to_string())?;
-        temp.as_file().sync_all().map_err(|e| e.to_string())?;
-        temp.persist(&self.path).map_err(|e| e.error.to_string())?;
-        Ok(())
+        write_atomically(&self.path, &text)
     }
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut temp = AtomicFile::temp(path)?;
+    temp.write_all(bytes).map_err(|e| e.to_string())?;
+    temp.as_file().sync_all().map_err(|e| e.to_string())?;
+    temp.persist(path).map_err(|e| e.error.to_string())?;
+    Ok(())
 }
 
 /// Holds a session for one `claw` process: a second `claw -c` on the same

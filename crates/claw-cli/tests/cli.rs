@@ -2273,3 +2273,73 @@ fn on_a_terminal_text_shows_as_it_streams_before_the_line_ends() {
     let shown = pty.shown();
     assert!(shown.contains("\u{1b}[1mthis\u{1b}[0m is streamed."), "{shown:?}");
 }
+
+// ---- Export ----
+
+#[test]
+fn export_html_is_one_self_contained_page_with_every_call_and_its_usage() {
+    let home = temp_dir("export-home");
+    let ws = temp_dir("export-ws");
+    let hostile = "</pre><script>alert('file')</script>";
+    std::fs::write(ws.join("page.txt"), hostile).unwrap();
+    let server = Server::start(vec![
+        tool_sse(&[
+            ("read_file", json!({"path": "page.txt"})),
+            ("calculator", json!({"expression": "6 * 7"})),
+        ]),
+        text_sse("<b>done</b> & \"quoted\""),
+    ]);
+    let with_home = |mut cmd: Command| {
+        cmd.env("XDG_DATA_HOME", home.join("data"));
+        cmd
+    };
+    let prompt = "read <script>alert(1)</script>";
+    let (out, _, stderr) = run(with_home(live(&server)).arg("--workspace").arg(&ws).arg(prompt));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (_, listing, _) = run(with_home(claw()).arg("sessions"));
+    let id = listing.split_whitespace().next().unwrap().to_owned();
+    let page_file = home.join("session.html");
+    let (out, _, stderr) =
+        run(with_home(claw()).args(["export", &id, "--html", "-o"]).arg(&page_file));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    // The same page on stdout.
+    let (_, stdout, _) = run(with_home(claw()).args(["export", &id, "--html"]));
+    assert_eq!(stdout, page);
+
+    let doc = scraper::Html::parse_document(&page);
+    let sel = |s: &str| scraper::Selector::parse(s).unwrap();
+    let text = |e: scraper::ElementRef<'_>| e.text().collect::<String>();
+    assert!(text(doc.select(&sel("title")).next().unwrap()).contains(&id));
+    // Nothing runs and nothing loads: no script, no external reference.
+    assert_eq!(doc.select(&sel("script")).count(), 0, "{page}");
+    assert_eq!(doc.select(&sel("[src^=http], link, iframe")).count(), 0);
+    let users: Vec<_> = doc.select(&sel("section.msg.user")).collect();
+    assert_eq!(users.len(), 1);
+    assert!(text(users[0]).contains(prompt), "escaped, shown as typed");
+    let turns: Vec<_> = doc.select(&sel("section.msg.assistant")).collect();
+    assert_eq!(turns.len(), 2);
+    for turn in &turns {
+        let usage = text(turn.select(&sel("footer.usage")).next().unwrap());
+        assert!(usage.contains("120 tokens (in 100, out 20") && usage.contains('$'), "{usage}");
+    }
+    assert!(text(turns[1]).contains("<b>done</b> & \"quoted\""));
+    let calls: Vec<_> = doc.select(&sel("details.tool-call")).collect();
+    assert_eq!(calls.len(), 2);
+    let call = |name: &str| {
+        *calls
+            .iter()
+            .find(|c| text(c.select(&sel("summary")).next().unwrap()).contains(name))
+            .unwrap()
+    };
+    let read = call("read_file");
+    let args: Value =
+        serde_json::from_str(&text(read.select(&sel("pre.args")).next().unwrap())).unwrap();
+    assert_eq!(args, json!({"path": "page.txt"}));
+    assert_eq!(text(read.select(&sel("pre.result")).next().unwrap()), hostile);
+    assert_eq!(text(call("calculator").select(&sel("pre.result")).next().unwrap()), "42");
+    // Collapsible: each call is a <details> with a <summary>.
+    assert!(calls.iter().all(|c| c.value().name() == "details"));
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&ws);
+}
