@@ -60,21 +60,24 @@ Safety: read_file and list_dir see only the workspace (--workspace, default: the
 directory); tools with side effects (append_note) ask first, or run with --yes / the config's
 `approve` list; with --json or without a terminal they are refused unless approved up front.
 MCP tools (--mcp, [mcp.servers] in the config) ask the same way unless marked read-only.
-Model and tool text is stripped of terminal escape sequences.
+Control characters in model and tool text are shown, never acted on (ESC appears as ␛).
+A base URL stored in a --resume file from elsewhere is used only when confirmed (--trust-base-url).
 
 Defaults come from flags, then a resumed session, then CLAW_PROVIDER / CLAW_MODEL /
 CLAW_WORKSPACE, then the config file (CLAW_CONFIG or ~/.config/claw/config.toml).
 
 Exit codes:
   0    the run finished
-  1    the provider failed (HTTP error, overloaded, bad stream, ...)
-  2    invalid arguments, a prompt without an API key, or an MCP server that does not start
+  1    the provider failed (HTTP error, overloaded, bad stream, silent past --timeout, ...)
+  2    invalid arguments, a prompt without an API key or provider settings, an unconfirmed
+       --resume endpoint, or an MCP server that does not start
   3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
   129  the terminal closed (SIGHUP); the transcript is still saved
   130  interrupted with Ctrl-C (the transcript is still saved)
   143  stopped by SIGTERM (`kill`, `timeout`); the transcript is still saved
 
-Logging: -v (info), -vv (debug) or RUST_LOG=<filter> print requests, retries and timings to stderr.";
+Logging: -v prints each request's status, retry count and duration to stderr, -vv adds debug
+detail (or RUST_LOG=<filter>); retries are warned about without -v too.";
 
 /// Run an LLM agent with tools in the terminal.
 #[derive(Debug, Parser)]

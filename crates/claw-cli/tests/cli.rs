@@ -205,6 +205,12 @@ fn help_explains_flags_and_exit_codes() {
         "CLAW_PROVIDER",
         "--mcp",
         "MCP server that does not start",
+        "--trust-base-url",
+        "--timeout",
+        "--retries",
+        "143",
+        "129",
+        "export",
     ] {
         assert!(stdout.contains(needle), "--help lacks {needle}");
     }
