@@ -349,13 +349,13 @@ fn init_tracing(verbose: u8, ansi: bool) {
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
-    eprintln!("claw: {}", sanitize::terminal(&message.to_string()));
+    note(&format!("claw: {}", sanitize::terminal(&message.to_string())));
     code
 }
 
 /// A warning on stderr (also with `--json`, whose stdout stays clean).
 fn warn(message: impl std::fmt::Display) {
-    eprintln!("claw: warning: {}", sanitize::terminal(&message.to_string()));
+    note(&format!("claw: warning: {}", sanitize::terminal(&message.to_string())));
 }
 
 /// Everything a run needs that differs between live and replay mode.
@@ -874,7 +874,8 @@ impl Interrupts {
     }
 }
 
-/// A line on stderr that never panics (the terminal may be gone after SIGHUP).
+/// A line on stderr that never panics (the terminal may be gone after SIGHUP,
+/// and `eprintln!` would panic on the failed write before the transcript is saved).
 fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
@@ -951,16 +952,13 @@ async fn chat(
         let _ = editor.load_history(h);
     }
     if !view.json {
-        eprintln!(
-            "{}",
-            render::dim(
-                &format!(
-                    "chat with {} ({}); /help lists the commands; /exit or Ctrl-D quits",
-                    session.model.id, session.provider
-                ),
-                view.color
-            )
-        );
+        note(&render::dim(
+            &format!(
+                "chat with {} ({}); /help lists the commands; /exit or Ctrl-D quits",
+                session.model.id, session.provider
+            ),
+            view.color,
+        ));
     }
     let mut pending = first;
     let mut code = exit::OK;
@@ -1209,7 +1207,7 @@ async fn confirm_stored_endpoint(
             ),
         ));
     }
-    eprintln!("claw: {explain}.");
+    note(&format!("claw: {explain}."));
     let question = format!("claw: send your key and the conversation to {host}? [y/N] ");
     // Rustyline reads Ctrl-C as a key; a SIGINT that still arrives answers too.
     let answer = tokio::select! {
@@ -1345,18 +1343,15 @@ async fn replay_setup(
     // Named as chosen (`openai` stays `openai`) when the recording is that provider's.
     let kind = if replay.kind == kind { kind } else { replay.kind };
     if !args.json {
-        eprintln!(
-            "{}",
-            render::dim(
-                &format!(
-                    "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
-                    source.describe(),
-                    kind.name(),
-                    replay.model.base_url
-                ),
-                color
-            )
-        );
+        note(&render::dim(
+            &format!(
+                "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
+                source.describe(),
+                kind.name(),
+                replay.model.base_url
+            ),
+            color,
+        ));
     }
     let options =
         StreamOptions { api_key: Some(ApiKey::new("replay-no-key")), ..StreamOptions::default() };

@@ -448,7 +448,7 @@ impl Renderer {
             elapsed.as_secs_f64(),
             self.reason.map(reason_name).unwrap_or("unknown"),
         );
-        eprintln!("{}", dim(&line, self.color));
+        crate::note(&dim(&line, self.color));
     }
 }
 

@@ -224,7 +224,7 @@ pub(crate) fn print_list() -> u8 {
     let files = match list() {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("claw: {e}");
+            crate::note(&format!("claw: {e}"));
             return exit::CONFIG_ERROR;
         }
     };

@@ -2349,3 +2349,46 @@ fn export_html_is_one_self_contained_page_with_every_call_and_its_usage() {
     let _ = std::fs::remove_dir_all(&home);
     let _ = std::fs::remove_dir_all(&ws);
 }
+
+#[cfg(unix)]
+#[test]
+fn closing_the_terminal_saves_the_transcript() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dir = temp_dir("hangup-terminal");
+    let path = dir.join("t.json");
+    let args: Vec<String> = [
+        "--provider",
+        "openai",
+        "--base-url",
+        &format!("http://{addr}/v1"),
+        "--save",
+        path.to_str().unwrap(),
+        "keep me too",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut cmd = claw_in_pty(&args);
+    cmd.env_remove("NO_COLOR");
+    let mut terminal = cmd.stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let _sock = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("claw never connected: {e}"),
+        }
+    };
+    // The terminal goes away: its master side closes, claw gets SIGHUP and a dead tty.
+    terminal.kill().unwrap();
+    let _ = terminal.wait();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "nothing saved after the terminal closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let saved = std::fs::read_to_string(&path).unwrap();
+    assert!(saved.contains("keep me too"), "{saved}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
