@@ -87,9 +87,9 @@ pub(crate) struct FileRead {
     pub(crate) size: u64,
 }
 
-/// Flags for every open: a FIFO or device must not block the open, and the
-/// last path component must not be a symlink (resolved by `cap-std` within the
-/// root, but a link is never what the user named).
+/// Flags for opening the notes file: a FIFO or device must not block the
+/// open, and the last path component must not be a symlink (`cap-std` keeps a
+/// link within the root, but a link is never the file the user named).
 #[cfg(unix)]
 const OPEN_FLAGS: i32 = libc::O_NONBLOCK | libc::O_NOFOLLOW;
 
@@ -183,7 +183,7 @@ impl Workspace {
         #[cfg(unix)]
         {
             use cap_std::fs::OpenOptionsExt;
-            options.custom_flags(OPEN_FLAGS).mode(0o600);
+            options.custom_flags(OPEN_FLAGS);
         }
         let mut file = self.dir.open_with(rel, &options).map_err(|e| {
             // O_NOFOLLOW on a symlink: ELOOP.
@@ -200,6 +200,8 @@ impl Workspace {
         })?;
         let meta = file.metadata().map_err(|e| self.io(&path, e))?;
         self.check_handle(&path, &meta)?;
+        // A workspace of `/` must not make a kernel file the notes file.
+        self.check_real_location(&path, rel)?;
         file.write_all(line.as_bytes()).map_err(|e| self.io(&path, e))
     }
 
