@@ -2392,3 +2392,25 @@ fn closing_the_terminal_saves_the_transcript() {
     assert!(saved.contains("keep me too"), "{saved}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_kernel_file_is_never_the_notes_file() {
+    let server = Server::start(vec![
+        tool_sse(&[("append_note", json!({"text": "renamed"}))]),
+        text_sse("ok"),
+    ]);
+    let (out, stdout, stderr) = run(live(&server).args([
+        "--workspace",
+        "/",
+        "--notes",
+        "proc/self/comm",
+        "--yes",
+        "--json",
+        "note",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let end = end_of(&json_events(&stdout), "call_0").clone();
+    assert_eq!(end["is_error"], true, "{end}");
+    assert!(end["text"].as_str().unwrap().contains("kernel"), "{end}");
+}
