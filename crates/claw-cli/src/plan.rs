@@ -262,6 +262,10 @@ pub(crate) fn server_configs(
 /// session (as much as `read_file` reads).
 const MAX_MCP_TEXT: usize = crate::workspace::MAX_READ as usize;
 
+/// The largest image (base64) of an MCP tool result passed on; providers
+/// refuse larger ones, and each one is sent with every later request.
+const MAX_MCP_IMAGE: usize = 4 * 1024 * 1024;
+
 /// `tool` with the API key values (and the secrets given to MCP servers)
 /// replaced by `[redacted]` in its output and errors, as the built-in tools
 /// do, and its text bounded: a server may read a file that holds a secret,
@@ -275,6 +279,18 @@ fn redacting(tool: &AgentTool, secrets: Arc<Vec<String>>) -> AgentTool {
         async move {
             match running.await {
                 Ok(mut output) => {
+                    for content in &mut output.content {
+                        if let UserContent::Image(image) = content
+                            && image.data.len() > MAX_MCP_IMAGE
+                        {
+                            *content = UserContent::text(format!(
+                                "[an image ({}, {} KiB) was left out: larger than {} KiB]",
+                                image.mime_type,
+                                image.data.len() / 1024,
+                                MAX_MCP_IMAGE / 1024
+                            ));
+                        }
+                    }
                     let mut room = MAX_MCP_TEXT;
                     let mut total = 0usize;
                     for content in &mut output.content {

@@ -2414,3 +2414,48 @@ fn a_kernel_file_is_never_the_notes_file() {
     assert_eq!(end["is_error"], true, "{end}");
     assert!(end["text"].as_str().unwrap().contains("kernel"), "{end}");
 }
+
+/// A minimal stdio MCP server (node) whose one read-only tool returns a 5 MiB image.
+const BIG_IMAGE_SERVER: &str = r#"// A minimal stdio MCP server with one tool that returns a large image.
+const readline = require("readline");
+const rl = readline.createInterface({ input: process.stdin });
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+rl.on("line", (line) => {
+  const msg = JSON.parse(line);
+  if (msg.id === undefined) return;
+  if (msg.method === "initialize") {
+    send({ jsonrpc: "2.0", id: msg.id, result: { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "big", version: "1" } } });
+  } else if (msg.method === "tools/list") {
+    send({ jsonrpc: "2.0", id: msg.id, result: { tools: [{ name: "picture", description: "a big picture", inputSchema: { type: "object" }, annotations: { readOnlyHint: true } }] } });
+  } else if (msg.method === "tools/call") {
+    send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "image", data: "A".repeat(5 * 1024 * 1024), mimeType: "image/png" }, { type: "text", text: "here it is" }] } });
+  } else {
+    send({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } });
+  }
+});
+"#;
+
+#[test]
+fn mcp_images_past_the_size_limit_are_left_out() {
+    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !node_ok {
+        eprintln!("SKIPPED: `node` is not installed");
+        return;
+    }
+    let dir = temp_dir("mcp-image");
+    let script = dir.join("bigimage.js");
+    std::fs::write(&script, BIG_IMAGE_SERVER).unwrap();
+    let server =
+        Server::start(vec![tool_sse(&[("bigimage__picture", json!({}))]), text_sse("seen")]);
+    let mcp = format!("node \"{}\"", script.display());
+    let (out, stdout, stderr) = run(live(&server).args(["--mcp", &mcp, "--json", "picture"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    // Nowhere in the request: not in the tool message, not as an image part.
+    let sent = requests[1].body.to_string();
+    assert!(sent.len() < 64 * 1024, "{} bytes went to the model", sent.len());
+    let result = tool_messages(&requests[1].body)[0]["content"].to_string();
+    assert!(result.contains("here it is") && result.contains("left out"), "{result}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
