@@ -283,6 +283,9 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG_ERROR);
         }
     };
+    if std::io::stdin().is_terminal() {
+        save_terminal();
+    }
     let code = match cli.command {
         Some(Command::Models) => print_out(&models::table()),
         Some(Command::Sessions) => sessions::print_list(),
@@ -294,6 +297,10 @@ fn main() -> ExitCode {
     };
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(500));
+    // A signal may have ended a question's line editing (raw mode) midway.
+    if [exit::HUNG_UP, exit::INTERRUPTED, exit::TERMINATED].contains(&code) {
+        restore_terminal();
+    }
     ExitCode::from(code)
 }
 
@@ -782,6 +789,35 @@ fn provider_failure(
     format!("{place} {what}: {message}{hint}")
 }
 
+/// The terminal's settings when claw started (stdin a terminal).
+#[cfg(unix)]
+static TERMINAL: std::sync::Mutex<Option<nix::sys::termios::Termios>> = std::sync::Mutex::new(None);
+
+/// Remembers the terminal's settings, to put back if a signal ends claw
+/// while line editing has the terminal in raw mode.
+fn save_terminal() {
+    #[cfg(unix)]
+    if let (Ok(settings), Ok(mut saved)) =
+        (nix::sys::termios::tcgetattr(std::io::stdin()), TERMINAL.lock())
+    {
+        *saved = Some(settings);
+    }
+}
+
+/// Puts the terminal's settings back as they were when claw started.
+fn restore_terminal() {
+    #[cfg(unix)]
+    if let Ok(saved) = TERMINAL.lock()
+        && let Some(settings) = saved.as_ref()
+    {
+        let _ = nix::sys::termios::tcsetattr(
+            std::io::stdin(),
+            nix::sys::termios::SetArg::TCSANOW,
+            settings,
+        );
+    }
+}
+
 /// Why a run is being stopped from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -904,6 +940,7 @@ async fn drive(
             stop = interrupts.next() => {
                 if stopped.is_some() {
                     // A second signal quits without waiting for the run to wind down.
+                    restore_terminal();
                     std::process::exit(i32::from(stop.code()));
                 }
                 stopped = Some(stop);
@@ -970,10 +1007,15 @@ async fn chat(
                 let line = editor.readline("you › ");
                 (editor, line)
             });
-            // Every exchange is saved already: a SIGTERM or SIGHUP here only ends the chat.
+            // Every exchange is saved already: a SIGTERM or SIGHUP here only ends the chat,
+            // and the line editor's raw mode is undone (its thread stays blocked in a read).
             let read = tokio::select! {
                 read = reading => read,
-                stop = interrupts.next() => return stop.code(),
+                stop = interrupts.next() => {
+                    restore_terminal();
+                    note("");
+                    return stop.code();
+                }
             };
             let (returned, line) = match read {
                 Ok(r) => r,

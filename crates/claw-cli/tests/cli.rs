@@ -2459,3 +2459,30 @@ fn mcp_images_past_the_size_limit_are_left_out() {
     assert!(result.contains("here it is") && result.contains("left out"), "{result}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[cfg(unix)]
+#[test]
+fn sigterm_at_the_chat_prompt_leaves_the_terminal_as_it_was() {
+    let server = Server::start(vec![text_sse("never")]);
+    let template = claw();
+    let mut cmd = Command::new("script");
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    // A non-interactive shell: the background claw still reads the terminal.
+    let line = format!(
+        "'{}' --provider openai --base-url {} --chat < /dev/tty & p=$!; sleep 3; kill -TERM $p; wait $p; echo code=$?; stty -a",
+        env!("CARGO_BIN_EXE_claw"),
+        server.base_url()
+    );
+    cmd.args(["-qec", &line, "/dev/null"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    let (_, shown, _) = run(cmd.stdin(Stdio::piped()));
+    assert!(shown.contains("code=143"), "{shown}");
+    // Line editing's raw mode is undone: canonical input and echo are back.
+    let settings = &shown[shown.find("code=143").unwrap()..];
+    assert!(settings.contains(" icanon") && settings.contains(" echo "), "{settings}");
+    assert!(server.requests().is_empty());
+}
