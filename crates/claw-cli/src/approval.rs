@@ -6,7 +6,6 @@
 //! `readOnlyHint: true`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use agent_core::{AgentHooks, BeforeToolCall, CallInfo};
@@ -26,15 +25,28 @@ pub(crate) struct Approvals {
     pub(crate) interactive: bool,
     /// The offered MCP tools and whether each needs approval (set at every plan).
     mcp: std::sync::Mutex<BTreeMap<String, bool>>,
+    /// What a built-in tool acts on, shown in its question (`append_note`: the file).
+    targets: BTreeMap<String, String>,
+    /// Raised by Ctrl-C at a question (the terminal is raw then: no SIGINT).
+    interrupt: Arc<tokio::sync::Notify>,
 }
 
 impl Approvals {
-    pub(crate) fn new(all: bool, allowed: &[String], interactive: bool) -> Arc<Approvals> {
+    /// `targets`: tool name -> what it acts on, named in the question.
+    pub(crate) fn new(
+        all: bool,
+        allowed: &[String],
+        interactive: bool,
+        targets: BTreeMap<String, String>,
+        interrupt: Arc<tokio::sync::Notify>,
+    ) -> Arc<Approvals> {
         Arc::new(Approvals {
             all,
             allowed: Mutex::new(allowed.iter().cloned().collect()),
             interactive,
             mcp: std::sync::Mutex::new(BTreeMap::new()),
+            targets,
+            interrupt,
         })
     }
 
@@ -44,6 +56,11 @@ impl Approvals {
             Ok(mut m) => *m = tools,
             Err(poisoned) => *poisoned.into_inner() = tools,
         }
+    }
+
+    /// Whether a call of `tool` would be asked about (or refused) rather than run.
+    pub(crate) fn asks(&self, tool: &str) -> bool {
+        !self.all && self.needs_approval(tool) == Some(true)
     }
 
     /// Whether `tool` needs approval; `None` for a name that is not offered.
@@ -58,45 +75,104 @@ impl Approvals {
         mcp.get(tool).copied()
     }
 
-    async fn decide(&self, tool: &str, args: &Value) -> BeforeToolCall {
+    /// Whether the call of `tool` with `args` may run: the whole policy, in
+    /// one place, so it can move behind any loop that can ask a person.
+    pub(crate) async fn decide(&self, tool: &str, args: &Value) -> Verdict {
         // Unknown names are not ours to judge: the loop reports them as unknown tools.
         let Some(needs_approval) = self.needs_approval(tool) else {
-            return BeforeToolCall::Allow;
+            return Verdict::Allow;
         };
         if !needs_approval || self.all {
-            return BeforeToolCall::Allow;
+            return Verdict::Allow;
         }
-        // Held across the prompt so two calls never ask at once.
+        // Held across the question so two calls never ask at once.
         let mut allowed = self.allowed.lock().await;
         if allowed.contains(tool) {
-            return BeforeToolCall::Allow;
+            return Verdict::Allow;
         }
         if !self.interactive {
-            return BeforeToolCall::Block(Some(format!(
+            return Verdict::Deny(format!(
                 "`{tool}` may have side effects and was not approved (the user can rerun with --yes or add it to `approve` in the claw config)"
-            )));
+            ));
         }
         let shown = sanitize::terminal(tool);
+        let target = match self.targets.get(tool) {
+            Some(t) => format!(" → {}", sanitize::terminal(t)),
+            None => String::new(),
+        };
         let question = format!(
-            "claw: allow {shown} {}? [y]es / [n]o / [a]lways for {shown}: ",
+            "claw: allow {shown} {}{target}? [y]es / [n]o (a reason may follow) / [a]lways: ",
             sanitize::terminal(&args.to_string())
         );
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut stderr = std::io::stderr().lock();
-            let _ = stderr.write_all(format!("\n{question}").as_bytes());
-            let _ = stderr.flush();
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line).map(|_| line)
-        })
-        .await;
-        match answer.ok().and_then(Result::ok).as_deref().map(str::trim) {
-            Some("y" | "Y" | "yes") => BeforeToolCall::Allow,
-            Some("a" | "A" | "always") => {
-                allowed.insert(tool.to_owned());
-                BeforeToolCall::Allow
+        // The output of other calls waits, and the status line hides, while the question is up.
+        let screen = crate::render::question();
+        let answer = ask(question).await;
+        drop(screen);
+        match answer {
+            Answer::Line(line) => {
+                let line = line.trim();
+                let (word, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+                match word {
+                    "y" | "Y" | "yes" => Verdict::Allow,
+                    "a" | "A" | "always" => {
+                        allowed.insert(tool.to_owned());
+                        Verdict::Allow
+                    }
+                    _ if reason.trim().is_empty() => {
+                        Verdict::Deny(format!("the user declined `{tool}`"))
+                    }
+                    _ => Verdict::Deny(format!(
+                        "the user declined `{tool}`: {}",
+                        sanitize::one_line(reason.trim())
+                    )),
+                }
             }
-            _ => BeforeToolCall::Block(Some(format!("the user declined `{tool}`"))),
+            Answer::Interrupted => {
+                // Ctrl-C at the question stops the whole run, as anywhere else.
+                self.interrupt.notify_one();
+                Verdict::Deny(format!("the user interrupted the run instead of approving `{tool}`"))
+            }
+            Answer::Closed => Verdict::Deny(format!("the user declined `{tool}` (no answer)")),
         }
+    }
+}
+
+/// What the approval policy says about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// It runs.
+    Allow,
+    /// It does not; the reason goes to the model as the call's result.
+    Deny(String),
+}
+
+/// A person's answer to a question on the terminal.
+pub(crate) enum Answer {
+    /// The line typed.
+    Line(String),
+    /// Ctrl-C.
+    Interrupted,
+    /// No terminal, or it closed (Ctrl-D).
+    Closed,
+}
+
+/// Asks `question` on the controlling terminal (even when stdin or stdout is
+/// redirected) with line editing; Ctrl-C answers at once instead of waiting
+/// for Enter, as the terminal is in raw mode while asking.
+pub(crate) async fn ask(question: String) -> Answer {
+    let asked = tokio::task::spawn_blocking(move || {
+        let config = rustyline::Config::builder()
+            .behavior(rustyline::config::Behavior::PreferTerm)
+            .auto_add_history(false)
+            .build();
+        let mut editor = rustyline::DefaultEditor::with_config(config)?;
+        editor.readline(&question)
+    })
+    .await;
+    match asked {
+        Ok(Ok(line)) => Answer::Line(line),
+        Ok(Err(rustyline::error::ReadlineError::Interrupted)) => Answer::Interrupted,
+        _ => Answer::Closed,
     }
 }
 
@@ -106,6 +182,11 @@ impl AgentHooks for Approvals {
         info: CallInfo<'a>,
         args: &'a Value,
     ) -> BoxFuture<'a, BeforeToolCall> {
-        Box::pin(self.decide(&info.call.name, args))
+        Box::pin(async move {
+            match self.decide(&info.call.name, args).await {
+                Verdict::Allow => BeforeToolCall::Allow,
+                Verdict::Deny(reason) => BeforeToolCall::Block(Some(reason)),
+            }
+        })
     }
 }

@@ -27,6 +27,10 @@ pub(crate) struct Config {
     pub(crate) base_urls: BTreeMap<String, String>,
     /// Where `append_note` writes.
     pub(crate) notes: Option<PathBuf>,
+    /// Seconds to wait for the provider's first byte and between two pieces (`--timeout`).
+    pub(crate) timeout: Option<f64>,
+    /// Retries of a failed attempt that sent nothing yet (`--retries`).
+    pub(crate) retries: Option<u32>,
     /// MCP servers whose tools are offered with the built-in ones.
     #[serde(default)]
     pub(crate) mcp: McpSection,
@@ -88,6 +92,11 @@ pub(crate) fn path(explicit: Option<&Path>) -> Option<PathBuf> {
     dirs().map(|d| d.config_dir().join("config.toml"))
 }
 
+/// Whether the config file was named (by `--config` or `CLAW_CONFIG`).
+fn named(explicit: Option<&Path>) -> bool {
+    explicit.is_some() || std::env::var_os("CLAW_CONFIG").is_some_and(|v| !v.is_empty())
+}
+
 /// Where `claw` keeps its data (sessions, chat history).
 pub(crate) fn data_dir() -> Option<PathBuf> {
     dirs().map(|d| d.data_dir().to_path_buf())
@@ -99,12 +108,13 @@ pub(crate) fn sessions_dir() -> Option<PathBuf> {
 }
 
 /// Loads the config; a missing default file is an empty config, a missing
-/// explicit one or a malformed one is an error.
+/// named one (`--config`, `CLAW_CONFIG`) or a malformed one is an error.
 pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
     let Some(path) = path(explicit) else { return Ok(Config::default()) };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+        // Only the default location may be missing: a named file (`--config`, `CLAW_CONFIG`) must exist.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named(explicit) => {
             return Ok(Config::default());
         }
         Err(e) => return Err(format!("cannot read the config {}: {e}", path.display())),
@@ -125,6 +135,14 @@ pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
         if crate::models::ProviderKind::from_name(name).is_none() {
             return Err(format!("config {}: unknown provider `{name}`", path.display()));
         }
+    }
+    if let Some(t) = config.timeout
+        && !(t > 0.0 && t <= 86_400.0)
+    {
+        return Err(format!(
+            "config {}: `timeout` = {t} is not between 0 and 86400 seconds",
+            path.display()
+        ));
     }
     // Server definitions are checked before anything starts.
     crate::plan::server_configs(&config.mcp.servers, &[])

@@ -9,6 +9,7 @@
 mod approval;
 mod calc;
 mod config;
+mod export;
 mod markdown;
 mod models;
 mod offline;
@@ -41,6 +42,8 @@ mod exit {
     pub(crate) const USAGE: u8 = 2;
     pub(crate) const CONFIG_ERROR: u8 = 3;
     pub(crate) const INTERRUPTED: u8 = 130;
+    pub(crate) const HUNG_UP: u8 = 129;
+    pub(crate) const TERMINATED: u8 = 143;
 }
 
 /// The most stdin input read as part of the prompt.
@@ -57,19 +60,24 @@ Safety: read_file and list_dir see only the workspace (--workspace, default: the
 directory); tools with side effects (append_note) ask first, or run with --yes / the config's
 `approve` list; with --json or without a terminal they are refused unless approved up front.
 MCP tools (--mcp, [mcp.servers] in the config) ask the same way unless marked read-only.
-Model and tool text is stripped of terminal escape sequences.
+Control characters in model and tool text are shown, never acted on (ESC appears as ␛).
+A base URL stored in a --resume file from elsewhere is used only when confirmed (--trust-base-url).
 
 Defaults come from flags, then a resumed session, then CLAW_PROVIDER / CLAW_MODEL /
 CLAW_WORKSPACE, then the config file (CLAW_CONFIG or ~/.config/claw/config.toml).
 
 Exit codes:
   0    the run finished
-  1    the provider failed (HTTP error, overloaded, bad stream, ...)
-  2    invalid arguments, a prompt without an API key, or an MCP server that does not start
+  1    the provider failed (HTTP error, overloaded, bad stream, silent past --timeout, ...)
+  2    invalid arguments, a prompt without an API key or provider settings, an unconfirmed
+       --resume endpoint, or an MCP server that does not start
   3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
+  129  the terminal closed (SIGHUP); the transcript is still saved
   130  interrupted with Ctrl-C (the transcript is still saved)
+  143  stopped by SIGTERM (`kill`, `timeout`); the transcript is still saved
 
-Logging: -v (info), -vv (debug) or RUST_LOG=<filter> print requests, retries and timings to stderr.";
+Logging: -v prints each request's status, retry count and duration to stderr, -vv adds debug
+detail (or RUST_LOG=<filter>); retries are warned about without -v too.";
 
 /// Run an LLM agent with tools in the terminal.
 #[derive(Debug, Parser)]
@@ -89,6 +97,18 @@ enum Command {
     Sessions,
     /// List the built-in tools, whether they have side effects, and what they need.
     Tools,
+    /// Write a saved session as one self-contained HTML page (messages, tool
+    /// calls with arguments and results, usage and cost per turn).
+    Export {
+        /// A session file, or a session ID from `claw sessions`.
+        session: PathBuf,
+        /// HTML (the one format so far).
+        #[arg(long)]
+        html: bool,
+        /// Write the page to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,11 +121,11 @@ struct Args {
     provider: Option<ProviderKind>,
 
     /// Model id (default: CLAW_MODEL, the config, or the provider's default). Any id is accepted.
-    #[arg(short, long)]
+    #[arg(short, long, value_parser = non_empty)]
     model: Option<String>,
 
-    /// Base URL of an API-compatible server. A loopback URL needs no key.
-    #[arg(long)]
+    /// Base URL (http:// or https://) of an API-compatible server. A loopback URL needs no key.
+    #[arg(long, value_parser = base_url)]
     base_url: Option<String>,
 
     /// Send no API key (for a local server that needs none).
@@ -139,6 +159,11 @@ struct Args {
     #[arg(long, value_name = "FILE|ID", conflicts_with = "continue_last")]
     resume: Option<PathBuf>,
 
+    /// Use the base URL stored in a --resume file from outside claw's sessions
+    /// directory without asking (the key and the conversation are sent there).
+    #[arg(long)]
+    trust_base_url: bool,
+
     /// Continue the most recent session.
     #[arg(short = 'c', long = "continue")]
     continue_last: bool,
@@ -147,17 +172,26 @@ struct Args {
     #[arg(short = 'i', long)]
     chat: bool,
 
-    /// Stop after this many assistant turns.
-    #[arg(long, default_value_t = 12)]
+    /// Stop after this many assistant turns (at least 1).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
 
-    /// Output token limit per response.
-    #[arg(long)]
+    /// Output token limit per response (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_tokens: Option<u64>,
 
-    /// Sampling temperature.
-    #[arg(long)]
+    /// Sampling temperature, 0 to 2.
+    #[arg(long, value_parser = temperature)]
     temperature: Option<f64>,
+
+    /// Seconds to wait for the provider's first byte, and between two pieces
+    /// of its answer, before the attempt fails (default: the config's `timeout`, or 300).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    timeout: Option<f64>,
+
+    /// Retries after a failed attempt that sent nothing yet (default: the config's `retries`, or 2).
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
 
     /// System prompt (replaces claw's).
     #[arg(long)]
@@ -192,6 +226,47 @@ struct Args {
     verbose: u8,
 }
 
+/// A value that must not be empty (`-m ""`).
+fn non_empty(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    Ok(value.to_owned())
+}
+
+/// A temperature: a number from 0 to 2 (what the providers accept).
+fn temperature(value: &str) -> Result<f64, String> {
+    let t: f64 = value.parse().map_err(|_| format!("`{value}` is not a number"))?;
+    if !(0.0..=2.0).contains(&t) {
+        return Err(format!("{value} is outside 0 to 2"));
+    }
+    Ok(t)
+}
+
+/// A timeout in seconds: a positive number, at most a day.
+fn seconds(value: &str) -> Result<f64, String> {
+    let t: f64 = value.parse().map_err(|_| format!("`{value}` is not a number of seconds"))?;
+    if !(t > 0.0 && t <= 86_400.0) {
+        return Err(format!("{value} is not between 0 and 86400 seconds"));
+    }
+    Ok(t)
+}
+
+/// A base URL: `http://` or `https://`, a host, no spaces or control characters.
+fn base_url(value: &str) -> Result<String, String> {
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"))
+        .ok_or_else(|| format!("`{value}` is not an http:// or https:// URL"))?;
+    if host_of(rest).is_empty() || host_of(rest).starts_with(':') {
+        return Err(format!("`{value}` names no host"));
+    }
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{value}` contains spaces or control characters"));
+    }
+    Ok(value.to_owned())
+}
+
 fn main() -> ExitCode {
     let help = AFTER_HELP.replace("{keys}", &models::key_help());
     let matches = Cli::command().after_help(help).get_matches();
@@ -208,21 +283,58 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG_ERROR);
         }
     };
+    if std::io::stdin().is_terminal() {
+        save_terminal();
+    }
     let code = match cli.command {
-        Some(Command::Models) => {
-            print!("{}", models::table());
-            exit::OK
-        }
+        Some(Command::Models) => print_out(&models::table()),
         Some(Command::Sessions) => sessions::print_list(),
-        Some(Command::Tools) => {
-            print!("{}", tools::table());
-            exit::OK
+        Some(Command::Tools) => print_out(&tools::table()),
+        Some(Command::Export { session, html, output }) => {
+            export_session(&session, html, output.as_deref())
         }
         None => runtime.block_on(run(cli.args)),
     };
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(500));
+    // A signal may have ended a question's line editing (raw mode) midway.
+    if [exit::HUNG_UP, exit::INTERRUPTED, exit::TERMINATED].contains(&code) {
+        restore_terminal();
+    }
     ExitCode::from(code)
+}
+
+/// Writes a listing to stdout; a reader that closed the pipe early
+/// (`claw sessions | head -1`) ends it quietly.
+fn print_out(text: &str) -> u8 {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => exit::OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => fail(exit::CONFIG_ERROR, format_args!("cannot write to stdout: {e}")),
+    }
+}
+
+/// `claw export`.
+fn export_session(name: &std::path::Path, html: bool, output: Option<&std::path::Path>) -> u8 {
+    if !html {
+        return fail(exit::USAGE, "choose a format: --html");
+    }
+    let (path, transcript) = match sessions::find(name) {
+        Ok(found) => found,
+        Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
+    let title = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let page = export::html(&title, &transcript);
+    match output {
+        None => print_out(&page),
+        Some(file) => match sessions::write_atomically(file, page.as_bytes()) {
+            Ok(()) => exit::OK,
+            Err(e) => {
+                fail(exit::CONFIG_ERROR, format_args!("cannot write {}: {e}", file.display()))
+            }
+        },
+    }
 }
 
 fn init_tracing(verbose: u8, ansi: bool) {
@@ -244,13 +356,13 @@ fn init_tracing(verbose: u8, ansi: bool) {
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
-    eprintln!("claw: {}", sanitize::terminal(&message.to_string()));
+    note(&format!("claw: {}", sanitize::terminal(&message.to_string())));
     code
 }
 
 /// A warning on stderr (also with `--json`, whose stdout stays clean).
 fn warn(message: impl std::fmt::Display) {
-    eprintln!("claw: warning: {}", sanitize::terminal(&message.to_string()));
+    note(&format!("claw: warning: {}", sanitize::terminal(&message.to_string())));
 }
 
 /// Everything a run needs that differs between live and replay mode.
@@ -278,10 +390,11 @@ fn is_loopback(base_url: &str) -> bool {
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The prompt: the arguments, with stdin read for `-` or appended when piped.
-fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
+/// The prompt: the arguments, with stdin read for `-` or appended when piped
+/// (or the whole prompt when there are no arguments and `stdin_alone` is set).
+fn read_prompt(args: &[String], stdin_alone: bool) -> Result<(String, bool), String> {
     let wants_stdin = args.iter().any(|a| a == "-");
-    let piped = !args.is_empty() && !std::io::stdin().is_terminal();
+    let piped = (!args.is_empty() || stdin_alone) && !std::io::stdin().is_terminal();
     if !wants_stdin && !piped {
         return Ok((args.join(" "), false));
     }
@@ -305,10 +418,22 @@ fn read_prompt(args: &[String]) -> Result<(String, bool), String> {
 }
 
 async fn run(args: Args) -> u8 {
-    let interrupts = Interrupts::listen();
+    let mut interrupts = Interrupts::listen();
     let config = match config::load(args.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
+    };
+    // The notes file stays in the workspace, whoever names it.
+    let notes = match (&args.notes, &config.notes) {
+        (Some(flag), _) => match workspace::notes_path(flag) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::USAGE, format_args!("--notes: {e}")),
+        },
+        (None, Some(configured)) => match workspace::notes_path(configured) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::CONFIG_ERROR, format_args!("config `notes`: {e}")),
+        },
+        (None, None) => PathBuf::from("claw-notes.md"),
     };
     let color = !args.json
         && !args.no_color
@@ -329,8 +454,16 @@ async fn run(args: Args) -> u8 {
     } else {
         None
     };
-    let replay =
-        args.replay.is_some() || (args.prompt.is_empty() && resumed.is_none() && !args.chat);
+    // `--base-url` or `--no-key` say the run is live: then piped stdin is the prompt.
+    let live_flags = args.base_url.is_some() || args.no_key;
+    let replay = args.replay.is_some()
+        || (args.prompt.is_empty() && resumed.is_none() && !args.chat && !live_flags);
+    if !replay
+        && let Some((path, saved)) = &resumed
+        && let Err((code, e)) = confirm_stored_endpoint(&args, path, saved, &mut interrupts).await
+    {
+        return fail(code, e);
+    }
     if replay && !args.prompt.is_empty() {
         warn("--replay replays the recorded prompts; the prompt given is not sent");
     }
@@ -353,6 +486,8 @@ async fn run(args: Args) -> u8 {
         }
     };
     let mut save_to: Vec<sessions::AtomicFile> = Vec::new();
+    // Held until the run ends: no second `claw -c` writes the same session.
+    let mut session_lock = None;
     if let Some(path) = &args.save {
         match sessions::AtomicFile::prepare(path) {
             Ok(f) => save_to.push(f),
@@ -362,7 +497,20 @@ async fn run(args: Args) -> u8 {
     if !replay {
         // Live runs are kept as sessions (`claw sessions`, `--continue`).
         let target = match &resumed {
-            Some((path, _)) if args.continue_last => Ok(path.clone()),
+            Some((path, _)) if args.continue_last => match sessions::lock(path) {
+                Ok(Some(lock)) => {
+                    session_lock = Some(lock);
+                    Ok(path.clone())
+                }
+                Ok(None) => {
+                    warn(format_args!(
+                        "the session {} is in use by another claw; this conversation continues in a new session",
+                        path.display()
+                    ));
+                    sessions::new_path()
+                }
+                Err(e) => Err(e),
+            },
             _ => sessions::new_path(),
         };
         match target.and_then(|p| sessions::AtomicFile::prepare(&p)) {
@@ -374,7 +522,7 @@ async fn run(args: Args) -> u8 {
     let (user_prompt, stdin_used) = if replay {
         (String::new(), false)
     } else {
-        match read_prompt(&args.prompt) {
+        match read_prompt(&args.prompt, !args.chat) {
             Ok(p) => p,
             Err(e) => return fail(exit::USAGE, e),
         }
@@ -389,13 +537,11 @@ async fn run(args: Args) -> u8 {
         Ok(w) => Arc::new(w),
         Err(e) => return fail(exit::CONFIG_ERROR, e),
     };
-    let notes = workspace.root().join(
-        args.notes
-            .clone()
-            .or_else(|| config.notes.clone())
-            .unwrap_or_else(|| "claw-notes.md".into()),
-    );
-    let env = tools::ToolEnv { workspace, notes, secrets: Arc::new(models::secrets_in_env()) };
+    // Values given to MCP servers in the config are secrets as much as the API keys:
+    // a server that echoes one must not put it in front of the model.
+    let mut secrets = models::secrets_in_env();
+    secrets.extend(config.mcp.servers.values().flat_map(|s| s.env.values().cloned()));
+    let env = tools::ToolEnv { workspace, notes, secrets: Arc::new(secrets) };
     let mut toolbox = match plan::Toolbox::new(args.tools.as_deref(), &env) {
         Ok(t) => t,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
@@ -423,6 +569,7 @@ async fn run(args: Args) -> u8 {
     )
     .await;
     toolbox.shutdown().await;
+    drop(session_lock);
     code
 }
 
@@ -441,7 +588,6 @@ async fn run_with_tools(
     color: bool,
     replay: bool,
 ) -> u8 {
-    let mut save_to = save_to;
     let planned = match toolbox.plan() {
         Ok(p) => p,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
@@ -467,20 +613,28 @@ async fn run_with_tools(
         && std::io::stderr().is_terminal();
     // In chat mode stdin belongs to the line editor; approvals are asked there only on a terminal.
     let can_ask = can_ask || (args.chat && std::io::stdin().is_terminal());
-    let approvals = approval::Approvals::new(args.yes, &config.approve, can_ask);
+    let targets = std::collections::BTreeMap::from([(
+        "append_note".to_owned(),
+        format!("appends to {}", toolbox.notes_target().display()),
+    )]);
+    let approvals =
+        approval::Approvals::new(args.yes, &config.approve, can_ask, targets, interrupts.raised());
     approvals.set_mcp_tools(planned.mcp_approval);
+    let agent_options = options.clone();
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
     agent_config.options = options;
     agent_config.max_turns = Some(args.max_turns);
     agent_config.hooks = approvals.clone();
     let agent = Agent::new(agent_config);
     let session = SessionInfo {
+        kind,
         provider: kind.name(),
         model: model.clone(),
         base_url: (!replay && model.base_url != kind.default_base_url())
             .then(|| model.base_url.clone()),
     };
-    let view = View { color, json: args.json, expand: args.expand };
+    let view =
+        View { color, json: args.json, expand: args.expand, patience: patience(&agent_options) };
     if args.chat {
         let tools = ChatTools { toolbox, approvals: &approvals };
         return chat(&agent, &mut interrupts, context, prompts, &session, view, save_to, tools)
@@ -496,15 +650,15 @@ async fn run_with_tools(
     } else {
         agent.run(context, prompts)
     };
-    let (outcome, interrupted) = drive(run, &mut interrupts, &model, view, true).await;
+    let (outcome, stopped) = drive(run, &mut interrupts, &model, view, true).await;
     let Some(outcome) = outcome else {
         return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
     };
-    if let Err(e) = save(&mut save_to, &session, &outcome.context) {
+    if let Err(e) = save(&save_to, &session, &outcome.context) {
         return fail(exit::CONFIG_ERROR, e);
     }
     let _ = std::io::stdout().flush();
-    exit_code(&outcome, interrupted, &model)
+    exit_code(&outcome, stopped, kind, &model)
 }
 
 /// How events are shown.
@@ -513,18 +667,31 @@ struct View {
     color: bool,
     json: bool,
     expand: bool,
+    /// How long the provider may stay silent before an attempt fails.
+    patience: Option<Duration>,
+}
+
+/// How long the provider may stay silent before an attempt fails: the longer
+/// of the first-byte and idle limits.
+fn patience(options: &StreamOptions) -> Option<Duration> {
+    match (options.timeouts.first_byte, options.timeouts.idle) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// What a saved transcript records besides the conversation.
+#[derive(Clone)]
 struct SessionInfo {
+    kind: ProviderKind,
     provider: &'static str,
     model: Model,
     base_url: Option<String>,
 }
 
-/// Writes the transcript to every target, atomically, and prepares them for the next write.
+/// Writes the transcript to every target, atomically.
 fn save(
-    targets: &mut Vec<sessions::AtomicFile>,
+    targets: &[sessions::AtomicFile],
     session: &SessionInfo,
     context: &AgentContext,
 ) -> Result<(), String> {
@@ -535,31 +702,29 @@ fn save(
         system_prompt: context.system_prompt.clone(),
         messages: context.messages.clone(),
     };
-    for target in std::mem::take(targets) {
-        let path = target.path().to_path_buf();
-        target.commit(&transcript).map_err(|e| format!("cannot save {}: {e}", path.display()))?;
-        targets.push(sessions::AtomicFile::prepare(&path)?);
+    for target in targets {
+        target
+            .commit(&transcript)
+            .map_err(|e| format!("cannot save {}: {e}", target.path().display()))?;
     }
     Ok(())
 }
 
 /// The process exit code for a finished run.
-fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Model) -> u8 {
+fn exit_code(
+    outcome: &agent_core::AgentOutcome,
+    stopped: Option<Stop>,
+    kind: ProviderKind,
+    model: &Model,
+) -> u8 {
     match outcome.reason {
-        _ if interrupted => exit::INTERRUPTED,
+        _ if stopped.is_some() => stopped.map_or(exit::INTERRUPTED, Stop::code),
         EndReason::Error => {
-            let message = outcome.messages.iter().rev().find_map(|m| match m {
-                Message::Assistant(a) => a.error_message.clone(),
+            let failed = outcome.messages.iter().rev().find_map(|m| match m {
+                Message::Assistant(a) if a.error_message.is_some() => Some(a),
                 _ => None,
             });
-            fail(
-                exit::PROVIDER_ERROR,
-                format_args!(
-                    "the provider at {} failed: {}",
-                    model.base_url,
-                    message.unwrap_or_default()
-                ),
-            )
+            fail(exit::PROVIDER_ERROR, provider_failure(failed, kind, model))
         }
         EndReason::Aborted => exit::INTERRUPTED,
         // The loop refused to go on (an invalid tool set, a failing turn hook).
@@ -574,77 +739,220 @@ fn exit_code(outcome: &agent_core::AgentOutcome, interrupted: bool, model: &Mode
     }
 }
 
-/// Ctrl-C, listened for from the start of the run: a listener only sees the
-/// signals that arrive after it is registered, and before that SIGINT kills.
+/// A provider failure as one line: who, what kind of failure, the provider's
+/// own message, and what to check.
+fn provider_failure(
+    failed: Option<&llm_core::AssistantMessage>,
+    kind: ProviderKind,
+    model: &Model,
+) -> String {
+    let message = failed.and_then(|a| a.error_message.as_deref()).unwrap_or("no details");
+    let error_type = failed.and_then(|a| a.error_type.as_deref()).unwrap_or("");
+    let keys = if kind.key_vars().is_empty() {
+        "the credentials".to_owned()
+    } else {
+        kind.key_vars().join(" or ")
+    };
+    let (what, hint) = match error_type {
+        "auth" => ("refused the credentials (HTTP 401/403)", format!("check {keys}")),
+        "rate_limited" => (
+            "is rate limiting (HTTP 429)",
+            "wait and try again (--retries sets how often claw retries)".to_owned(),
+        ),
+        "overloaded" => (
+            "is overloaded or failing (HTTP 5xx)",
+            "try again later (--retries sets how often claw retries)".to_owned(),
+        ),
+        "invalid_request" => (
+            "rejected the request (HTTP 400/404/422)",
+            "check the model id (`claw models` lists known ones) and the base URL".to_owned(),
+        ),
+        "context_length" => (
+            "cannot fit the conversation",
+            "start a new session, or use a model with a larger context window".to_owned(),
+        ),
+        "transport" => (
+            "could not be reached",
+            "check that the server is running and the base URL (--base-url)".to_owned(),
+        ),
+        "decode" | "truncated" => {
+            ("sent an answer claw could not read", "try again; -vv shows the exchange".to_owned())
+        }
+        _ => ("failed", String::new()),
+    };
+    let place = if model.base_url.trim().is_empty() {
+        kind.name().to_owned()
+    } else {
+        format!("{} at {}", kind.name(), host_of(&model.base_url))
+    };
+    let hint = if hint.is_empty() { String::new() } else { format!(" ({hint})") };
+    format!("{place} {what}: {message}{hint}")
+}
+
+/// The terminal's settings when claw started (stdin a terminal).
+#[cfg(unix)]
+static TERMINAL: std::sync::Mutex<Option<nix::sys::termios::Termios>> = std::sync::Mutex::new(None);
+
+/// Remembers the terminal's settings, to put back if a signal ends claw
+/// while line editing has the terminal in raw mode.
+fn save_terminal() {
+    #[cfg(unix)]
+    if let (Ok(settings), Ok(mut saved)) =
+        (nix::sys::termios::tcgetattr(std::io::stdin()), TERMINAL.lock())
+    {
+        *saved = Some(settings);
+    }
+}
+
+/// Puts the terminal's settings back as they were when claw started.
+fn restore_terminal() {
+    #[cfg(unix)]
+    if let Ok(saved) = TERMINAL.lock()
+        && let Some(settings) = saved.as_ref()
+    {
+        let _ = nix::sys::termios::tcsetattr(
+            std::io::stdin(),
+            nix::sys::termios::SetArg::TCSANOW,
+            settings,
+        );
+    }
+}
+
+/// Why a run is being stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Ctrl-C (SIGINT).
+    Interrupt,
+    /// SIGTERM (`kill`, `timeout`).
+    Terminate,
+    /// SIGHUP (the terminal closed).
+    HangUp,
+}
+
+impl Stop {
+    /// The exit code: 128 + the signal number, as a shell reports it.
+    fn code(self) -> u8 {
+        match self {
+            Stop::Interrupt => exit::INTERRUPTED,
+            Stop::Terminate => exit::TERMINATED,
+            Stop::HangUp => exit::HUNG_UP,
+        }
+    }
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP, listened for from the start of the run: a
+/// listener only sees the signals that arrive after it is registered, and
+/// before that each of them kills the process without saving.
 struct Interrupts {
     #[cfg(unix)]
-    signal: Option<tokio::signal::unix::Signal>,
+    signals: [(Stop, Option<tokio::signal::unix::Signal>); 3],
+    /// A Ctrl-C read as a key (at a question, where the terminal is raw).
+    raised: Arc<tokio::sync::Notify>,
 }
 
 impl Interrupts {
-    /// Registers the listener (inside the runtime).
+    /// Registers the listeners (inside the runtime).
     fn listen() -> Interrupts {
         #[cfg(unix)]
         {
-            let kind = tokio::signal::unix::SignalKind::interrupt();
-            Interrupts { signal: tokio::signal::unix::signal(kind).ok() }
+            use tokio::signal::unix::{SignalKind, signal};
+            Interrupts {
+                signals: [
+                    (Stop::Interrupt, signal(SignalKind::interrupt()).ok()),
+                    (Stop::Terminate, signal(SignalKind::terminate()).ok()),
+                    (Stop::HangUp, signal(SignalKind::hangup()).ok()),
+                ],
+                raised: Arc::default(),
+            }
         }
         #[cfg(not(unix))]
         {
-            Interrupts {}
+            Interrupts { raised: Arc::default() }
         }
     }
 
-    /// The next Ctrl-C (cancel-safe).
-    async fn next(&mut self) {
+    /// What a question raises when Ctrl-C is typed at it.
+    fn raised(&self) -> Arc<tokio::sync::Notify> {
+        self.raised.clone()
+    }
+
+    /// The next stop signal (cancel-safe).
+    async fn next(&mut self) -> Stop {
+        let raised = self.raised.clone();
+        tokio::select! {
+            stop = self.signal() => stop,
+            () = raised.notified() => Stop::Interrupt,
+        }
+    }
+
+    async fn signal(&mut self) -> Stop {
         #[cfg(unix)]
-        match &mut self.signal {
-            Some(signal) => {
-                signal.recv().await;
+        {
+            let waits = self.signals.iter_mut().filter_map(|(stop, signal)| {
+                let signal = signal.as_mut()?;
+                let stop = *stop;
+                Some(Box::pin(async move {
+                    signal.recv().await;
+                    stop
+                }))
+            });
+            let waits: Vec<_> = waits.collect();
+            if waits.is_empty() {
+                return std::future::pending().await;
             }
-            None => std::future::pending::<()>().await,
+            futures_util::future::select_all(waits).await.0
         }
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
+            Stop::Interrupt
         }
     }
 }
 
-/// Shows a run's events until it ends; Ctrl-C aborts it (a second one quits).
+/// A line on stderr that never panics (the terminal may be gone after SIGHUP,
+/// and `eprintln!` would panic on the failed write before the transcript is saved).
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Shows a run's events until it ends; Ctrl-C, SIGTERM or SIGHUP abort it (a
+/// second one quits at once). Returns the outcome and what stopped it, if anything.
 async fn drive(
     mut run: agent_core::AgentRun,
     interrupts: &mut Interrupts,
     model: &Model,
     view: View,
     echo_user: bool,
-) -> (Option<agent_core::AgentOutcome>, bool) {
+) -> (Option<agent_core::AgentOutcome>, Option<Stop>) {
     let started = Instant::now();
     let mut renderer =
-        render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone());
+        render::Renderer::new(view.color, view.json, view.expand, echo_user, model.clone())
+            .with_patience(view.patience);
     let token = run.cancel_token();
-    let mut interrupted = false;
+    let mut stopped = None;
     loop {
         tokio::select! {
             event = run.next() => match event {
                 Some(event) => renderer.event(&event),
                 None => break,
             },
-            () = interrupts.next() => {
-                if interrupted {
-                    // A second Ctrl-C quits without waiting for the run to wind down.
-                    std::process::exit(i32::from(exit::INTERRUPTED));
+            stop = interrupts.next() => {
+                if stopped.is_some() {
+                    // A second signal quits without waiting for the run to wind down.
+                    restore_terminal();
+                    std::process::exit(i32::from(stop.code()));
                 }
-                interrupted = true;
+                stopped = Some(stop);
                 token.cancel();
-                if !view.json {
-                    eprintln!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", view.color));
+                if !view.json && stop == Stop::Interrupt {
+                    note(&format!("\n{}", render::dim("interrupted: aborting the run (every pending tool call gets a result; Ctrl-C again quits at once)", view.color)));
                 }
             }
         }
     }
     renderer.finish(started.elapsed());
-    (run.outcome().cloned(), interrupted)
+    (run.outcome().cloned(), stopped)
 }
 
 /// What a chat re-plans between turns.
@@ -668,6 +976,8 @@ async fn chat(
     mut save_to: Vec<sessions::AtomicFile>,
     tools: ChatTools<'_>,
 ) -> u8 {
+    let mut agent = agent.clone();
+    let mut session = session.clone();
     let history = config::data_dir().map(|d| d.join("history.txt"));
     let mut editor = match rustyline::DefaultEditor::new() {
         Ok(e) => e,
@@ -679,16 +989,13 @@ async fn chat(
         let _ = editor.load_history(h);
     }
     if !view.json {
-        eprintln!(
-            "{}",
-            render::dim(
-                &format!(
-                    "chat with {} ({}); /expand shows the last tool results whole; /exit or Ctrl-D quits",
-                    session.model.id, session.provider
-                ),
-                view.color
-            )
-        );
+        note(&render::dim(
+            &format!(
+                "chat with {} ({}); /help lists the commands; /exit or Ctrl-D quits",
+                session.model.id, session.provider
+            ),
+            view.color,
+        ));
     }
     let mut pending = first;
     let mut code = exit::OK;
@@ -696,12 +1003,21 @@ async fn chat(
     let mut last_results: Vec<llm_core::ToolResultMessage> = Vec::new();
     loop {
         if pending.is_empty() {
-            let (returned, line) = match tokio::task::spawn_blocking(move || {
+            let reading = tokio::task::spawn_blocking(move || {
                 let line = editor.readline("you › ");
                 (editor, line)
-            })
-            .await
-            {
+            });
+            // Every exchange is saved already: a SIGTERM or SIGHUP here only ends the chat,
+            // and the line editor's raw mode is undone (its thread stays blocked in a read).
+            let read = tokio::select! {
+                read = reading => read,
+                stop = interrupts.next() => {
+                    restore_terminal();
+                    note("");
+                    return stop.code();
+                }
+            };
+            let (returned, line) = match read {
                 Ok(r) => r,
                 Err(e) => {
                     return fail(exit::CONFIG_ERROR, format_args!("the line editor failed: {e}"));
@@ -720,14 +1036,29 @@ async fn chat(
             if text.is_empty() {
                 continue;
             }
-            if text == "/exit" || text == "/quit" {
-                break;
-            }
-            if text == "/expand" {
-                print!("{}", render::tool_results_in_full(&last_results));
-                continue;
-            }
             let _ = editor.add_history_entry(text);
+            // `//text` sends `/text`; any other line starting with `/` is a command.
+            let text = match text.strip_prefix('/') {
+                Some(rest) if rest.starts_with('/') => rest,
+                Some(command) => {
+                    let mut chat = ChatState {
+                        agent: &mut agent,
+                        session: &mut session,
+                        context: &mut context,
+                        save_to: &mut save_to,
+                        last_results: &last_results,
+                        approvals: tools.approvals,
+                    };
+                    match chat_command(command, &mut chat) {
+                        ChatCommand::Quit => break,
+                        ChatCommand::Done(shown) => {
+                            print_out(&shown);
+                            continue;
+                        }
+                    }
+                }
+                None => text,
+            };
             pending.push(Message::user(text.to_owned()));
         }
         // MCP servers re-list changed tools and restart between turns.
@@ -741,14 +1072,16 @@ async fn chat(
             }
         }
         let run = agent.run(context.clone(), std::mem::take(&mut pending));
-        let (outcome, _interrupted) = drive(run, interrupts, &session.model, view, false).await;
+        let (outcome, stopped) = drive(run, interrupts, &session.model, view, false).await;
         let Some(outcome) = outcome else {
             return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
         };
         // The conversation goes on after an interrupted or failed exchange;
         // the exit code tells whether the last one failed.
         code = match outcome.reason {
-            EndReason::Error | EndReason::Failed => exit_code(&outcome, false, &session.model),
+            EndReason::Error | EndReason::Failed => {
+                exit_code(&outcome, None, session.kind, &session.model)
+            }
             _ => exit::OK,
         };
         last_results = outcome
@@ -760,8 +1093,12 @@ async fn chat(
             })
             .collect();
         context = outcome.context;
-        if let Err(e) = save(&mut save_to, session, &context) {
+        if let Err(e) = save(&save_to, &session, &context) {
             return fail(exit::CONFIG_ERROR, e);
+        }
+        // Ctrl-C ends the exchange; SIGTERM and SIGHUP end the chat (after the save).
+        if let Some(stop @ (Stop::Terminate | Stop::HangUp)) = stopped {
+            return stop.code();
         }
     }
     if let Some(h) = &history {
@@ -770,7 +1107,161 @@ async fn chat(
     code
 }
 
+/// What a chat command may change.
+struct ChatState<'a> {
+    agent: &'a mut Agent,
+    session: &'a mut SessionInfo,
+    context: &'a mut AgentContext,
+    save_to: &'a mut Vec<sessions::AtomicFile>,
+    last_results: &'a [llm_core::ToolResultMessage],
+    approvals: &'a approval::Approvals,
+}
+
+/// What a chat command did.
+enum ChatCommand {
+    /// End the chat.
+    Quit,
+    /// Show this text and read the next line.
+    Done(String),
+}
+
+/// The chat commands, for `/help`.
+const CHAT_HELP: &str = "\
+/help          this list
+/model [ID]    show the model, or switch to model ID (same provider and endpoint)
+/tools         the tools offered, and which ones ask first
+/save FILE     write the conversation to FILE now (a transcript, like --save)
+/clear         start a new conversation (the current one stays in its session file)
+/expand        the last exchange's tool results, whole
+/exit, /quit   end the chat (also Ctrl-D)
+//text         send a line that starts with `/`
+";
+
+/// Runs the chat command `line` (without its leading `/`).
+fn chat_command(line: &str, chat: &mut ChatState<'_>) -> ChatCommand {
+    let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    let done =
+        |text: String| ChatCommand::Done(format!("{}\n", sanitize::terminal(text.trim_end())));
+    match name {
+        "exit" | "quit" => ChatCommand::Quit,
+        "help" => done(CHAT_HELP.to_owned()),
+        "expand" => ChatCommand::Done(render::tool_results_in_full(chat.last_results)),
+        "model" if rest.is_empty() => done(format!(
+            "model {} ({}) at {}",
+            chat.session.model.id, chat.session.provider, chat.session.model.base_url
+        )),
+        "model" => {
+            let kind = chat.session.kind;
+            let base_url = chat.session.model.base_url.clone();
+            let (mut model, warning) = models::resolve(kind, Some(rest), Some(&base_url));
+            model.base_url = base_url;
+            let mut config = chat.agent.config().clone();
+            config.model = model.clone();
+            *chat.agent = Agent::new(config);
+            chat.session.model = model;
+            let warning = warning.map(|w| format!(" ({w})")).unwrap_or_default();
+            done(format!("now using {rest}{warning}"))
+        }
+        "tools" => {
+            let mut out = String::new();
+            for tool in &chat.context.tools {
+                let asks = chat.approvals.asks(&tool.tool.name);
+                let first = tool.tool.description.lines().next().unwrap_or("");
+                out.push_str(&format!(
+                    "{}{}  {first}\n",
+                    tool.tool.name,
+                    if asks { " (asks first)" } else { "" }
+                ));
+            }
+            if out.is_empty() {
+                out.push_str("no tools are offered\n");
+            }
+            done(out)
+        }
+        "save" if rest.is_empty() => done("usage: /save FILE".to_owned()),
+        "save" => {
+            let saved = sessions::AtomicFile::prepare(std::path::Path::new(rest))
+                .and_then(|target| save(&[target], chat.session, chat.context));
+            match saved {
+                Ok(()) => done(format!("saved to {rest}")),
+                Err(e) => done(format!("not saved: {e}")),
+            }
+        }
+        "clear" => {
+            // The conversation so far stays where it was saved; a new session takes over.
+            let kept: Vec<String> =
+                chat.save_to.iter().map(|t| t.path().display().to_string()).collect();
+            match sessions::new_path().and_then(|p| sessions::AtomicFile::prepare(&p)) {
+                Ok(fresh) => {
+                    *chat.save_to = vec![fresh];
+                    chat.context.messages.clear();
+                    done(format!(
+                        "new conversation; the last one stays in {}",
+                        if kept.is_empty() { "no file".to_owned() } else { kept.join(", ") }
+                    ))
+                }
+                Err(e) => done(format!("not cleared: {e}")),
+            }
+        }
+        _ => done(format!("unknown command `/{name}`; /help lists the commands")),
+    }
+}
+
 type SetupError = (u8, String);
+
+/// The host (and port) of a URL, for questions and messages.
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+}
+
+/// A transcript from a file claw did not write (outside its private sessions
+/// directory) may name any endpoint: its base URL is used only when the user
+/// says so (`--trust-base-url`, or yes at the question), after seeing the host.
+async fn confirm_stored_endpoint(
+    args: &Args,
+    path: &std::path::Path,
+    saved: &Transcript,
+    interrupts: &mut Interrupts,
+) -> Result<(), SetupError> {
+    let Some(url) = &saved.base_url else { return Ok(()) };
+    let saved_kind = ProviderKind::from_name(&saved.provider);
+    let applies = args.base_url.is_none()
+        && args.provider.is_none_or(|p| Some(p) == saved_kind)
+        && saved_kind.is_some_and(|k| k.default_base_url() != url);
+    if !applies || args.trust_base_url || sessions::is_own(path) {
+        return Ok(());
+    }
+    let host = sanitize::terminal(host_of(url)).into_owned();
+    let explain = format!(
+        "{} sends its requests to {host} ({}), not to the provider's own endpoint",
+        path.display(),
+        sanitize::terminal(url)
+    );
+    let can_ask = !args.json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !can_ask {
+        return Err((
+            exit::USAGE,
+            format!(
+                "{explain}: pass --trust-base-url to send your key and the conversation there, or --base-url to choose"
+            ),
+        ));
+    }
+    note(&format!("claw: {explain}."));
+    let question = format!("claw: send your key and the conversation to {host}? [y/N] ");
+    // Rustyline reads Ctrl-C as a key; a SIGINT that still arrives answers too.
+    let answer = tokio::select! {
+        answer = approval::ask(question) => answer,
+        _ = interrupts.next() => approval::Answer::Interrupted,
+    };
+    match answer {
+        approval::Answer::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => Ok(()),
+        approval::Answer::Interrupted => Err((exit::INTERRUPTED, "interrupted".to_owned())),
+        _ => Err((exit::USAGE, format!("not using {host}; pass --base-url to choose an endpoint"))),
+    }
+}
 
 /// The base URL the config gives `kind`, under any of its names.
 fn config_base_url(config: &config::Config, kind: ProviderKind) -> Option<String> {
@@ -839,12 +1330,23 @@ fn live_setup(
         }
     };
     let (model, warning) = models::resolve(kind, model_id.as_deref(), base_url.as_deref());
-    let options = StreamOptions {
+    let mut options = StreamOptions {
         api_key: key.map(ApiKey::new),
         max_tokens: args.max_tokens,
         temperature: args.temperature,
         ..StreamOptions::default()
     };
+    if let Some(secs) = args.timeout.or(config.timeout) {
+        let limit = Duration::from_secs_f64(secs);
+        options.timeouts.first_byte = Some(limit);
+        options.timeouts.idle = Some(limit);
+        options.timeouts.connect = options.timeouts.connect.map(|c| c.min(limit));
+    }
+    if let Some(retries) = args.retries.or(config.retries) {
+        options.retry.max_retries = retries;
+    }
+    // Missing credentials or endpoint settings fail here, before anything runs.
+    kind.preflight(&model, &options).map_err(|e| (exit::USAGE, format!("{}: {e}", kind.name())))?;
     let system_prompt =
         Some(args.system.clone().unwrap_or_else(|| models::SYSTEM_PROMPT.to_owned()));
     Ok((Setup { model, kind, options, system_prompt, prompts: Vec::new(), _replay: None }, warning))
@@ -883,18 +1385,15 @@ async fn replay_setup(
     // Named as chosen (`openai` stays `openai`) when the recording is that provider's.
     let kind = if replay.kind == kind { kind } else { replay.kind };
     if !args.json {
-        eprintln!(
-            "{}",
-            render::dim(
-                &format!(
-                    "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
-                    source.describe(),
-                    kind.name(),
-                    replay.model.base_url
-                ),
-                color
-            )
-        );
+        note(&render::dim(
+            &format!(
+                "replay: no live API call. Replaying the recorded session {} through the real {} adapter on {} (real tools run).",
+                source.describe(),
+                kind.name(),
+                replay.model.base_url
+            ),
+            color,
+        ));
     }
     let options =
         StreamOptions { api_key: Some(ApiKey::new("replay-no-key")), ..StreamOptions::default() };

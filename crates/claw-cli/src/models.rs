@@ -123,6 +123,20 @@ impl ProviderKind {
         crate::providers::KEY_OPTIONAL.contains(&self.info().name)
     }
 
+    /// Whether the provider can run with what the environment gives it
+    /// ([`crate::providers::PREFLIGHT`]); the error names what to set.
+    pub(crate) fn preflight(
+        self,
+        model: &Model,
+        options: &llm_core::StreamOptions,
+    ) -> Result<(), String> {
+        let name = self.info().name;
+        match crate::providers::PREFLIGHT.iter().find(|(n, _)| *n == name) {
+            Some((_, check)) => check(model, options),
+            None => Ok(()),
+        }
+    }
+
     /// The provider's own API base URL.
     pub(crate) fn default_base_url(self) -> &'static str {
         self.info().default_base_url

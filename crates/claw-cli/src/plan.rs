@@ -61,6 +61,8 @@ pub(crate) struct Toolbox {
     secrets: Arc<Vec<String>>,
     /// The connected MCP servers, if any were configured.
     pub(crate) mcp: Option<McpServers>,
+    /// The notes file's full path (what `append_note` writes to).
+    notes_target: std::path::PathBuf,
 }
 
 /// One plan's outcome.
@@ -102,7 +104,18 @@ impl Toolbox {
                 (builtin_descriptor(spec, &tool), tool)
             })
             .collect();
-        Ok(Toolbox { builtin, env: availability, secrets: env.secrets.clone(), mcp: None })
+        Ok(Toolbox {
+            builtin,
+            env: availability,
+            secrets: env.secrets.clone(),
+            mcp: None,
+            notes_target: env.workspace.root().join(&env.notes),
+        })
+    }
+
+    /// The notes file's full path.
+    pub(crate) fn notes_target(&self) -> &std::path::Path {
+        &self.notes_target
     }
 
     /// Plans the built-in and MCP tools together (a down server's tools are hidden).
@@ -245,9 +258,18 @@ pub(crate) fn server_configs(
     Ok(out)
 }
 
-/// `tool` with the API key values replaced by `[redacted]` in its output and
-/// errors, as the built-in tools do: an MCP server may read a file that holds
-/// one, and it must not reach the provider, the transcript or the terminal.
+/// At most this much of an MCP tool's text output reaches the model and the
+/// session (as much as `read_file` reads).
+const MAX_MCP_TEXT: usize = crate::workspace::MAX_READ as usize;
+
+/// The largest image (base64) of an MCP tool result passed on; providers
+/// refuse larger ones, and each one is sent with every later request.
+const MAX_MCP_IMAGE: usize = 4 * 1024 * 1024;
+
+/// `tool` with the API key values (and the secrets given to MCP servers)
+/// replaced by `[redacted]` in its output and errors, as the built-in tools
+/// do, and its text bounded: a server may read a file that holds a secret,
+/// or answer with megabytes.
 fn redacting(tool: &AgentTool, secrets: Arc<Vec<String>>) -> AgentTool {
     let inner = tool.executor.clone();
     let mut wrapped = tool.clone();
@@ -258,21 +280,63 @@ fn redacting(tool: &AgentTool, secrets: Arc<Vec<String>>) -> AgentTool {
             match running.await {
                 Ok(mut output) => {
                     for content in &mut output.content {
-                        if let UserContent::Text(t) = content {
-                            t.text = sanitize::redact(std::mem::take(&mut t.text), &secrets);
+                        if let UserContent::Image(image) = content
+                            && image.data.len() > MAX_MCP_IMAGE
+                        {
+                            *content = UserContent::text(format!(
+                                "[an image ({}, {} KiB) was left out: larger than {} KiB]",
+                                image.mime_type,
+                                image.data.len() / 1024,
+                                MAX_MCP_IMAGE / 1024
+                            ));
                         }
+                    }
+                    let mut room = MAX_MCP_TEXT;
+                    let mut total = 0usize;
+                    for content in &mut output.content {
+                        if let UserContent::Text(t) = content {
+                            total = total.saturating_add(t.text.len());
+                            // Redacted whole first, so a cut cannot split a secret.
+                            let text = sanitize::redact(std::mem::take(&mut t.text), &secrets);
+                            t.text = cut(text, room);
+                            room = room.saturating_sub(t.text.len());
+                        }
+                    }
+                    if total > MAX_MCP_TEXT {
+                        output.content.push(UserContent::text(format!(
+                            "\n[truncated: the tool returned {} KiB of text; the first {} KiB are shown]",
+                            total / 1024,
+                            MAX_MCP_TEXT / 1024
+                        )));
                     }
                     output.details = output.details.take().and_then(|details| {
                         let text = sanitize::redact(details.to_string(), &secrets);
+                        if text.len() > MAX_MCP_TEXT {
+                            return Some(json!({"truncated": true, "bytes": text.len()}));
+                        }
                         serde_json::from_str(&text).ok()
                     });
                     Ok(output)
                 }
-                Err(ToolError(message)) => Err(ToolError(sanitize::redact(message, &secrets))),
+                Err(ToolError(message)) => {
+                    Err(ToolError(cut(sanitize::redact(message, &secrets), MAX_MCP_TEXT)))
+                }
             }
         }
     });
     wrapped
+}
+
+/// `text` cut to at most `limit` bytes, at a character boundary.
+fn cut(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 #[cfg(test)]

@@ -39,3 +39,29 @@ pub(crate) const KEY_OPTIONAL: &[&str] = &["bedrock"];
 /// output and MCP servers' environments like the keys (`(INFO.name, variables)`).
 pub(crate) const OTHER_SECRETS: &[(&str, &[&str])] =
     &[("bedrock", &["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"])];
+
+/// A provider's check of its environment (see [`PREFLIGHT`]).
+pub(crate) type Preflight = fn(&llm_core::Model, &llm_core::StreamOptions) -> Result<(), String>;
+
+/// Checks a provider crate can run with what the environment gives it, before
+/// any request: `(INFO.name, check)`. A failure names the variables to set.
+pub(crate) const PREFLIGHT: &[(&str, Preflight)] = &[
+    ("bedrock", |_, options| {
+        llm_bedrock::auth::resolve_auth(options, &|name| std::env::var(name).ok())
+            .map(|_| ())
+            .map_err(|e| e.message)
+    }),
+    ("azure-openai-responses", |model, _| {
+        let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+        if model.base_url.trim().is_empty()
+            && !set("AZURE_OPENAI_BASE_URL")
+            && !set("AZURE_OPENAI_RESOURCE_NAME")
+        {
+            return Err(
+                "Azure OpenAI needs its endpoint: set AZURE_OPENAI_BASE_URL (or AZURE_OPENAI_RESOURCE_NAME), or pass --base-url"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }),
+];

@@ -1,6 +1,9 @@
 //! Terminal and JSON-lines output of agent events.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_core::{AgentEvent, EndReason};
@@ -12,6 +15,40 @@ use crate::sanitize;
 
 /// The version of the `--json` event schema (`docs/claw.md`).
 pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// Whether a question is on the screen: output is held back and the status
+/// line hidden until it is answered, so nothing interleaves with it.
+static ASKING: AtomicBool = AtomicBool::new(false);
+
+/// The status line on screen, if any (a question hides it).
+static STATUS: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// While a question is on the screen (dropped when it is answered).
+pub(crate) struct Question(());
+
+/// Takes the screen for a question: hides the status line and holds output back.
+pub(crate) fn question() -> Question {
+    ASKING.store(true, Ordering::SeqCst);
+    let status = match STATUS.lock() {
+        Ok(mut s) => s.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
+    };
+    if let Some(bar) = status {
+        bar.finish_and_clear();
+    }
+    let _ = std::io::stderr().write_all(b"\n");
+    Question(())
+}
+
+impl Drop for Question {
+    fn drop(&mut self) {
+        ASKING.store(false, Ordering::SeqCst);
+    }
+}
+
+fn asking() -> bool {
+    ASKING.load(Ordering::SeqCst)
+}
 
 /// Dims `text` when colors are on.
 pub(crate) fn dim(text: &str, color: bool) -> String {
@@ -37,6 +74,9 @@ pub(crate) struct Renderer {
     markdown: Option<Markdown>,
     /// Answer text not yet rendered (the current incomplete line).
     pending_line: String,
+    /// How much of `pending_line` is on the screen already, unstyled (it is
+    /// redrawn styled once the line is complete).
+    partial_shown: usize,
     reason: Option<EndReason>,
     /// Print tool results whole, not only their first line.
     expand: bool,
@@ -44,6 +84,12 @@ pub(crate) struct Renderer {
     waiting: bool,
     /// Show the user's prompt (not in chat mode, where it was just typed).
     echo_user: bool,
+    /// What the status line says while waiting for the model.
+    waiting_for: String,
+    /// Output written while a question was on the screen, shown after it.
+    held: String,
+    /// Each running call's label (`name(args)`), by call id.
+    labels: HashMap<String, String>,
 }
 
 impl Renderer {
@@ -68,8 +114,28 @@ impl Renderer {
             spinner: None,
             markdown: (color && !json).then(Markdown::default),
             pending_line: String::new(),
+            partial_shown: 0,
             reason: None,
+            waiting_for: String::new(),
+            held: String::new(),
+            labels: HashMap::new(),
         }
+        .with_patience(None)
+    }
+
+    /// Names, in the status line, how long a silent provider is waited for.
+    pub(crate) fn with_patience(mut self, patience: Option<std::time::Duration>) -> Self {
+        let host = crate::host_of(&self.model.base_url).to_owned();
+        let limit = match patience {
+            Some(d) => format!("; gives up after {} s of silence", d.as_secs_f64()),
+            None => String::new(),
+        };
+        self.waiting_for = sanitize::terminal(&format!(
+            "waiting for {} at {host}{limit}; Ctrl-C stops",
+            self.model.id
+        ))
+        .into_owned();
+        self
     }
 
     /// Writes untrusted text (model or tool output), neutralised.
@@ -84,10 +150,27 @@ impl Renderer {
             return;
         }
         self.clear_spinner();
+        self.at_line_start = text.ends_with('\n');
+        if asking() {
+            self.held.push_str(text);
+            return;
+        }
         let mut stdout = std::io::stdout().lock();
+        if !self.held.is_empty() {
+            let _ = stdout.write_all(std::mem::take(&mut self.held).as_bytes());
+        }
         let _ = stdout.write_all(text.as_bytes());
         let _ = stdout.flush();
-        self.at_line_start = text.ends_with('\n');
+    }
+
+    /// Writes output held back while a question was up, once it is answered.
+    fn release_held(&mut self) {
+        if asking() || self.held.is_empty() {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(std::mem::take(&mut self.held).as_bytes());
+        let _ = stdout.flush();
     }
 
     fn newline(&mut self) {
@@ -100,16 +183,23 @@ impl Renderer {
         if let Some(spinner) = self.spinner.take() {
             spinner.finish_and_clear();
         }
+        if let Ok(mut status) = STATUS.lock() {
+            *status = None;
+        }
     }
 
     /// Shows, updates or hides the spinner for the current state.
     fn draw_spinner(&mut self) {
-        if !self.color || self.json || (self.running.is_empty() && !self.waiting) {
+        if !self.color || self.json || asking() || (self.running.is_empty() && !self.waiting) {
             self.clear_spinner();
             return;
         }
+        // A question may have cleared it meanwhile.
+        if self.spinner.as_ref().is_some_and(indicatif::ProgressBar::is_finished) {
+            self.spinner = None;
+        }
         let what = if self.running.is_empty() {
-            "waiting for the model".to_owned()
+            self.waiting_for.clone()
         } else {
             format!("running {}", self.running.join(", "))
         };
@@ -123,6 +213,9 @@ impl Renderer {
                 }
                 spinner.set_message(what);
                 spinner.enable_steady_tick(Duration::from_millis(80));
+                if let Ok(mut status) = STATUS.lock() {
+                    *status = Some(spinner.clone());
+                }
                 self.spinner = Some(spinner);
             }
         }
@@ -136,6 +229,7 @@ impl Renderer {
         }
         self.pending_line.push_str(&sanitize::terminal(delta));
         while let Some(end) = self.pending_line.find('\n') {
+            self.erase_partial();
             let line: String = self.pending_line.drain(..=end).collect();
             let styled = match self.markdown.as_mut() {
                 Some(md) => md.push_line(line.trim_end_matches('\n')),
@@ -145,10 +239,35 @@ impl Renderer {
                 self.out(&format!("{styled}\n"));
             }
         }
+        // The incomplete line shows as it streams; it is redrawn styled when complete.
+        if let Some(new) = self.pending_line.get(self.partial_shown..).map(str::to_owned)
+            && !new.is_empty()
+        {
+            self.out(&new);
+            self.partial_shown = self.pending_line.len();
+        }
+    }
+
+    /// Removes the unstyled partial line from the screen (before its styled form).
+    fn erase_partial(&mut self) {
+        if self.partial_shown == 0 {
+            return;
+        }
+        let shown = self.pending_line.get(..self.partial_shown).unwrap_or("");
+        let width = unicode_width::UnicodeWidthStr::width(shown);
+        self.partial_shown = 0;
+        let columns =
+            console::Term::stdout().size_checked().map_or(80, |(_, cols)| usize::from(cols)).max(1);
+        // A line wider than the terminal wrapped onto more rows.
+        let rows = width.saturating_sub(1) / columns;
+        let up = if rows > 0 { format!("\x1b[{rows}A") } else { String::new() };
+        self.out(&format!("\r{up}\x1b[J"));
+        self.at_line_start = true;
     }
 
     /// Renders the incomplete last line of answer text, and a table still held, if any.
     fn flush_answer(&mut self) {
+        self.erase_partial();
         let line = std::mem::take(&mut self.pending_line);
         let Some(md) = self.markdown.as_mut() else {
             self.out(&line);
@@ -165,6 +284,7 @@ impl Renderer {
     }
 
     pub(crate) fn event(&mut self, event: &AgentEvent) {
+        self.release_held();
         if !matches!(event, AgentEvent::MessageUpdate { event: AssistantEvent::TextDelta { .. } }) {
             self.flush_answer();
         }
@@ -175,7 +295,14 @@ impl Renderer {
     fn render(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::TurnStart => self.waiting = true,
-            AgentEvent::MessageUpdate { .. } | AgentEvent::MessageEnd { .. } => {
+            // Waiting lasts until something shows: a text or thinking delta, a tool call.
+            AgentEvent::MessageUpdate {
+                event:
+                    AssistantEvent::TextDelta { .. }
+                    | AssistantEvent::ThinkingDelta { .. }
+                    | AssistantEvent::ToolCallStart { .. },
+            }
+            | AgentEvent::MessageEnd { .. } => {
                 self.waiting = false;
             }
             _ => {}
@@ -240,20 +367,25 @@ impl Renderer {
                 _ => {}
             },
             // A tool that may ask for approval is not covered by the spinner (it would draw over the question).
-            AgentEvent::ToolExecutionStart { tool_name, .. }
-                if !crate::tools::spec(tool_name).is_some_and(|t| t.side_effects) =>
-            {
-                self.running.push(sanitize::terminal(tool_name).into_owned());
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+                let label = call_label(tool_name, args);
+                // A tool that may ask is not in the status line (the question hides it anyway).
+                if !crate::tools::spec(tool_name).is_some_and(|t| t.side_effects) {
+                    self.running.push(label.clone());
+                }
+                self.labels.insert(tool_call_id.clone(), label);
             }
-            AgentEvent::ToolExecutionUpdate { tool_name, partial, .. } => {
+            AgentEvent::ToolExecutionUpdate { tool_call_id, tool_name, partial } => {
+                let label =
+                    self.labels.get(tool_call_id).cloned().unwrap_or_else(|| tool_name.clone());
                 self.newline();
                 self.out(&format!("  {} ", dim("…", c)));
-                self.text(&format!("{tool_name}: {}", first_line(&partial.content)));
+                self.text(&format!("{label}: {}", first_line(&partial.content)));
                 self.out("\n");
             }
-            AgentEvent::ToolExecutionEnd { tool_name, result, is_error, .. } => {
-                let shown = sanitize::terminal(tool_name).into_owned();
-                if let Some(pos) = self.running.iter().position(|n| *n == shown) {
+            AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, result, is_error, .. } => {
+                let label = self.labels.remove(tool_call_id).unwrap_or_else(|| tool_name.clone());
+                if let Some(pos) = self.running.iter().position(|n| *n == label) {
                     self.running.remove(pos);
                 }
                 self.newline();
@@ -261,23 +393,17 @@ impl Renderer {
                 self.out(&format!("  {mark} "));
                 if self.expand {
                     let whole = all_text(&result.content);
-                    self.text(&format!("{tool_name} →\n"));
+                    self.text(&format!("{label} →\n"));
                     for line in whole.lines() {
                         self.text(&format!("    {line}\n"));
                     }
                 } else {
-                    self.text(&format!("{tool_name} → {}", first_line(&result.content)));
+                    self.text(&format!("{label} → {}", first_line(&result.content)));
                     self.out("\n");
                 }
             }
-            AgentEvent::MessageEnd { message: Message::Assistant(a) } => {
-                self.newline();
-                if let Some(err) = &a.error_message {
-                    self.out(&format!("{} ", paint("31", "error:", c)));
-                    self.text(err);
-                    self.out("\n");
-                }
-            }
+            // A failed response is reported once, on stderr, with what to check.
+            AgentEvent::MessageEnd { message: Message::Assistant(_) } => self.newline(),
             _ => {}
         }
     }
@@ -322,8 +448,25 @@ impl Renderer {
             elapsed.as_secs_f64(),
             self.reason.map(reason_name).unwrap_or("unknown"),
         );
-        eprintln!("{}", dim(&line, self.color));
+        crate::note(&dim(&line, self.color));
     }
+}
+
+/// A call as one short line, `name(key="value", ...)`, so the results of
+/// parallel calls of one tool can be told apart (neutralised by the caller).
+fn call_label(name: &str, args: &Value) -> String {
+    const MAX: usize = 60;
+    let inner = match args {
+        Value::Object(map) => {
+            map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+        }
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let inner: String = sanitize::one_line(&inner);
+    let short: String = inner.chars().take(MAX).collect();
+    let ellipsis = if short.len() < inner.len() { "…" } else { "" };
+    format!("{name}({short}{ellipsis})")
 }
 
 fn first_line(content: &[UserContent]) -> String {

@@ -65,17 +65,43 @@ pub(crate) fn one_line(text: &str) -> String {
     text.chars().map(|c| if is_unsafe(c) || c == '\n' || c == '\t' { ' ' } else { c }).collect()
 }
 
+/// Values shorter than this are not treated as secrets (too likely to match
+/// ordinary text).
+const MIN_SECRET: usize = 8;
+
 /// Replaces every occurrence of a secret (API key values of the environment)
-/// with `[redacted]`. Keys shorter than 8 characters are not treated as secrets
-/// (too likely to match ordinary text).
+/// with `[redacted]`.
 pub(crate) fn redact(text: String, secrets: &[String]) -> String {
     let mut text = text;
-    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+    for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET) {
         if text.contains(secret.as_str()) {
             text = text.replace(secret.as_str(), "[redacted]");
         }
     }
     text
+}
+
+/// The first `limit` bytes of `bytes` as text, with every secret that starts
+/// before the limit replaced by `[redacted]` whole, even when it runs past the
+/// limit (`bytes` holds enough beyond it): a cut never leaves a secret's first
+/// bytes behind.
+pub(crate) fn redact_cut(bytes: &[u8], limit: usize, secrets: &[String]) -> String {
+    let secrets: Vec<&[u8]> =
+        secrets.iter().filter(|s| s.len() >= MIN_SECRET).map(String::as_bytes).collect();
+    let end = limit.min(bytes.len());
+    let mut out = Vec::with_capacity(end);
+    let mut i = 0;
+    while i < end {
+        let rest = bytes.get(i..).unwrap_or_default();
+        if let Some(secret) = secrets.iter().find(|s| rest.starts_with(s)) {
+            out.extend_from_slice(b"[redacted]");
+            i += secret.len();
+        } else {
+            out.extend_from_slice(rest.get(..1).unwrap_or_default());
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -104,5 +130,8 @@ mod tests {
         assert_eq!(one_line("a\r\nb\x1b[2Jc"), "a  b [2Jc");
         let secrets = vec!["sk-secret-123456".to_owned(), "short".to_owned()];
         assert_eq!(redact("key=sk-secret-123456 short".into(), &secrets), "key=[redacted] short");
+        // Cut inside the key: redacted whole, none of its bytes left.
+        assert_eq!(redact_cut(b"ab sk-secret-123456 cd", 6, &secrets), "ab [redacted]");
+        assert_eq!(redact_cut(b"ab sk-secret-123456 cd", 2, &secrets), "ab");
     }
 }

@@ -29,33 +29,51 @@ pub(crate) struct Transcript {
 pub(crate) fn load(path: &Path) -> Result<Transcript, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a claw transcript: {e}", path.display()))
+    serde_json::from_str(&text).map_err(|e| {
+        // serde's own wording names internal types; say what is wrong with the file instead.
+        let why = match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                format!("it is not valid JSON (line {}, column {})", e.line(), e.column())
+            }
+            _ => "it does not have a transcript's fields (provider, model, messages)".to_owned(),
+        };
+        format!("{} is not a claw transcript: {why}", path.display())
+    })
 }
 
-/// A file written whole or not at all: a temporary file is created beside the
-/// target when the run starts (so a bad path fails before any request) and
-/// renamed over the target at the end.
+/// A file written whole or not at all: each write goes to a temporary file
+/// beside the target, renamed over it. Nothing is left behind between writes.
 pub(crate) struct AtomicFile {
     path: PathBuf,
-    temp: tempfile::NamedTempFile,
 }
 
 impl AtomicFile {
-    /// Checks that `path` can be written by creating the temporary file beside it.
+    /// Checks, before any request, that `path` can be written (by creating
+    /// and removing a temporary file beside it) and that it is not a file
+    /// other than a transcript, which a save would silently replace.
     pub(crate) fn prepare(path: &Path) -> Result<AtomicFile, String> {
         if path.is_dir() {
             return Err(format!("cannot save to {}: it is a directory", path.display()));
         }
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) && load(path).is_err() {
+            return Err(format!(
+                "{} exists and is not a claw transcript; not replacing it (remove it or choose another file)",
+                path.display()
+            ));
+        }
+        drop(Self::temp(path)?);
+        Ok(AtomicFile { path: path.to_path_buf() })
+    }
+
+    fn temp(path: &Path) -> Result<tempfile::NamedTempFile, String> {
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let temp = tempfile::Builder::new()
+        tempfile::Builder::new()
             .prefix(".claw-save-")
             .tempfile_in(&parent)
-            .map_err(|e| format!("cannot save to {}: {e}", path.display()))?;
-        Ok(AtomicFile { path: path.to_path_buf(), temp })
+            .map_err(|e| format!("cannot save to {}: {e}", path.display()))
     }
 
     /// The target path.
@@ -63,18 +81,86 @@ impl AtomicFile {
         &self.path
     }
 
-    /// Writes `transcript` and renames it over the target.
-    pub(crate) fn commit(mut self, transcript: &Transcript) -> Result<(), String> {
+    /// Writes `transcript` to a temporary file and renames it over the target.
+    pub(crate) fn commit(&self, transcript: &Transcript) -> Result<(), String> {
         let text = serde_json::to_vec_pretty(transcript).map_err(|e| e.to_string())?;
-        self.temp.write_all(&text).map_err(|e| e.to_string())?;
-        self.temp.as_file().sync_all().map_err(|e| e.to_string())?;
-        self.temp.persist(&self.path).map_err(|e| e.error.to_string())?;
-        Ok(())
+        write_atomically(&self.path, &text)
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut temp = AtomicFile::temp(path)?;
+    temp.write_all(bytes).map_err(|e| e.to_string())?;
+    temp.as_file().sync_all().map_err(|e| e.to_string())?;
+    temp.persist(path).map_err(|e| e.error.to_string())?;
+    Ok(())
+}
+
+/// Holds a session for one `claw` process: a second `claw -c` on the same
+/// session sees it taken and continues in a copy instead of overwriting
+/// the first one's exchanges. Released when dropped (or the process ends).
+pub(crate) struct SessionLock {
+    _file: std::fs::File,
+}
+
+/// Takes the lock of the session at `path`; `Ok(None)` when another process holds it.
+pub(crate) fn lock(path: &Path) -> Result<Option<SessionLock>, String> {
+    let lock_path = path.with_extension("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(SessionLock { _file: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
     }
 }
 
 fn dir() -> Result<PathBuf, String> {
-    config::sessions_dir().ok_or_else(|| "no home directory for the sessions".to_owned())
+    let dir =
+        config::sessions_dir().ok_or_else(|| "no home directory for the sessions".to_owned())?;
+    private(&dir)?;
+    Ok(dir)
+}
+
+/// Refuses or tightens a sessions directory others can write to: anyone who
+/// can plant a file there chooses where `--continue` sends the key.
+fn private(dir: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = match std::fs::metadata(dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot check {}: {e}", dir.display())),
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+                format!(
+                    "the sessions directory {} is open to other users (mode {:o}) and cannot be made private: {e}",
+                    dir.display(),
+                    mode & 0o777
+                )
+            })?;
+            crate::warn(format_args!(
+                "the sessions directory {} was open to other users (mode {:o}); made private (700)",
+                dir.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` is a session file in claw's own (private) sessions directory.
+pub(crate) fn is_own(path: &Path) -> bool {
+    let (Ok(dir), Ok(file)) = (dir(), std::fs::canonicalize(path)) else { return false };
+    std::fs::canonicalize(dir).is_ok_and(|dir| file.parent() == Some(dir.as_path()))
 }
 
 /// A fresh session file path (named by the start time, so names sort by age).
@@ -86,6 +172,7 @@ pub(crate) fn new_path() -> Result<PathBuf, String> {
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    private(&dir)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -137,17 +224,17 @@ pub(crate) fn print_list() -> u8 {
     let files = match list() {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("claw: {e}");
+            crate::note(&format!("claw: {e}"));
             return exit::CONFIG_ERROR;
         }
     };
     if files.is_empty() {
-        println!(
-            "no saved sessions yet (they are kept in {})",
+        return crate::print_out(&format!(
+            "no saved sessions yet (they are kept in {})\n",
             dir().unwrap_or_default().display()
-        );
-        return exit::OK;
+        ));
     }
+    let mut out = String::new();
     for path in files {
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         match load(&path) {
@@ -167,15 +254,17 @@ pub(crate) fn print_list() -> u8 {
                 });
                 let first: String =
                     sanitize::one_line(&first.unwrap_or_default()).chars().take(60).collect();
-                println!(
-                    "{name}  {}  {}  {} messages  {first}",
+                out.push_str(&format!(
+                    "{name}  {}  {}  {} messages  {first}\n",
                     sanitize::terminal(&t.provider),
                     sanitize::terminal(&t.model),
                     t.messages.len()
-                );
+                ));
             }
-            Err(e) => println!("{name}  (unreadable: {})", sanitize::terminal(&e)),
+            Err(e) => {
+                out.push_str(&format!("{name}  (unreadable: {})\n", sanitize::terminal(&e)));
+            }
         }
     }
-    exit::OK
+    crate::print_out(&out)
 }

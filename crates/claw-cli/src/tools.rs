@@ -100,7 +100,8 @@ pub(crate) fn table() -> String {
 pub(crate) struct ToolEnv {
     /// The directory the file tools are confined to.
     pub(crate) workspace: Arc<Workspace>,
-    /// The file `append_note` writes to (chosen by the user, not the model).
+    /// The file `append_note` writes to, relative to the workspace (chosen by
+    /// the user, not the model; checked by [`crate::workspace::notes_path`]).
     pub(crate) notes: PathBuf,
     /// Values that must never appear in tool output (API keys).
     pub(crate) secrets: Arc<Vec<String>>,
@@ -166,12 +167,25 @@ fn read_file(env: &ToolEnv) -> AgentTool {
             let workspace = workspace.clone();
             let secrets = secrets.clone();
             async move {
+                let path = sanitize::one_line(&a.path);
+                // Read past the limit by the longest secret, so a secret cut by
+                // the limit is redacted whole instead of leaking its first bytes.
+                let lookahead = secrets.iter().map(String::len).max().unwrap_or(0) as u64;
                 let read = blocking(FS_TIMEOUT, move || {
-                    workspace.read(&a.path).map_err(|e| ToolError(e.to_string()))
+                    workspace.read(&a.path, lookahead).map_err(|e| ToolError(e.to_string()))
                 })
                 .await?;
-                let mut text = sanitize::redact(read.text, &secrets);
-                if read.truncated {
+                let truncated = read.size > MAX_READ;
+                let head = read.bytes.get(..MAX_READ as usize).unwrap_or(&read.bytes);
+                // Text files hold no NUL bytes; decoding a binary one gives the model noise.
+                if head.contains(&0) {
+                    return Err(ToolError(format!(
+                        "`{path}` is a binary file ({} bytes); read_file reads text files",
+                        read.size
+                    )));
+                }
+                let mut text = sanitize::redact_cut(&read.bytes, MAX_READ as usize, &secrets);
+                if truncated {
                     text.push_str(&format!("\n[truncated at {} KiB]", MAX_READ / 1024));
                 }
                 Ok(ToolOutput::text(text).with_details(json!({"bytes": read.size})))
@@ -209,11 +223,11 @@ fn list_dir(env: &ToolEnv) -> AgentTool {
 fn calculator() -> AgentTool {
     AgentTool::typed(
         "calculator",
-        "Evaluate an arithmetic expression: + - * / % ^, parentheses, pi, e.",
+        "Evaluate an arithmetic expression: + - * / % ^, parentheses, pi, e. Exact where the answer is exact; an approximate result starts with ≈.",
         |a: CalculatorArgs, _i: ToolInvocation| async move {
             let v = calc::evaluate(&a.expression)
                 .map_err(|e| ToolError(format!("cannot evaluate: {e}")))?;
-            Ok(ToolOutput::text(calc::format_number(v)))
+            Ok(ToolOutput::text(calc::format(&v)))
         },
     )
     .with_label("Calculator")
@@ -236,27 +250,24 @@ fn current_time() -> AgentTool {
 
 fn append_note(env: &ToolEnv) -> AgentTool {
     let notes = env.notes.clone();
+    let workspace = env.workspace.clone();
     let secrets = env.secrets.clone();
     AgentTool::typed(
         "append_note",
         "Append one line to the notes file. Runs sequentially; the user approves each call.",
         move |a: AppendNoteArgs, _i: ToolInvocation| {
             let notes = notes.clone();
+            let workspace = workspace.clone();
             let secrets = secrets.clone();
             async move {
-                use tokio::io::AsyncWriteExt;
-                let mut f = tokio::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&notes)
-                    .await
-                    .map_err(|e| ToolError(format!("cannot open {}: {e}", notes.display())))?;
                 // One line, no control characters: the file may later be `cat` to a terminal.
                 let line = format!("{}\n", sanitize::redact(sanitize::one_line(&a.text), &secrets));
-                f.write_all(line.as_bytes())
-                    .await
-                    .map_err(|e| ToolError(format!("cannot write: {e}")))?;
-                Ok(ToolOutput::text(format!("appended to {}", notes.display())))
+                let target = workspace.root().join(&notes);
+                blocking(FS_TIMEOUT, move || {
+                    workspace.append(&notes, &line).map_err(|e| ToolError(e.to_string()))
+                })
+                .await?;
+                Ok(ToolOutput::text(format!("appended to {}", target.display())))
             }
         },
     )
