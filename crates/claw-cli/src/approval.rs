@@ -1,9 +1,12 @@
-//! Approval of tools with side effects, as an agent hook: nothing with a side
-//! effect runs unless the user approved it up front (`--yes`, the config's
-//! `approve` list) or answers yes at the prompt. Without a terminal to ask on
-//! (`--json`, piped stdin) an unapproved call is refused with the reason.
-//! An MCP tool counts as having side effects unless its server annotates it
-//! `readOnlyHint: true`.
+//! Approval of tools with side effects: nothing with a side effect runs unless
+//! the user approved it up front (`--yes`, the config's `approve` list) or
+//! answers yes at the question. The agent hook only decides whether to ask: a
+//! call to ask about is parked by the loop (`BeforeToolCall::Ask`) while the
+//! rest of its batch goes on, and the event loop asks the person, one question
+//! at a time, when the loop announces it (`AgentEvent::ApprovalRequested`).
+//! Without a terminal to ask on (`--json`, piped stdin) an unapproved call is
+//! refused with the reason. An MCP tool counts as having side effects unless
+//! its server is trusted and annotates it `readOnlyHint: true`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,7 +14,6 @@ use std::sync::Arc;
 use agent_core::{AgentHooks, BeforeToolCall, CallInfo};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use tokio::sync::Mutex;
 
 use crate::{sanitize, tools};
 
@@ -20,7 +22,7 @@ pub(crate) struct Approvals {
     /// `--yes`: every tool is approved.
     pub(crate) all: bool,
     /// Tools approved by name (config `approve`, or "always" at the prompt).
-    allowed: Mutex<BTreeSet<String>>,
+    allowed: std::sync::Mutex<BTreeSet<String>>,
     /// Whether the user can be asked (stdin and stderr are terminals, not `--json`).
     pub(crate) interactive: bool,
     /// The offered MCP tools and whether each needs approval (set at every plan).
@@ -42,7 +44,7 @@ impl Approvals {
     ) -> Arc<Approvals> {
         Arc::new(Approvals {
             all,
-            allowed: Mutex::new(allowed.iter().cloned().collect()),
+            allowed: std::sync::Mutex::new(allowed.iter().cloned().collect()),
             interactive,
             mcp: std::sync::Mutex::new(BTreeMap::new()),
             targets,
@@ -75,25 +77,38 @@ impl Approvals {
         mcp.get(tool).copied()
     }
 
-    /// Whether the call of `tool` with `args` may run: the whole policy, in
-    /// one place, so it can move behind any loop that can ask a person.
-    pub(crate) async fn decide(&self, tool: &str, args: &Value) -> Verdict {
+    fn approved(&self, tool: &str) -> bool {
+        let allowed = match self.allowed.lock() {
+            Ok(a) => a,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        allowed.contains(tool)
+    }
+
+    /// What the loop does with a call of `tool`: run it, refuse it, or park it
+    /// until the person answers ([`Approvals::ask_person`]).
+    pub(crate) fn policy(&self, tool: &str) -> BeforeToolCall {
         // Unknown names are not ours to judge: the loop reports them as unknown tools.
         let Some(needs_approval) = self.needs_approval(tool) else {
-            return Verdict::Allow;
+            return BeforeToolCall::Allow;
         };
-        if !needs_approval || self.all {
-            return Verdict::Allow;
-        }
-        // Held across the question so two calls never ask at once.
-        let mut allowed = self.allowed.lock().await;
-        if allowed.contains(tool) {
-            return Verdict::Allow;
+        if !needs_approval || self.all || self.approved(tool) {
+            return BeforeToolCall::Allow;
         }
         if !self.interactive {
-            return Verdict::Deny(format!(
+            return BeforeToolCall::Block(Some(format!(
                 "`{tool}` may have side effects and was not approved (the user can rerun with --yes or add it to `approve` in the claw config)"
-            ));
+            )));
+        }
+        BeforeToolCall::Ask { reason: format!("`{tool}` may have side effects") }
+    }
+
+    /// Asks the person about a parked call of `tool` with `args`. The event
+    /// loop asks one question at a time, so two questions never mix.
+    pub(crate) async fn ask_person(&self, tool: &str, args: &Value) -> Verdict {
+        // "always" for an earlier call of the same batch answers this one too.
+        if self.approved(tool) {
+            return Verdict::Allow;
         }
         let shown = sanitize::terminal(tool);
         let target = match self.targets.get(tool) {
@@ -115,7 +130,10 @@ impl Approvals {
                 match word {
                     "y" | "Y" | "yes" => Verdict::Allow,
                     "a" | "A" | "always" => {
-                        allowed.insert(tool.to_owned());
+                        match self.allowed.lock() {
+                            Ok(mut a) => a.insert(tool.to_owned()),
+                            Err(poisoned) => poisoned.into_inner().insert(tool.to_owned()),
+                        };
                         Verdict::Allow
                     }
                     _ if reason.trim().is_empty() => {
@@ -180,13 +198,9 @@ impl AgentHooks for Approvals {
     fn before_tool_call<'a>(
         &'a self,
         info: CallInfo<'a>,
-        args: &'a Value,
+        _args: &'a Value,
     ) -> BoxFuture<'a, BeforeToolCall> {
-        Box::pin(async move {
-            match self.decide(&info.call.name, args).await {
-                Verdict::Allow => BeforeToolCall::Allow,
-                Verdict::Deny(reason) => BeforeToolCall::Block(Some(reason)),
-            }
-        })
+        let policy = self.policy(&info.call.name);
+        Box::pin(async move { policy })
     }
 }

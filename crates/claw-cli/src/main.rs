@@ -650,7 +650,7 @@ async fn run_with_tools(
     } else {
         agent.run(context, prompts)
     };
-    let (outcome, stopped) = drive(run, &mut interrupts, &model, view, true).await;
+    let (outcome, stopped) = drive(run, &mut interrupts, &approvals, &model, view, true).await;
     let Some(outcome) = outcome else {
         return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
     };
@@ -921,6 +921,7 @@ fn note(line: &str) {
 async fn drive(
     mut run: agent_core::AgentRun,
     interrupts: &mut Interrupts,
+    approvals: &approval::Approvals,
     model: &Model,
     view: View,
     echo_user: bool,
@@ -934,6 +935,14 @@ async fn drive(
     loop {
         tokio::select! {
             event = run.next() => match event {
+                Some(agent_core::AgentEvent::ApprovalRequested { tool_call_id, tool_name, args, .. }) => {
+                    // One question at a time: the run's other events wait until it is answered.
+                    let decisions = run.approvals();
+                    match approvals.ask_person(&tool_name, &args).await {
+                        approval::Verdict::Allow => decisions.approve(&tool_call_id),
+                        approval::Verdict::Deny(reason) => decisions.deny(&tool_call_id, Some(reason)),
+                    }
+                }
                 Some(event) => renderer.event(&event),
                 None => break,
             },
@@ -1072,7 +1081,8 @@ async fn chat(
             }
         }
         let run = agent.run(context.clone(), std::mem::take(&mut pending));
-        let (outcome, stopped) = drive(run, interrupts, &session.model, view, false).await;
+        let (outcome, stopped) =
+            drive(run, interrupts, tools.approvals, &session.model, view, false).await;
         let Some(outcome) = outcome else {
             return fail(exit::PROVIDER_ERROR, "the run ended without an outcome");
         };
