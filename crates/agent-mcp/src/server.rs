@@ -171,6 +171,8 @@ impl ChildProcess {
             }
             signal_group(group, GroupSignal::Kill);
         }
+        // Signalled for the last time: an empty group's id may be reused.
+        self.group = None;
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(grace, self.child.wait()).await;
         // Readers end at EOF once every holder of the pipes is gone; a pipe

@@ -151,8 +151,31 @@ async fn images_every_provider_rejects_are_described_instead() {
     servers.shutdown().await;
 }
 
+/// Collects what `tracing` writes.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn hostile_tool_lists_are_bounded() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    // The listing runs on this thread (a current-thread runtime).
+    let _guard = tracing::subscriber::set_default(subscriber);
     let servers = McpServers::connect([raw_server("raw")]).await.unwrap();
     assert_eq!(servers.statuses()[0].1, ServerStatus::Up, "{:?}", servers.statuses());
     let set = servers.tools();
@@ -163,6 +186,17 @@ async fn hostile_tool_lists_are_bounded() {
     let long = &set.descriptors[1].description;
     assert_eq!(long.chars().count(), 2048 + " [description cut]".len(), "{long}");
     assert!(long.ends_with("d [description cut]"));
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    for warning in [
+        "tool=\"root_true\"",
+        "its input schema's root is not an object: a boolean",
+        "tool=\"root_string\"",
+        "its input schema's root has type \"string\", not \"object\"",
+        "tool=\"huge_schema\"",
+        "repeated the `tools/list` cursor \"page-2\"",
+    ] {
+        assert!(logs.contains(warning), "no warning {warning:?} in:\n{logs}");
+    }
     // The rest of the server works.
     let out = invoke(tool(&set, "raw__ok_b"), json!({})).await.unwrap();
     assert_eq!(text_of(&out.content), "ok_b answered");
