@@ -81,7 +81,13 @@ pub fn map_call_result_with_limits(
     }
     let mut details = json!({ "mcpServer": server_id, "mcpTool": tool_name });
     if let (Some(structured), Some(obj)) = (result.structured_content, details.as_object_mut()) {
-        obj.insert("structuredContent".into(), structured);
+        // `details` is kept with the transcript: bounded like the text.
+        let bytes = structured.to_string().len();
+        if bytes <= limits.max_result_text_bytes {
+            obj.insert("structuredContent".into(), structured);
+        } else {
+            obj.insert("structuredContentBytes".into(), json!(bytes));
+        }
     }
     Ok(ToolOutput { content, details: Some(details), terminate: false })
 }
@@ -314,6 +320,20 @@ mod tests {
         // Structured content alone is the text, once.
         let r = result(json!({"content": [], "structuredContent": {"line": 3}, "isError": true}));
         assert_eq!(map_call_result("s", "t", r), Err(ToolError("{\"line\":3}".into())));
+    }
+
+    #[test]
+    fn large_structured_content_is_left_out_of_details() {
+        let limits = McpLimits { max_result_text_bytes: 20, ..McpLimits::default() };
+        let r = result(json!({
+            "content": [{"type": "text", "text": "ok"}],
+            "structuredContent": {"rows": "0123456789012345678901234567890"}
+        }));
+        let out = map_call_result_with_limits("s", "t", r, &limits).unwrap();
+        assert_eq!(
+            out.details,
+            Some(json!({"mcpServer": "s", "mcpTool": "t", "structuredContentBytes": 42}))
+        );
     }
 
     #[test]

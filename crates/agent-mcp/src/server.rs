@@ -584,7 +584,10 @@ impl Server {
         let mut names = HashSet::new();
         let mut cursors = HashSet::new();
         let mut cursor: Option<String> = None;
-        loop {
+        // Every page but the last should carry a tool: empty pages with fresh
+        // cursors would otherwise go on until the connect timeout.
+        let max_pages = limits.max_tools.saturating_add(1);
+        for _ in 0..max_pages {
             let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
             // Sent untyped: rmcp's typed answer fails as a whole on one bad tool.
             let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
@@ -623,6 +626,11 @@ impl Server {
                 Some(next) => cursor = Some(next.to_owned()),
             }
         }
+        tracing::warn!(
+            server,
+            "MCP server's `tools/list` went on for {max_pages} pages; the listing ends there"
+        );
+        Ok(tools)
     }
 
     /// Re-lists the tools after `notifications/tools/list_changed`; starts a

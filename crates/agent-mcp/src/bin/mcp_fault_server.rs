@@ -20,7 +20,8 @@
 //! that is not an object (`true`, `{"type": "string"}`), a schema over 64 KiB,
 //! a 5000-character description, and a second page whose `nextCursor` repeats
 //! itself; its `reply_then_stray` tool writes its answer and a stray line in
-//! one write.
+//! one write. With `FAULT_SERVER_RAW=endless` every `tools/list` page is empty
+//! and names a new cursor.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -306,6 +307,8 @@ fn raw_main() {
         // The same cursor again: a client that follows it never stops.
         "nextCursor": "page-2",
     });
+    let endless = std::env::var("FAULT_SERVER_RAW").is_ok_and(|v| v == "endless");
+    let mut pages = 0u64;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     for line in stdin.lock().lines() {
@@ -324,6 +327,11 @@ fn raw_main() {
                         "serverInfo": {"name": "raw-fault-server", "version": "1"}
                     }),
                 )
+            }
+            "tools/list" if endless => {
+                // An empty page with a fresh cursor, every time.
+                pages += 1;
+                answer(&id, json!({"tools": [], "nextCursor": format!("page-{pages}")}))
             }
             "tools/list" => match message.pointer("/params/cursor").and_then(Value::as_str) {
                 None => answer(&id, first_page.clone()),

@@ -203,9 +203,21 @@ async fn hostile_tool_lists_are_bounded() {
     servers.shutdown().await;
 
     let limits = McpLimits { max_tools: 2, ..McpLimits::default() };
-    let servers = McpServers::connect([raw_server("raw").with_limits(limits)]).await.unwrap();
+    let servers =
+        McpServers::connect([raw_server("raw").with_limits(limits.clone())]).await.unwrap();
     let names: Vec<String> = servers.tools().descriptors.into_iter().map(|d| d.name).collect();
     assert_eq!(names, ["raw__ok_a", "raw__long_description"]);
+    servers.shutdown().await;
+
+    // Empty pages with ever new cursors end after `max_tools + 1` pages, well
+    // before the connect timeout.
+    let mut endless = raw_server("endless").with_limits(limits);
+    set_env(&mut endless, "FAULT_SERVER_RAW", "endless");
+    let started = Instant::now();
+    let servers = McpServers::connect([endless]).await.unwrap();
+    assert_eq!(servers.statuses()[0].1, ServerStatus::Up, "{:?}", servers.statuses());
+    assert!(servers.tools().descriptors.is_empty());
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
     servers.shutdown().await;
 }
 
