@@ -300,6 +300,23 @@ async fn shutdown_reaches_a_wrapper_s_grandchild_and_ends_the_readers() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(alive <= tasks_before, "{alive} tasks alive, {tasks_before} before");
+
+    // Dropped without `shutdown`: the group is killed all the same.
+    let config = McpServerConfig::stdio("wrapped", "sh", ["-c", script.as_str()])
+        .with_connect_timeout(Duration::from_secs(20));
+    let servers = McpServers::connect([config]).await.unwrap();
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(running(pid));
+    drop(servers);
+    let mut gone = false;
+    for _ in 0..100 {
+        if !running(pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "grandchild {pid} outlived its dropped server");
 }
 
 /// The `ToolExecutionUpdate` texts and the single result of one agent run.
