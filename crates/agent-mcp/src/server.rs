@@ -217,7 +217,26 @@ fn signal_group(_group: i32, _signal: GroupSignal) -> bool {
     false
 }
 
-#[cfg(unix)]
+/// Whether a process of the group still runs. A zombie does not count: an
+/// orphan is reaped by init whenever init gets to it, and signalling a zombie
+/// succeeds.
+#[cfg(target_os = "linux")]
+fn group_alive(group: i32) -> bool {
+    if nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_err() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        // `pid (comm) state ppid pgrp ...`; `comm` may hold spaces and parentheses.
+        let mut fields = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(group) && state != Some("Z")
+    })
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
 fn group_alive(group: i32) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_ok()
 }
