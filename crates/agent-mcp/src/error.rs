@@ -17,19 +17,18 @@ pub enum McpError {
     /// The server is down and its restarts within the window are used up.
     #[error(
         "MCP server `{server}` is down and its {max_restarts} restarts are used up \
-         (last failure: {reason}); one is allowed again in {retry_in} ({max_restarts} per {window})"
+         (last failure: {reason}); {next}"
     )]
     RestartsExhausted {
         /// Server id.
         server: String,
         /// The bound.
         max_restarts: u32,
-        /// The window the bound applies to, such as `3600s`.
-        window: String,
-        /// When the oldest restart leaves the window, such as `42s`.
-        retry_in: String,
         /// The last failure.
         reason: String,
+        /// When a restart is allowed again, such as `one is allowed again in
+        /// 42s (3 per 3600s)`, or that none ever is.
+        next: String,
     },
     /// The server is down and its next restart waits (exponential backoff).
     #[error(

@@ -722,12 +722,21 @@ impl Server {
             RestartPlan::UsedUp(frees_in) => {
                 let reason = self.down_reason();
                 self.set_status(ServerStatus::Down { reason: reason.clone(), restartable: false });
+                let max = self.config.max_restarts;
+                let next = if max == 0 {
+                    "it is never restarted".to_owned()
+                } else {
+                    format!(
+                        "one is allowed again in {} ({max} per {})",
+                        secs(frees_in),
+                        secs(self.config.restart_window)
+                    )
+                };
                 return Err(McpError::RestartsExhausted {
                     server,
-                    max_restarts: self.config.max_restarts,
-                    window: secs(self.config.restart_window),
-                    retry_in: secs(frees_in),
+                    max_restarts: max,
                     reason,
+                    next,
                 });
             }
             RestartPlan::After(wait) => {
