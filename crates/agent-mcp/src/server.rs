@@ -1023,11 +1023,14 @@ impl Drop for InFlight<'_> {
 
 /// Reads one line of at most `max` bytes (without its newline) into `line`.
 /// Returns `None` at EOF with nothing read, else whether the line was longer
-/// than `max` (its rest is skipped, not kept).
+/// than `max`; the rest of such a line is skipped, not kept, unless
+/// `stop_when_over` returns at once (a line that never ends must not hold
+/// the caller).
 async fn read_bounded_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
     max: usize,
+    stop_when_over: bool,
 ) -> Option<bool> {
     line.clear();
     let mut over = false;
@@ -1053,7 +1056,7 @@ async fn read_bounded_line<R: AsyncBufRead + Unpin>(
         line.extend_from_slice(chunk.split_at(chunk.len().min(room)).0);
         let used = chunk.len() + usize::from(newline);
         reader.consume(used);
-        if newline {
+        if newline || (over && stop_when_over) {
             return Some(over);
         }
     }
@@ -1073,7 +1076,8 @@ async fn filter_stdout<R: AsyncBufRead + Unpin>(
 ) {
     let mut line = Vec::new();
     let mut strays = 0u32;
-    while let Some(over) = read_bounded_line(&mut stdout, &mut line, max_message_bytes).await {
+    while let Some(over) = read_bounded_line(&mut stdout, &mut line, max_message_bytes, true).await
+    {
         if over {
             let why = format!("it wrote a stdout line longer than {max_message_bytes} bytes");
             tracing::warn!(server = %server, "MCP server connection ended: {why}");
@@ -1129,7 +1133,9 @@ async fn drain_stderr<R: AsyncBufRead + Unpin>(
     tail: Arc<Mutex<String>>,
 ) {
     let mut line = Vec::new();
-    while let Some(over) = read_bounded_line(&mut stderr, &mut line, MAX_STDERR_LINE_BYTES).await {
+    while let Some(over) =
+        read_bounded_line(&mut stderr, &mut line, MAX_STDERR_LINE_BYTES, false).await
+    {
         let mut text = String::from_utf8_lossy(&line).into_owned();
         if over {
             text.push_str(" [line cut]");
@@ -1177,6 +1183,26 @@ fn install_crypto_provider() {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, reason = "tests")]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn lines_are_read_within_their_bound() {
+        let input: &[u8] = b"short\n0123456789abcdef\nno newline at the end";
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut line = Vec::new();
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 8, false).await, Some(false));
+        assert_eq!(line, b"short");
+        // Over the bound: kept to it, the rest skipped up to the newline.
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 8, false).await, Some(true));
+        assert_eq!(line, b"01234567");
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 64, false).await, Some(false));
+        assert_eq!(line, b"no newline at the end");
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 64, false).await, None);
+
+        // `stop_when_over` returns without looking for the line's end.
+        let mut endless = BufReader::with_capacity(4, tokio::io::repeat(b'z'));
+        assert_eq!(read_bounded_line(&mut endless, &mut line, 10, true).await, Some(true));
+        assert_eq!(line, b"zzzzzzzzzz");
+    }
 
     #[test]
     fn json_rpc_lines_are_recognized() {

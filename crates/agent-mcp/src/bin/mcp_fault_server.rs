@@ -10,7 +10,8 @@
 //! or a hostile one: `tiff`, `bad_base64`, `huge`, `mislabeled` jpeg bytes
 //! called png), `stderr_flood` (bytes that are not UTF-8 and a 2 MiB line on
 //! stderr, then `last words`, then it exits), `stray` (a line that is not
-//! JSON-RPC on stdout, then an answer). `echo` is annotated read-only.
+//! JSON-RPC on stdout, then an answer), `endless_stdout` (a stdout line that
+//! never ends). `echo` is annotated read-only.
 //! `tools/list` is paged, three tools a page.
 //! When `FAULT_SERVER_LOG` names a file, every `notifications/cancelled` the
 //! server honours is appended to it as `cancelled <tool>`.
@@ -92,6 +93,7 @@ impl FaultServer {
             ),
             tool("stderr_flood", "Floods stderr with hostile bytes, then exits", no_args()),
             tool("stray", "Writes a line that is not JSON-RPC, then answers", no_args()),
+            tool("endless_stdout", "Writes one stdout line that never ends", no_args()),
         ];
         if let Some(echo) = tools.first_mut()
             && let Ok(annotations) = serde_json::from_value(json!({
@@ -250,6 +252,13 @@ impl ServerHandler for FaultServer {
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 text("answered after a stray line")
+            }
+            "endless_stdout" => {
+                let chunk = vec![b'z'; 64 * 1024];
+                let mut out = std::io::stdout().lock();
+                // Until the client stops reading (the pipe breaks).
+                while out.write_all(&chunk).is_ok() {}
+                std::process::exit(4);
             }
             "fail" => {
                 Ok(CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(

@@ -28,7 +28,7 @@ async fn tools_are_listed_across_pages_and_described_for_the_planner() {
     let servers = McpServers::connect([config]).await.unwrap();
     assert_eq!(servers.statuses(), [("fault".to_owned(), ServerStatus::Up)]);
     let set = servers.tools();
-    // Thirteen tools at three a page: five `tools/list` pages.
+    // Fourteen tools at three a page: five `tools/list` pages.
     let mut exposed: Vec<&str> = set.descriptors.iter().map(|d| d.name.as_str()).collect();
     exposed.sort_unstable();
     assert_eq!(
@@ -39,6 +39,7 @@ async fn tools_are_listed_across_pages_and_described_for_the_planner() {
             "fault__crash",
             "fault__describe",
             "fault__echo",
+            "fault__endless_stdout",
             "fault__env",
             "fault__fail",
             "fault__hang",
@@ -62,7 +63,7 @@ async fn tools_are_listed_across_pages_and_described_for_the_planner() {
         assert_eq!(back.server_id, "fault");
     }
     let planned = set.planned(&env_of(&servers)).unwrap();
-    assert_eq!(planned.len(), 13);
+    assert_eq!(planned.len(), 14);
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "hello"})).await.unwrap();
     assert_eq!(text_of(&out.content), "hello");
     assert_eq!(out.details, Some(json!({"mcpServer": "fault", "mcpTool": "echo"})));
@@ -87,7 +88,7 @@ async fn a_crash_mid_call_is_an_error_result_the_tools_hide_and_the_next_call_re
     assert_eq!(env.values[&availability_key("fault")], json!("down"));
     let plan = build_tool_plan(&set.descriptors, &env).unwrap();
     assert!(plan.visible.is_empty());
-    assert_eq!(plan.hidden.len(), 13);
+    assert_eq!(plan.hidden.len(), 14);
     assert!(plan.hidden.iter().all(|h| h.diagnostics[0].reason == Reason::ContextMismatch));
     assert!(set.planned(&env).unwrap().is_empty());
 
@@ -95,7 +96,7 @@ async fn a_crash_mid_call_is_an_error_result_the_tools_hide_and_the_next_call_re
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "back"})).await.unwrap();
     assert_eq!(text_of(&out.content), "back");
     assert_eq!(servers.statuses()[0].1, ServerStatus::Up);
-    assert_eq!(set.planned(&env_of(&servers)).unwrap().len(), 13);
+    assert_eq!(set.planned(&env_of(&servers)).unwrap().len(), 14);
     servers.shutdown().await;
 }
 
@@ -254,7 +255,7 @@ async fn a_server_that_cannot_start_is_down_not_fatal() {
     let ServerStatus::Down { reason, restartable } = &statuses[1].1 else { panic!("{statuses:?}") };
     assert!(reason.contains("cannot run `/nonexistent/mcp-server`"), "{reason}");
     assert!(!restartable);
-    assert_eq!(servers.tools().descriptors.len(), 13);
+    assert_eq!(servers.tools().descriptors.len(), 14);
 
     assert!(McpServers::connect([fault_server("a").0, fault_server("a").0]).await.is_err());
     assert!(McpServers::connect([fault_server("9").0]).await.is_err());

@@ -258,6 +258,24 @@ async fn stderr_that_is_not_utf8_or_endless_is_drained_to_the_end() {
     servers.shutdown().await;
 }
 
+#[tokio::test]
+async fn an_endless_stdout_line_ends_the_connection_at_the_message_bound() {
+    let (config, _) = fault_server("fault");
+    let limits = McpLimits { max_message_bytes: 1 << 20, ..McpLimits::default() };
+    let config = config.with_call_timeout(Duration::from_secs(60)).with_limits(limits);
+    let servers = McpServers::connect([config]).await.unwrap();
+    let set = servers.tools();
+    let started = Instant::now();
+    let err = invoke(tool(&set, "fault__endless_stdout"), json!({})).await.unwrap_err();
+    assert!(err.0.contains("stopped during `endless_stdout`"), "{err}");
+    assert!(err.0.contains("it wrote a stdout line longer than 1048576 bytes"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    // The next call starts it again.
+    let out = invoke(tool(&set, "fault__echo"), json!({"text": "back"})).await.unwrap();
+    assert_eq!(text_of(&out.content), "back");
+    servers.shutdown().await;
+}
+
 /// Whether a process exists and is not a zombie.
 #[cfg(target_os = "linux")]
 fn running(pid: u32) -> bool {
