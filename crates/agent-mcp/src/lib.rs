@@ -9,8 +9,9 @@
 //! [`agent_core::AgentTool`] whose execution is a `tools/call`.
 //!
 //! Failures stay inside the agent loop: a crash, a hang (per-call timeout,
-//! reset by progress), a malformed JSON-RPC line, an unknown tool or a JSON-RPC
-//! error gives that call an error result that says what happened. A server
+//! reset by progress, and an absolute deadline), an over-long message, an
+//! unknown tool or a JSON-RPC error gives that call an error result that says
+//! what happened; a stray stdout line that is not JSON-RPC fails no call. A server
 //! whose connection died is started again on its next call or at
 //! [`McpServers::refresh`], with exponential backoff, at most
 //! [`McpServerConfig::max_restarts`] times within
