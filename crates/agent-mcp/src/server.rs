@@ -177,8 +177,10 @@ impl ChildProcess {
         let _ = tokio::time::timeout(grace, self.child.wait()).await;
         // Readers end at EOF once every holder of the pipes is gone; a pipe
         // passed on to a process outside the group must not keep them alive.
-        for reader in self.readers.drain(..) {
-            let _ = tokio::time::timeout(Duration::from_millis(200), reader).await;
+        for mut reader in self.readers.drain(..) {
+            if tokio::time::timeout(Duration::from_millis(200), &mut reader).await.is_err() {
+                reader.abort();
+            }
         }
     }
 }

@@ -335,6 +335,38 @@ async fn shutdown_reaches_a_wrapper_s_grandchild_and_ends_the_readers() {
     assert!(gone, "grandchild {pid} outlived its dropped server");
 }
 
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn no_reader_outlives_its_server_even_if_an_escaped_process_holds_the_pipes() {
+    let pid_file = temp_dir("escaped").join("pid");
+    // `setsid` leaves the server's process group (and session) with its
+    // stdout and stderr: no signal to the group reaches it.
+    let script = format!(
+        "setsid sleep 600 & echo $! > '{}'; exec '{}'",
+        pid_file.display(),
+        env!("CARGO_BIN_EXE_mcp-fault-server")
+    );
+    let config = McpServerConfig::stdio("escaped", "sh", ["-c", script.as_str()])
+        .with_connect_timeout(Duration::from_secs(20));
+    let tasks_before = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let servers = McpServers::connect([config]).await.unwrap();
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    servers.shutdown().await;
+    let mut alive = usize::MAX;
+    for _ in 0..50 {
+        alive = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        if alive <= tasks_before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let still_running = running(pid);
+    // The test's own leftover: end it.
+    let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    assert!(still_running, "the escaped process should be out of reach of the group signals");
+    assert!(alive <= tasks_before, "{alive} tasks alive, {tasks_before} before");
+}
+
 /// The `ToolExecutionUpdate` texts and the single result of one agent run.
 async fn run_one_call(set: &McpToolSet, name: &str, args: Value) -> (Vec<String>, String, bool) {
     let agent = scripted_agent(vec![tool_turn("c1", name, args), text_turn("done")]);
