@@ -119,9 +119,9 @@ pub struct McpLimits {
     /// cut and a marker says how much.
     pub max_result_text_bytes: usize,
     /// Decoded size of one image in a result; a larger one is described in
-    /// text. The default is the smallest per-image limit of the providers:
-    /// Amazon Bedrock's 3.75 MB (Anthropic takes 5 MB, Mistral 10 MB, OpenAI
-    /// 20 MB, Google 20 MB per request).
+    /// text. The default is the smallest per-image limit of the providers,
+    /// Amazon Bedrock's 3.75 MB (Anthropic's is 5 MB; as base64 the default
+    /// is 5,000,000 bytes, under it however it is counted).
     pub max_image_bytes: usize,
     /// Tools kept from one server (the listing stops there).
     pub max_tools: usize,
