@@ -337,6 +337,33 @@ async fn shutdown_reaches_a_wrapper_s_grandchild_and_ends_the_readers() {
 
 #[cfg(target_os = "linux")]
 #[tokio::test]
+async fn a_server_that_ignores_stdin_closing_and_sigterm_is_killed() {
+    let pid_file = temp_dir("stubborn").join("pid");
+    // Ignores SIGTERM (kept across `exec`), and outlives its stdin: when the
+    // real server ends, the shell becomes a `sleep`.
+    let script = format!(
+        "trap '' TERM; echo $$ > '{}'; '{}'; exec sleep 600",
+        pid_file.display(),
+        env!("CARGO_BIN_EXE_mcp-fault-server")
+    );
+    let grace = Duration::from_millis(300);
+    let limits = McpLimits { shutdown_grace: grace, ..McpLimits::default() };
+    let config = McpServerConfig::stdio("stubborn", "sh", ["-c", script.as_str()])
+        .with_connect_timeout(Duration::from_secs(20))
+        .with_limits(limits);
+    let servers = McpServers::connect([config]).await.unwrap();
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let started = Instant::now();
+    servers.shutdown().await;
+    let took = started.elapsed();
+    assert!(!running(pid), "{pid} survived shutdown");
+    // Closing stdin, then SIGTERM, each waited out in turn before SIGKILL.
+    assert!(took >= grace * 2, "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
 async fn no_reader_outlives_its_server_even_if_an_escaped_process_holds_the_pipes() {
     let pid_file = temp_dir("escaped").join("pid");
     // `setsid` leaves the server's process group (and session) with its
