@@ -1186,6 +1186,41 @@ fn install_crypto_provider() {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Against `split` on the newline byte: every line, bounded to `max`
+        /// and flagged when longer, in any read-buffer size.
+        #[test]
+        fn bounded_lines_match_split(
+            input in proptest::collection::vec(
+                proptest::prop_oneof![proptest::prelude::Just(b'\n'), proptest::prelude::any::<u8>()],
+                0..200,
+            ),
+            max in 0usize..40,
+            capacity in 1usize..16,
+        ) {
+            let mut expected: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+            // A trailing newline ends the last line; it does not start another.
+            if input.last().is_none_or(|&b| b == b'\n') {
+                expected.pop();
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = runtime.block_on(async {
+                let mut reader = BufReader::with_capacity(capacity, input.as_slice());
+                let mut line = Vec::new();
+                let mut got = Vec::new();
+                while let Some(over) = read_bounded_line(&mut reader, &mut line, max, false).await {
+                    got.push((line.clone(), over));
+                }
+                got
+            });
+            let expected: Vec<(Vec<u8>, bool)> = expected
+                .iter()
+                .map(|l| (l[..l.len().min(max)].to_vec(), l.len() > max))
+                .collect();
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
     #[tokio::test]
     async fn lines_are_read_within_their_bound() {
         let input: &[u8] = b"short\n0123456789abcdef\nno newline at the end";
