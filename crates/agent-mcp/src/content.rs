@@ -322,6 +322,55 @@ mod tests {
         assert_eq!(map_call_result("s", "t", r), Err(ToolError("{\"line\":3}".into())));
     }
 
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// Against the joined text cut at the last character boundary within
+        /// the budget: whole blocks before the cut, the marker after it,
+        /// images kept in order.
+        #[test]
+        fn text_is_cut_at_the_budget(
+            blocks in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-zé€😀 ]{0,12}".prop_map(Some),
+                    proptest::prelude::Just(None),
+                ],
+                0..8,
+            ),
+            max in 0usize..60,
+        ) {
+            let content: Vec<Value> = blocks
+                .iter()
+                .map(|b| match b {
+                    Some(t) => json!({"type": "text", "text": t}),
+                    None => json!({"type": "image", "data": "iVBORw0K", "mimeType": "image/png"}),
+                })
+                .collect();
+            let limits = McpLimits { max_result_text_bytes: max, ..McpLimits::default() };
+            let out =
+                map_call_result_with_limits("s", "t", result(json!({"content": content})), &limits)
+                    .unwrap();
+            let joined: String = blocks.iter().flatten().map(String::as_str).collect();
+            let expected = if joined.len() <= max {
+                joined.clone()
+            } else {
+                let keep = (0..=max).rev().find(|&i| joined.is_char_boundary(i)).unwrap();
+                format!("{}{}", &joined[..keep], cut_marker(joined.len() - keep, max))
+            };
+            let texts: String = out
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    UserContent::Text(t) if t.text != EMPTY_RESULT_TEXT => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            proptest::prop_assert_eq!(texts, expected);
+            let images = out.content.iter().filter(|c| matches!(c, UserContent::Image(_))).count();
+            proptest::prop_assert_eq!(images, blocks.iter().filter(|b| b.is_none()).count());
+        }
+    }
+
     #[test]
     fn large_structured_content_is_left_out_of_details() {
         let limits = McpLimits { max_result_text_bytes: 20, ..McpLimits::default() };
