@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use llm_core::ApiKey;
 
@@ -68,10 +69,120 @@ pub struct McpServerConfig {
     pub connect_timeout: Duration,
     /// How long a call may go without an answer or a progress notification.
     pub call_timeout: Duration,
-    /// How many times a server whose connection died is started again, over
-    /// the whole session; after that its tools stay hidden.
+    /// How many times a server whose connection died is started again within
+    /// [`McpServerConfig::restart_window`]; once they are used up its tools stay
+    /// hidden until the oldest restart leaves the window.
     pub max_restarts: u32,
+    /// The window over which restarts count: a restart older than this no
+    /// longer counts against [`McpServerConfig::max_restarts`], so crashes days
+    /// apart never disable a server for good.
+    pub restart_window: Duration,
+    /// The first restart after a crash is immediate; each further restart
+    /// within the window waits twice as long as the one before, starting here
+    /// (capped at [`MAX_RESTART_BACKOFF`]).
+    pub restart_backoff: Duration,
+    /// A stdio server inherits this process's whole environment (every key and
+    /// token of the user) when `true`; by default it gets only
+    /// [`SAFE_ENV_VARS`] and its own `env`.
+    pub inherit_env: bool,
+    /// Whether the server's tool annotations are believed: only a trusted
+    /// server's `readOnlyHint` (and other reassuring hints) reach the tool
+    /// descriptors, so an approval prompt asks before any tool of an untrusted
+    /// server runs.
+    pub trusted: bool,
+    /// Bounds on what the server sends.
+    pub limits: McpLimits,
+    /// The time source of the restart bookkeeping (replaceable in tests).
+    pub clock: Arc<dyn Clock>,
 }
+
+/// A time source (the restart window and backoff read it).
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Now.
+    fn now(&self) -> Instant;
+}
+
+/// The system's monotonic clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Bounds on what a server sends; every peer is untrusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpLimits {
+    /// Text of one tool result, in bytes, over all its text blocks; the rest is
+    /// cut and a marker says how much.
+    pub max_result_text_bytes: usize,
+    /// Decoded size of one image in a result; a larger one is described in
+    /// text. The default is the smallest per-image limit of the providers,
+    /// Amazon Bedrock's 3.75 MB (Anthropic's is 5 MB; as base64 the default
+    /// is 5,000,000 bytes, under it however it is counted).
+    pub max_image_bytes: usize,
+    /// Tools kept from one server (the listing stops there).
+    pub max_tools: usize,
+    /// Serialized input schema of one tool, in bytes; a tool with a larger one
+    /// is dropped with a warning.
+    pub max_schema_bytes: usize,
+    /// Characters of one tool description; the rest is cut.
+    pub max_description_chars: usize,
+    /// One JSON-RPC message: a stdio line, an HTTP JSON body or SSE event; a
+    /// larger one ends the connection (stdio) or fails the request (HTTP).
+    pub max_message_bytes: usize,
+    /// How long one call may run in all, progress or not.
+    pub max_call_duration: Duration,
+    /// At most one progress update per interval reaches the agent loop.
+    pub progress_interval: Duration,
+    /// How long shutdown waits after closing stdin, and again after `SIGTERM`,
+    /// before the next step.
+    pub shutdown_grace: Duration,
+}
+
+/// Default [`McpLimits::max_image_bytes`]: Amazon Bedrock's 3.75 MB per image.
+pub const DEFAULT_MAX_IMAGE_BYTES: usize = 3_750_000;
+
+impl Default for McpLimits {
+    fn default() -> Self {
+        McpLimits {
+            max_result_text_bytes: 100_000,
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
+            // OpenAI takes at most 128 tools in one request.
+            max_tools: 128,
+            max_schema_bytes: 64 * 1024,
+            max_description_chars: 2048,
+            // rmcp's own default for HTTP bodies and SSE events.
+            max_message_bytes: 16 * 1024 * 1024,
+            max_call_duration: Duration::from_secs(30 * 60),
+            progress_interval: Duration::from_millis(100),
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What a stdio server gets of this process's environment unless
+/// [`McpServerConfig::inherit_env`] is set: the reference MCP SDKs' list.
+#[cfg(not(windows))]
+pub const SAFE_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+/// What a stdio server gets of this process's environment unless
+/// [`McpServerConfig::inherit_env`] is set: the reference MCP SDKs' list.
+#[cfg(windows)]
+pub const SAFE_ENV_VARS: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PROCESSOR_ARCHITECTURE",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
 
 /// Default [`McpServerConfig::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -79,6 +190,12 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`McpServerConfig::max_restarts`].
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+/// Default [`McpServerConfig::restart_window`].
+pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60 * 60);
+/// Default [`McpServerConfig::restart_backoff`].
+pub const DEFAULT_RESTART_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between restarts.
+pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(5 * 60);
 
 /// Longest accepted server id.
 pub const MAX_SERVER_ID_LEN: usize = 32;
@@ -92,6 +209,12 @@ impl McpServerConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            restart_window: DEFAULT_RESTART_WINDOW,
+            restart_backoff: DEFAULT_RESTART_BACKOFF,
+            inherit_env: false,
+            trusted: false,
+            limits: McpLimits::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -152,6 +275,27 @@ impl McpServerConfig {
     #[must_use]
     pub fn with_max_restarts(mut self, max_restarts: u32) -> Self {
         self.max_restarts = max_restarts;
+        self
+    }
+
+    /// Marks the server trusted (its tool annotations are believed) or not.
+    #[must_use]
+    pub fn with_trusted(mut self, trusted: bool) -> Self {
+        self.trusted = trusted;
+        self
+    }
+
+    /// Lets a stdio server inherit this process's whole environment.
+    #[must_use]
+    pub fn with_inherited_env(mut self, inherit: bool) -> Self {
+        self.inherit_env = inherit;
+        self
+    }
+
+    /// Sets the limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: McpLimits) -> Self {
+        self.limits = limits;
         self
     }
 

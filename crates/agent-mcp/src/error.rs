@@ -14,9 +14,10 @@ pub enum McpError {
         /// Why.
         reason: String,
     },
-    /// The server is down and will not be restarted (its restart bound is used up).
+    /// The server is down and its restarts within the window are used up.
     #[error(
-        "MCP server `{server}` is down and its {max_restarts} restarts are used up (last failure: {reason})"
+        "MCP server `{server}` is down and its {max_restarts} restarts are used up \
+         (last failure: {reason}); {next}"
     )]
     RestartsExhausted {
         /// Server id.
@@ -25,6 +26,27 @@ pub enum McpError {
         max_restarts: u32,
         /// The last failure.
         reason: String,
+        /// When a restart is allowed again, such as `one is allowed again in
+        /// 42s (3 per 3600s)`, or that none ever is.
+        next: String,
+    },
+    /// The server is down and its next restart waits (exponential backoff).
+    #[error(
+        "MCP server `{server}` is down (last failure: {reason}); it will be started again in {retry_in}"
+    )]
+    BackingOff {
+        /// Server id.
+        server: String,
+        /// How long until the next restart, such as `2s`.
+        retry_in: String,
+        /// The last failure.
+        reason: String,
+    },
+    /// The server was shut down.
+    #[error("MCP server `{server}` is down: it was shut down")]
+    ShutDown {
+        /// Server id.
+        server: String,
     },
     /// Listing the server's tools failed.
     #[error("MCP server `{server}` could not list its tools: {reason}")]

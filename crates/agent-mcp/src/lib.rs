@@ -9,12 +9,16 @@
 //! [`agent_core::AgentTool`] whose execution is a `tools/call`.
 //!
 //! Failures stay inside the agent loop: a crash, a hang (per-call timeout,
-//! reset by progress), a malformed JSON-RPC line, an unknown tool or a JSON-RPC
-//! error gives that call an error result that says what happened. A server
+//! reset by progress, and an absolute deadline), an over-long message, an
+//! unknown tool or a JSON-RPC error gives that call an error result that says
+//! what happened; a stray stdout line that is not JSON-RPC fails no call. A server
 //! whose connection died is started again on its next call or at
-//! [`McpServers::refresh`], at most [`McpServerConfig::max_restarts`] times;
-//! while it is down its tools are hidden by the planner (their availability
-//! requires [`availability_key`] to be [`SERVER_UP`]).
+//! [`McpServers::refresh`], with exponential backoff, at most
+//! [`McpServerConfig::max_restarts`] times within
+//! [`McpServerConfig::restart_window`]; while it is down its tools are hidden
+//! by the planner (their availability requires [`availability_key`] to be
+//! [`SERVER_UP`]). What a server sends is bounded by [`McpLimits`]; a stdio
+//! server gets only [`SAFE_ENV_VARS`] of this process's environment.
 //!
 //! See `docs/mcp.md`.
 #![warn(missing_docs)]
@@ -27,11 +31,12 @@ mod server;
 mod servers;
 
 pub use config::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESTARTS, MAX_SERVER_ID_LEN,
-    McpServerConfig, McpTransport,
+    Clock, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_BACKOFF, DEFAULT_RESTART_WINDOW, MAX_RESTART_BACKOFF,
+    MAX_SERVER_ID_LEN, McpLimits, McpServerConfig, McpTransport, SAFE_ENV_VARS, SystemClock,
 };
-pub use content::{EMPTY_RESULT_TEXT, map_call_result};
+pub use content::{EMPTY_RESULT_TEXT, map_call_result, map_call_result_with_limits};
 pub use error::McpError;
 pub use names::{McpToolRef, ToolNameMap};
-pub use server::{MAX_LINE_BYTES, ServerStatus};
+pub use server::ServerStatus;
 pub use servers::{McpServers, McpToolSet, SERVER_DOWN, SERVER_UP, availability_key};

@@ -138,7 +138,7 @@ impl McpServers {
         let mut descriptors = Vec::with_capacity(listed.len());
         let mut tools = Vec::with_capacity(listed.len());
         for ((server, tool), name) in listed.into_iter().zip(names) {
-            let descriptor = descriptor(&server.config.id, &tool, name);
+            let descriptor = descriptor(&server.config, &tool, name);
             tools.push(agent_tool(server, &tool, &descriptor));
             descriptors.push(descriptor);
         }
@@ -182,7 +182,8 @@ impl McpToolSet {
     }
 }
 
-fn descriptor(server_id: &str, tool: &rmcp::model::Tool, name: String) -> ToolDescriptor {
+fn descriptor(config: &McpServerConfig, tool: &rmcp::model::Tool, name: String) -> ToolDescriptor {
+    let server_id = config.id.as_str();
     let mut schema = (*tool.input_schema).clone();
     // Providers require an object schema; MCP servers sometimes leave `type` out.
     schema.entry("type").or_insert_with(|| json!("object"));
@@ -210,9 +211,30 @@ fn descriptor(server_id: &str, tool: &rmcp::model::Tool, name: String) -> ToolDe
             equals: Some(json!(SERVER_UP)),
         })),
         // `readOnlyHint` / `destructiveHint` tell an approval prompt what to ask.
-        annotations: tool.annotations.as_ref().and_then(|a| serde_json::to_value(a).ok()),
+        annotations: tool
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok())
+            .and_then(|a| if config.trusted { Some(a) } else { untrusted_annotations(a) }),
         sort_key: None,
     }
+}
+
+/// What an untrusted server may say about its tool: only what makes an
+/// approval prompt more careful (`destructiveHint: true`, `openWorldHint:
+/// true`) and the title; `readOnlyHint` and `idempotentHint` would let its
+/// tools run without asking.
+fn untrusted_annotations(annotations: Value) -> Option<Value> {
+    let Value::Object(all) = annotations else { return None };
+    let kept: serde_json::Map<String, Value> = all
+        .into_iter()
+        .filter(|(k, v)| match k.as_str() {
+            "title" => true,
+            "destructiveHint" | "openWorldHint" => *v == Value::Bool(true),
+            _ => false,
+        })
+        .collect();
+    (!kept.is_empty()).then_some(Value::Object(kept))
 }
 
 fn agent_tool(server: Arc<Server>, tool: &rmcp::model::Tool, d: &ToolDescriptor) -> AgentTool {

@@ -5,9 +5,24 @@
 //! `slow_progress {steps, delay_ms}` (progress notifications, then a result),
 //! `add_tool` (adds `extra_tool` and sends `notifications/tools/list_changed`),
 //! `fail` (an `isError` result), `describe` (its arguments back, as text and
-//! `structuredContent`). `tools/list` is paged, three tools a page.
+//! `structuredContent`), `env` (its environment variables, names as text and
+//! the map as `structuredContent`), `big_text {bytes}`, `image {kind}` (a png,
+//! or a hostile one: `tiff`, `bad_base64`, `huge`, `mislabeled` jpeg bytes
+//! called png), `stderr_flood` (bytes that are not UTF-8 and a 2 MiB line on
+//! stderr, then `last words`, then it exits), `stray` (a line that is not
+//! JSON-RPC on stdout, then an answer), `endless_stdout` (a stdout line that
+//! never ends). `echo` is annotated read-only.
+//! `tools/list` is paged, three tools a page.
 //! When `FAULT_SERVER_LOG` names a file, every `notifications/cancelled` the
 //! server honours is appended to it as `cancelled <tool>`.
+//!
+//! With `FAULT_SERVER_RAW=1` it speaks JSON-RPC by hand instead, to send what
+//! rmcp's server side cannot: a `tools/list` whose tools have a schema root
+//! that is not an object (`true`, `{"type": "string"}`), a schema over 64 KiB,
+//! a 5000-character description, and a second page whose `nextCursor` repeats
+//! itself; its `reply_then_stray` tool writes its answer and a stray line in
+//! one write. With `FAULT_SERVER_RAW=endless` every `tools/list` page is empty
+//! and names a new cursor.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -65,7 +80,29 @@ impl FaultServer {
                 "Answers with its arguments, as text and structured content",
                 json!({"type": "object"}),
             ),
+            tool("env", "Reports its environment", no_args()),
+            tool(
+                "big_text",
+                "Answers with that many bytes of text",
+                json!({"type": "object", "properties": {"bytes": {"type": "integer"}}}),
+            ),
+            tool(
+                "image",
+                "Answers with an image of that kind",
+                json!({"type": "object", "properties": {"kind": {"type": "string"}}}),
+            ),
+            tool("stderr_flood", "Floods stderr with hostile bytes, then exits", no_args()),
+            tool("stray", "Writes a line that is not JSON-RPC, then answers", no_args()),
+            tool("endless_stdout", "Writes one stdout line that never ends", no_args()),
         ];
+        if let Some(echo) = tools.first_mut()
+            && let Ok(annotations) = serde_json::from_value(json!({
+                "readOnlyHint": true, "idempotentHint": true, "destructiveHint": false,
+                "openWorldHint": false, "title": "Echo"
+            }))
+        {
+            echo.annotations = Some(annotations);
+        }
         if self.extra.load(Ordering::SeqCst) {
             tools.push(tool("extra_tool", "Appears after add_tool", no_args()));
         }
@@ -166,6 +203,63 @@ impl ServerHandler for FaultServer {
                 result.structured_content = Some(json!({ "arguments": args }));
                 Ok(CallToolResponse::Complete(result))
             }
+            "env" => {
+                let vars: serde_json::Map<String, Value> =
+                    std::env::vars().map(|(k, v)| (k, Value::String(v))).collect();
+                let mut names: Vec<&String> = vars.keys().collect();
+                names.sort();
+                let names = names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join("\n");
+                let mut result = CallToolResult::success(vec![ContentBlock::text(names)]);
+                result.structured_content = Some(json!({ "env": vars }));
+                Ok(CallToolResponse::Complete(result))
+            }
+            "big_text" => {
+                let bytes = args.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+                text("y".repeat(usize::try_from(bytes).unwrap_or(0)))
+            }
+            "image" => {
+                let kind = args.get("kind").and_then(Value::as_str).unwrap_or("png");
+                let (data, mime) = match kind {
+                    "png" => (B64.encode(PNG), "image/png"),
+                    "tiff" => (B64.encode(b"II*\0tiff"), "image/tiff"),
+                    "bad_base64" => ("not base64 at all!".to_owned(), "image/png"),
+                    "huge" => {
+                        let mut bytes = PNG.to_vec();
+                        bytes.resize(4_000_000, 0);
+                        (B64.encode(bytes), "image/png")
+                    }
+                    "mislabeled" => (B64.encode(JPEG), "image/png"),
+                    other => return Err(ErrorData::invalid_params(format!("kind {other}"), None)),
+                };
+                Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                    ContentBlock::text(format!("an image: {kind}")),
+                    ContentBlock::image(data, mime),
+                ])))
+            }
+            "stderr_flood" => {
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(b"bad \xff\xfe bytes\n");
+                let _ = err.write_all(&vec![b'x'; 2 * 1024 * 1024]);
+                let _ = err.write_all(b"\nlast words \xc3\n");
+                let _ = err.flush();
+                std::process::exit(3);
+            }
+            "stray" => {
+                {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(b"Server log: this is not JSON-RPC\n");
+                    let _ = out.flush();
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                text("answered after a stray line")
+            }
+            "endless_stdout" => {
+                let chunk = vec![b'z'; 64 * 1024];
+                let mut out = std::io::stdout().lock();
+                // Until the client stops reading (the pipe breaks).
+                while out.write_all(&chunk).is_ok() {}
+                std::process::exit(4);
+            }
             "fail" => {
                 Ok(CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
                     "the tool failed on purpose",
@@ -176,8 +270,113 @@ impl ServerHandler for FaultServer {
     }
 }
 
+/// A 1x1 png.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+/// The start of a jpeg (its signature is what counts here).
+const JPEG: &[u8] = &[0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, b'J', b'F', b'I', b'F', 0x00];
+
+use base64::Engine as _;
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// One JSON-RPC answer line.
+fn answer(id: &Value, result: Value) -> String {
+    format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// The hand-written server of `FAULT_SERVER_RAW=1`.
+fn raw_main() {
+    use std::io::BufRead;
+    let tool = |name: &str, schema: Value| json!({"name": name, "inputSchema": schema});
+    let object = json!({"type": "object", "properties": {}});
+    let mut huge = serde_json::Map::new();
+    for i in 0..3000 {
+        huge.insert(format!("property_{i}"), json!({"type": "string", "description": "padding"}));
+    }
+    let long = json!({
+        "name": "long_description", "description": "d".repeat(5000), "inputSchema": object
+    });
+    let first_page = json!({
+        "tools": [
+            tool("ok_a", object.clone()),
+            tool("root_true", json!(true)),
+            tool("root_string", json!({"type": "string"})),
+            tool("huge_schema", json!({"type": "object", "properties": huge})),
+            long,
+        ],
+        "nextCursor": "page-2",
+    });
+    let second_page = json!({
+        "tools": [tool("ok_b", object.clone()), tool("reply_then_stray", object)],
+        // The same cursor again: a client that follows it never stops.
+        "nextCursor": "page-2",
+    });
+    let endless = std::env::var("FAULT_SERVER_RAW").is_ok_and(|v| v == "endless");
+    let mut pages = 0u64;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let reply = match message.get("method").and_then(Value::as_str).unwrap_or("") {
+            "initialize" => {
+                let version =
+                    message.pointer("/params/protocolVersion").cloned().unwrap_or(Value::Null);
+                answer(
+                    &id,
+                    json!({
+                        "protocolVersion": version,
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "raw-fault-server", "version": "1"}
+                    }),
+                )
+            }
+            "tools/list" if endless => {
+                // An empty page with a fresh cursor, every time.
+                pages += 1;
+                answer(&id, json!({"tools": [], "nextCursor": format!("page-{pages}")}))
+            }
+            "tools/list" => match message.pointer("/params/cursor").and_then(Value::as_str) {
+                None => answer(&id, first_page.clone()),
+                Some(_) => answer(&id, second_page.clone()),
+            },
+            "tools/call" => {
+                let name = message
+                    .pointer("/params/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let result =
+                    json!({"content": [{"type": "text", "text": format!("{name} answered")}]});
+                if name == "reply_then_stray" {
+                    format!("{}this stray line came right after the answer\n", answer(&id, result))
+                } else {
+                    answer(&id, result)
+                }
+            }
+            "ping" => answer(&id, json!({})),
+            _ => continue,
+        };
+        if message.get("id").is_none() {
+            continue;
+        }
+        let _ = out.write_all(reply.as_bytes());
+        let _ = out.flush();
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    if std::env::var_os("FAULT_SERVER_RAW").is_some() {
+        raw_main();
+        return;
+    }
     let server = match rmcp::serve_server(FaultServer::default(), rmcp::transport::stdio()).await {
         Ok(s) => s,
         Err(e) => {

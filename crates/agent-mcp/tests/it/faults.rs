@@ -28,20 +28,26 @@ async fn tools_are_listed_across_pages_and_described_for_the_planner() {
     let servers = McpServers::connect([config]).await.unwrap();
     assert_eq!(servers.statuses(), [("fault".to_owned(), ServerStatus::Up)]);
     let set = servers.tools();
-    // Eight tools at three a page: three `tools/list` pages.
+    // Fourteen tools at three a page: five `tools/list` pages.
     let mut exposed: Vec<&str> = set.descriptors.iter().map(|d| d.name.as_str()).collect();
     exposed.sort_unstable();
     assert_eq!(
         exposed,
         [
             "fault__add_tool",
+            "fault__big_text",
             "fault__crash",
             "fault__describe",
             "fault__echo",
+            "fault__endless_stdout",
+            "fault__env",
             "fault__fail",
             "fault__hang",
+            "fault__image",
             "fault__malformed",
-            "fault__slow_progress"
+            "fault__slow_progress",
+            "fault__stderr_flood",
+            "fault__stray"
         ]
     );
     let echo = set.descriptors.iter().find(|d| d.name == "fault__echo").unwrap();
@@ -57,7 +63,7 @@ async fn tools_are_listed_across_pages_and_described_for_the_planner() {
         assert_eq!(back.server_id, "fault");
     }
     let planned = set.planned(&env_of(&servers)).unwrap();
-    assert_eq!(planned.len(), 8);
+    assert_eq!(planned.len(), 14);
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "hello"})).await.unwrap();
     assert_eq!(text_of(&out.content), "hello");
     assert_eq!(out.details, Some(json!({"mcpServer": "fault", "mcpTool": "echo"})));
@@ -82,7 +88,7 @@ async fn a_crash_mid_call_is_an_error_result_the_tools_hide_and_the_next_call_re
     assert_eq!(env.values[&availability_key("fault")], json!("down"));
     let plan = build_tool_plan(&set.descriptors, &env).unwrap();
     assert!(plan.visible.is_empty());
-    assert_eq!(plan.hidden.len(), 8);
+    assert_eq!(plan.hidden.len(), 14);
     assert!(plan.hidden.iter().all(|h| h.diagnostics[0].reason == Reason::ContextMismatch));
     assert!(set.planned(&env).unwrap().is_empty());
 
@@ -90,7 +96,7 @@ async fn a_crash_mid_call_is_an_error_result_the_tools_hide_and_the_next_call_re
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "back"})).await.unwrap();
     assert_eq!(text_of(&out.content), "back");
     assert_eq!(servers.statuses()[0].1, ServerStatus::Up);
-    assert_eq!(set.planned(&env_of(&servers)).unwrap().len(), 8);
+    assert_eq!(set.planned(&env_of(&servers)).unwrap().len(), 14);
     servers.shutdown().await;
 }
 
@@ -131,16 +137,17 @@ async fn a_hung_call_times_out_and_is_cancelled_on_the_server() {
 }
 
 #[tokio::test]
-async fn a_malformed_reply_fails_the_call_with_the_line() {
+async fn a_stray_line_then_silence_times_out_quoting_the_line() {
     let (config, log) = fault_server("fault");
+    let config = config.with_call_timeout(Duration::from_millis(500));
     let servers = McpServers::connect([config]).await.unwrap();
     let set = servers.tools();
     let err = invoke(tool(&set, "fault__malformed"), json!({})).await.unwrap_err();
+    assert!(err.0.contains("did not answer `malformed` within 500ms"), "{err}");
     assert!(
-        err.0.contains("sent a malformed JSON-RPC message while `malformed` was running"),
+        err.0.contains("meanwhile it wrote a line that is not JSON-RPC: this is not JSON-RPC"),
         "{err}"
     );
-    assert!(err.0.contains("this is not JSON-RPC"), "{err}");
     wait_for_file(&log, "cancelled malformed").await;
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "ok"})).await.unwrap();
     assert_eq!(text_of(&out.content), "ok");
@@ -248,7 +255,7 @@ async fn a_server_that_cannot_start_is_down_not_fatal() {
     let ServerStatus::Down { reason, restartable } = &statuses[1].1 else { panic!("{statuses:?}") };
     assert!(reason.contains("cannot run `/nonexistent/mcp-server`"), "{reason}");
     assert!(!restartable);
-    assert_eq!(servers.tools().descriptors.len(), 8);
+    assert_eq!(servers.tools().descriptors.len(), 14);
 
     assert!(McpServers::connect([fault_server("a").0, fault_server("a").0]).await.is_err());
     assert!(McpServers::connect([fault_server("9").0]).await.is_err());

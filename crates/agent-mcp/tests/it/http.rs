@@ -40,10 +40,15 @@ impl ServerHandler for Echo {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let text = request
-            .arguments
-            .and_then(|a| a.get("text").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_default();
+        let args = request.arguments.unwrap_or_default();
+        // `bytes`: that much text, to test the response bound.
+        if let Some(bytes) = args.get("bytes").and_then(Value::as_u64) {
+            let text = "z".repeat(usize::try_from(bytes).unwrap_or(0));
+            return Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                ContentBlock::text(text),
+            ])));
+        }
+        let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
         Ok(CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(format!(
             "http says {text}"
         ))])))
@@ -98,6 +103,46 @@ async fn tools_over_streamable_http() {
     let err = result.expect_err("the server is gone");
     assert!(err.0.contains("MCP server `web`"), "{err}");
     servers.shutdown().await;
+}
+
+#[tokio::test]
+async fn http_responses_are_bounded_like_stdio_lines() {
+    let service = StreamableHttpService::new(
+        || Ok(Echo),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let limits = agent_mcp::McpLimits {
+        max_message_bytes: 1024 * 1024,
+        max_result_text_bytes: usize::MAX,
+        ..agent_mcp::McpLimits::default()
+    };
+    let config = McpServerConfig::http("web", format!("http://{addr}/mcp"))
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_limits(limits);
+    let servers = McpServers::connect([config]).await.unwrap();
+    let set = servers.tools();
+    let echo = set.tool("web__echo").unwrap();
+    // Under the bound it passes whole.
+    let out = invoke(echo, json!({"bytes": 512 * 1024})).await.unwrap();
+    assert_eq!(text_of(&out.content).len(), 512 * 1024);
+    // Over it (2 MiB against 1 MiB) the call fails, within its timeout.
+    let result =
+        tokio::time::timeout(Duration::from_secs(30), invoke(echo, json!({"bytes": 2 << 20})))
+            .await
+            .expect("the call finished");
+    let err = result.expect_err("the response is over the bound");
+    // rmcp ends the transport on a message over its bound.
+    assert!(err.0.contains("MCP server `web` stopped during `echo`"), "{err}");
+    // The next call connects again.
+    let out = invoke(echo, json!({"text": "again"})).await.unwrap();
+    assert_eq!(text_of(&out.content), "http says again");
+    servers.shutdown().await;
+    server.abort();
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 
 mod e2e;
 mod faults;
+mod hostile;
 mod http;
 mod reference;
 

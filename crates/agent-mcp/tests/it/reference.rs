@@ -137,13 +137,24 @@ async fn server_filesystem_reads_and_refuses() {
     std::fs::write(root.join("hello.txt"), "hello from a file\n").unwrap();
     let root = root.canonicalize().unwrap();
     let root_arg = root.display().to_string();
-    let servers =
-        McpServers::connect([config("fs", node, entry, &[root_arg.as_str()])]).await.unwrap();
+    let fs = config("fs", node, entry, &[root_arg.as_str()]);
+    // Its annotations count only when the user trusts it.
+    let trusted = McpServers::connect([fs.clone().with_trusted(true)]).await.unwrap();
+    let set = trusted.tools();
+    let descriptor = set.descriptors.iter().find(|d| d.name == "fs__read_text_file").unwrap();
+    assert_eq!(descriptor.annotations.as_ref().unwrap()["readOnlyHint"], json!(true));
+    trusted.shutdown().await;
+
+    let servers = McpServers::connect([fs]).await.unwrap();
     assert_eq!(servers.statuses()[0].1, ServerStatus::Up, "{:?}", servers.statuses());
     let set = servers.tools();
     let read = set.tool("fs__read_text_file").expect("read_text_file");
     let descriptor = set.descriptors.iter().find(|d| d.name == "fs__read_text_file").unwrap();
-    assert_eq!(descriptor.annotations.as_ref().unwrap()["readOnlyHint"], json!(true));
+    assert!(
+        descriptor.annotations.as_ref().is_none_or(|a| a.get("readOnlyHint").is_none()),
+        "{:?}",
+        descriptor.annotations
+    );
 
     let out = invoke(read, json!({"path": root.join("hello.txt")})).await.unwrap();
     assert_eq!(text_of(&out.content).trim(), "hello from a file");
