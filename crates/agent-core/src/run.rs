@@ -618,17 +618,17 @@ impl AgentRun {
                     &tool_call.name,
                     self.events.clone(),
                 ));
-                let task = ToolTask::start(
-                    agent_tool,
-                    ToolInvocation {
-                        call_id: tool_call.id.clone(),
-                        arguments: args,
-                        cancel: cancel.child(),
-                        progress: sink.0.clone(),
-                    },
-                );
+                let invocation = ToolInvocation {
+                    call_id: tool_call.id.clone(),
+                    arguments: args,
+                    cancel: cancel.child(),
+                    progress: sink.0.clone(),
+                };
+                let (executor, blocking) = (agent_tool.executor.clone(), agent_tool.blocking);
                 drop(context);
                 self.spawn(async move {
+                    // Started when the run first polls the call, as a loop that awaits it would.
+                    let task = ToolTask::start(executor, blocking, invocation);
                     let expired = grace_expired(cancel, grace);
                     futures_util::pin_mut!(expired);
                     let answer = match futures_util::future::select(task, expired).await {
@@ -961,10 +961,13 @@ enum ToolTask {
 }
 
 impl ToolTask {
-    fn start(tool: &AgentTool, invocation: ToolInvocation) -> ToolTask {
-        let executor = tool.executor.clone();
+    fn start(
+        executor: Arc<dyn crate::tool::ToolExecutor>,
+        blocking: bool,
+        invocation: ToolInvocation,
+    ) -> ToolTask {
         match tokio::runtime::Handle::try_current() {
-            Ok(handle) if tool.blocking => {
+            Ok(handle) if blocking => {
                 let inner = handle.clone();
                 ToolTask::Spawned(
                     handle.spawn_blocking(move || {

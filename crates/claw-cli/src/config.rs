@@ -62,6 +62,12 @@ pub(crate) struct McpServerEntry {
     pub(crate) cwd: Option<PathBuf>,
     /// The endpoint of a streamable HTTP server.
     pub(crate) url: Option<String>,
+    /// Trust the server's tool annotations: its read-only tools run without asking.
+    #[serde(default)]
+    pub(crate) trusted: bool,
+    /// Pass claw's whole environment (every key and token in it) to a stdio server.
+    #[serde(default)]
+    pub(crate) inherit_env: bool,
 }
 
 impl std::fmt::Debug for McpServerEntry {
@@ -72,6 +78,8 @@ impl std::fmt::Debug for McpServerEntry {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("cwd", &self.cwd)
             .field("url", &self.url)
+            .field("trusted", &self.trusted)
+            .field("inherit_env", &self.inherit_env)
             .finish()
     }
 }
@@ -145,7 +153,7 @@ pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, String> {
         ));
     }
     // Server definitions are checked before anything starts.
-    crate::plan::server_configs(&config.mcp.servers, &[])
+    crate::plan::server_configs(&config.mcp.servers, &[], false)
         .map_err(|e| format!("config {}: {e}", path.display()))?;
     Ok(config)
 }

@@ -59,7 +59,9 @@ A base URL on 127.0.0.1/localhost (Ollama, vLLM, LM Studio) or --no-key needs no
 Safety: read_file and list_dir see only the workspace (--workspace, default: the current
 directory); tools with side effects (append_note) ask first, or run with --yes / the config's
 `approve` list; with --json or without a terminal they are refused unless approved up front.
-MCP tools (--mcp, [mcp.servers] in the config) ask the same way unless marked read-only.
+MCP tools (--mcp, [mcp.servers] in the config) ask the same way, unless their server is trusted
+(--trust-mcp, `trusted = true`) and marks them read-only. MCP servers see only HOME, LOGNAME,
+PATH, SHELL, TERM, USER and their config's `env` (`inherit_env = true` passes everything).
 Control characters in model and tool text are shown, never acted on (ESC appears as ␛).
 A base URL stored in a --resume file from elsewhere is used only when confirmed (--trust-base-url).
 
@@ -138,9 +140,13 @@ struct Args {
     tools: Option<Vec<String>>,
 
     /// Start an MCP server from this command line and offer its tools (repeatable);
-    /// tools not marked read-only ask for approval like append_note.
+    /// its tools ask for approval like append_note (see --trust-mcp).
     #[arg(long = "mcp", value_name = "COMMAND")]
     mcp: Vec<String>,
+
+    /// Trust the servers of --mcp: their tools marked read-only run without asking.
+    #[arg(long)]
+    trust_mcp: bool,
 
     /// Replay a recorded session (the provider's own, or the one in DIR) instead of calling the API.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
@@ -546,7 +552,7 @@ async fn run(args: Args) -> u8 {
         Ok(t) => t,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
     };
-    let mcp_configs = match plan::server_configs(&config.mcp.servers, &args.mcp) {
+    let mcp_configs = match plan::server_configs(&config.mcp.servers, &args.mcp, args.trust_mcp) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, e),
     };

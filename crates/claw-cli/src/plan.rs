@@ -204,10 +204,11 @@ impl Toolbox {
 }
 
 /// The server configurations of a run: the config's `[mcp.servers]` (by
-/// name), then one per `--mcp` command line.
+/// name), then one per `--mcp` command line (trusted with `--trust-mcp`).
 pub(crate) fn server_configs(
     table: &BTreeMap<String, McpServerEntry>,
     command_lines: &[String],
+    trust_command_lines: bool,
 ) -> Result<Vec<McpServerConfig>, String> {
     let mut out = Vec::new();
     for (id, entry) in table {
@@ -236,17 +237,22 @@ pub(crate) fn server_configs(
                 return Err(format!("MCP server `{id}`: give exactly one of `command` and `url`"));
             }
         };
-        out.push(McpServerConfig::new(id.clone(), transport));
+        out.push(
+            McpServerConfig::new(id.clone(), transport)
+                .with_trusted(entry.trusted)
+                .with_inherited_env(entry.inherit_env),
+        );
     }
     for line in command_lines {
-        out.push(McpServerConfig::from_command_line(line).map_err(|e| format!("--mcp: {e}"))?);
+        let config = McpServerConfig::from_command_line(line).map_err(|e| format!("--mcp: {e}"))?;
+        out.push(config.with_trusted(trust_command_lines));
     }
-    // A stdio server inherits claw's environment: the API key variables are
-    // set empty for it (unless its `env` gives them), so no key reaches it.
+    // A server that inherits claw's whole environment still gets no API key:
+    // the key variables are set empty for it (unless its `env` gives them).
     let keys: Vec<&str> = crate::models::ProviderKind::all()
         .flat_map(crate::models::ProviderKind::secret_vars)
         .collect();
-    for config in &mut out {
+    for config in out.iter_mut().filter(|c| c.inherit_env) {
         if let McpTransport::Stdio { env, .. } = &mut config.transport {
             for key in &keys {
                 if std::env::var_os(key).is_some() {
@@ -392,13 +398,13 @@ mod tests {
             ..McpServerEntry::default()
         };
         let table = |e| BTreeMap::from([("fs".to_owned(), e)]);
-        assert!(server_configs(&table(entry(Some("node"), None)), &[]).is_ok());
-        assert!(server_configs(&table(entry(None, Some("http://127.0.0.1:1/mcp"))), &[]).is_ok());
-        assert!(server_configs(&table(entry(None, None)), &[]).is_err());
-        assert!(server_configs(&table(entry(Some("node"), Some("http://x"))), &[]).is_err());
+        assert!(server_configs(&table(entry(Some("node"), None)), &[], false).is_ok());
+        assert!(server_configs(&table(entry(None, Some("http://127.0.0.1:1/mcp"))), &[], false).is_ok());
+        assert!(server_configs(&table(entry(None, None)), &[], false).is_err());
+        assert!(server_configs(&table(entry(Some("node"), Some("http://x"))), &[], false).is_err());
         let lines = ["node /x/server-everything/dist/index.js".to_owned()];
-        let configs = server_configs(&BTreeMap::new(), &lines).unwrap();
+        let configs = server_configs(&BTreeMap::new(), &lines, false).unwrap();
         assert_eq!(configs[0].id, "everything");
-        assert!(server_configs(&BTreeMap::new(), &["".to_owned()]).is_err());
+        assert!(server_configs(&BTreeMap::new(), &["".to_owned()], false).is_err());
     }
 }

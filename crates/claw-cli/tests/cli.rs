@@ -1214,12 +1214,25 @@ fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request(
         tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
         text_sse("read"),
     ]);
-    // Read-only (`readOnlyHint: true`): runs under --json without --yes.
+    // Read-only (`readOnlyHint: true`) from an untrusted server: refused under --json.
+    let untrusted = Server::start(vec![
+        tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
+        text_sse("read"),
+    ]);
+    let (out, stdout, stderr) = run(live(&untrusted)
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--json", "read a.txt"]));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let end = tool_ends(&json_events(&stdout))[0].clone();
+    assert_eq!(end["executed"], false, "{end}");
+    assert!(end["text"].as_str().unwrap().contains("not approved"), "{end}");
+    // Read-only from a trusted server: runs under --json without --yes.
     let (out, stdout, stderr) = run(live(&server)
         .env("OPENAI_API_KEY", key)
         .arg("--workspace")
         .arg(&ws)
-        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--json", "read a.txt"]));
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--trust-mcp", "--json", "read a.txt"]));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{stdout}");
@@ -1248,6 +1261,7 @@ fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request(
     let (out, stdout, stderr) = run(live(&server).arg("--workspace").arg(&ws).args([
         "--mcp",
         &filesystem_mcp(&entry, &ws),
+        "--trust-mcp",
         "-x",
         "read a.txt",
     ]));
@@ -1316,14 +1330,15 @@ fn mcp_servers_do_not_inherit_the_api_keys() {
     let (out, stdout, stderr) = run(live(&server)
         .env("OPENAI_API_KEY", key)
         .env("CLAW_TEST_MARKER", "passed-through")
-        .args(["--mcp", &mcp, "--json", "env?"]));
+        .args(["--mcp", &mcp, "--json", "--yes", "env?"]));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{stdout}");
     let result = tool_messages(&requests[1].body)[0]["content"].to_string();
-    // The server printed its environment: other variables pass, the key is empty.
-    assert!(result.contains("passed-through"), "{result}");
-    assert!(result.contains(r#"\"OPENAI_API_KEY\": \"\""#), "{result}");
+    // The server printed its environment: only the safe variables reach it.
+    assert!(result.contains("PATH"), "{result}");
+    assert!(!result.contains("passed-through"), "{result}");
+    assert!(!result.contains("OPENAI_API_KEY"), "{result}");
     assert!(!result.contains(key), "{result}");
 }
 
@@ -1341,7 +1356,7 @@ fn chat_offers_the_mcp_tools_in_every_exchange() {
     ]);
     let mut child = live(&server)
         .env("XDG_DATA_HOME", home.join("data"))
-        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--chat"])
+        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--trust-mcp", "--chat"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
