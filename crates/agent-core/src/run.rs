@@ -26,7 +26,7 @@ use crate::machine::{
     RequestFailure, TurnChange,
 };
 use crate::queue::EventQueue;
-use crate::tool::{AgentTool, ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
+use crate::tool::{ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
 /// Text of the result for calls that never ran, or did not return, because the run was aborted.
 pub const ABORTED_TEXT: &str = "Operation aborted";

@@ -265,12 +265,9 @@ pub(crate) fn server_configs(
 }
 
 /// At most this much of an MCP tool's text output reaches the model and the
-/// session (as much as `read_file` reads).
+/// session (as much as `read_file` reads). It stays well under agent-mcp's own
+/// cut, so a secret split by that cut lies past this one and is never shown.
 const MAX_MCP_TEXT: usize = crate::workspace::MAX_READ as usize;
-
-/// The largest image (base64) of an MCP tool result passed on; providers
-/// refuse larger ones, and each one is sent with every later request.
-const MAX_MCP_IMAGE: usize = 4 * 1024 * 1024;
 
 /// `tool` with the API key values (and the secrets given to MCP servers)
 /// replaced by `[redacted]` in its output and errors, as the built-in tools
@@ -285,18 +282,7 @@ fn redacting(tool: &AgentTool, secrets: Arc<Vec<String>>) -> AgentTool {
         async move {
             match running.await {
                 Ok(mut output) => {
-                    for content in &mut output.content {
-                        if let UserContent::Image(image) = content
-                            && image.data.len() > MAX_MCP_IMAGE
-                        {
-                            *content = UserContent::text(format!(
-                                "[an image ({}, {} KiB) was left out: larger than {} KiB]",
-                                image.mime_type,
-                                image.data.len() / 1024,
-                                MAX_MCP_IMAGE / 1024
-                            ));
-                        }
-                    }
+                    // Images past every provider's limit are already described by agent-mcp.
                     let mut room = MAX_MCP_TEXT;
                     let mut total = 0usize;
                     for content in &mut output.content {
@@ -399,7 +385,9 @@ mod tests {
         };
         let table = |e| BTreeMap::from([("fs".to_owned(), e)]);
         assert!(server_configs(&table(entry(Some("node"), None)), &[], false).is_ok());
-        assert!(server_configs(&table(entry(None, Some("http://127.0.0.1:1/mcp"))), &[], false).is_ok());
+        assert!(
+            server_configs(&table(entry(None, Some("http://127.0.0.1:1/mcp"))), &[], false).is_ok()
+        );
         assert!(server_configs(&table(entry(None, None)), &[], false).is_err());
         assert!(server_configs(&table(entry(Some("node"), Some("http://x"))), &[], false).is_err());
         let lines = ["node /x/server-everything/dist/index.js".to_owned()];

@@ -1219,10 +1219,12 @@ fn the_model_calls_a_read_only_mcp_tool_and_its_result_reaches_the_next_request(
         tool_sse(&[("filesystem__read_text_file", json!({"path": path}))]),
         text_sse("read"),
     ]);
-    let (out, stdout, stderr) = run(live(&untrusted)
-        .arg("--workspace")
-        .arg(&ws)
-        .args(["--mcp", &filesystem_mcp(&entry, &ws), "--json", "read a.txt"]));
+    let (out, stdout, stderr) = run(live(&untrusted).arg("--workspace").arg(&ws).args([
+        "--mcp",
+        &filesystem_mcp(&entry, &ws),
+        "--json",
+        "read a.txt",
+    ]));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let end = tool_ends(&json_events(&stdout))[0].clone();
     assert_eq!(end["executed"], false, "{end}");
@@ -1546,7 +1548,7 @@ fn secrets_given_to_mcp_servers_in_the_config_are_redacted_when_echoed() {
     let token = "tok-mcp-config-secret-0123456789";
     let config = dir.join("config.toml");
     let table = format!(
-        "[mcp.servers.everything]\ncommand = \"node\"\nargs = [{}]\nenv = {{ CLAW_TEST_TOKEN = \"{token}\" }}\n",
+        "[mcp.servers.everything]\ncommand = \"node\"\nargs = [{}]\ntrusted = true\nenv = {{ CLAW_TEST_TOKEN = \"{token}\" }}\n",
         json!(entry.display().to_string())
     );
     std::fs::write(&config, table).unwrap();
@@ -1898,17 +1900,17 @@ fn mcp_output_is_bounded_before_the_model_and_the_session() {
         text_sse("ok"),
     ]);
     let mcp = format!("node \"{}\"", entry.display());
-    let (out, _, stderr) = run(live(&server)
-        .env("XDG_DATA_HOME", home.join("data"))
-        .args(["--mcp", &mcp, "--json", "echo"]));
+    let (out, _, stderr) = run(live(&server).env("XDG_DATA_HOME", home.join("data")).args([
+        "--mcp",
+        &mcp,
+        "--trust-mcp",
+        "--json",
+        "echo",
+    ]));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let result = tool_messages(&server.requests()[1].body)[0]["content"].to_string();
     assert!(result.len() < 70 * 1024, "{} bytes went to the model", result.len());
-    assert!(
-        result.contains("truncated: the tool returned 1024 KiB"),
-        "{}",
-        &result[result.len() - 200..]
-    );
+    assert!(result.contains("[truncated: the tool returned"), "{}", &result[result.len() - 200..]);
     let session = std::fs::read_dir(home.join("data/claw/sessions"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -2463,7 +2465,8 @@ fn mcp_images_past_the_size_limit_are_left_out() {
     let server =
         Server::start(vec![tool_sse(&[("bigimage__picture", json!({}))]), text_sse("seen")]);
     let mcp = format!("node \"{}\"", script.display());
-    let (out, stdout, stderr) = run(live(&server).args(["--mcp", &mcp, "--json", "picture"]));
+    let (out, stdout, stderr) =
+        run(live(&server).args(["--mcp", &mcp, "--trust-mcp", "--json", "picture"]));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{stdout}");
@@ -2471,7 +2474,7 @@ fn mcp_images_past_the_size_limit_are_left_out() {
     let sent = requests[1].body.to_string();
     assert!(sent.len() < 64 * 1024, "{} bytes went to the model", sent.len());
     let result = tool_messages(&requests[1].body)[0]["content"].to_string();
-    assert!(result.contains("here it is") && result.contains("left out"), "{result}");
+    assert!(result.contains("here it is") && result.contains("not shown"), "{result}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
