@@ -483,7 +483,10 @@ impl AgentRun {
                     Output::Finished => self.end(),
                 }
             }
-            self.out = out;
+            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the run's life.
+            if out.capacity() <= 4 {
+                self.out = out;
+            }
         }
     }
 
@@ -495,7 +498,9 @@ impl AgentRun {
         let messages = machine.new_messages().to_vec();
         let reason = machine.reason().unwrap_or(EndReason::Failed);
         let error = machine.error().cloned();
-        let context = machine.into_context();
+        let mut context = machine.into_context();
+        // The outcome may be kept long after the run (until it is joined): not with the room it grew into.
+        context.messages.shrink_to_fit();
         self.outcome = Some(Box::new(AgentOutcome { messages, context, reason, error, queued }));
         self.response = None;
         self.tasks = FuturesUnordered::new();
