@@ -518,7 +518,7 @@ impl AgentRun {
                 let model = machine.model().clone();
                 let turn = machine.turns();
                 let start = machine.context().messages.len() - machine.new_messages().len();
-                self.spawn(async move {
+                return self.spawn_answer(async move {
                     let info = TurnInfo {
                         turn,
                         context: &context,
@@ -575,7 +575,7 @@ impl AgentRun {
                 });
             }
             Command::ResolveTool { call } => {
-                self.spawn(async move {
+                return self.spawn_answer(async move {
                     let answer = match call_info(&context, call) {
                         Some(info) => {
                             contained(&cancel, grace, || hooks.resolve_deferred_tool(info)).await
@@ -600,7 +600,7 @@ impl AgentRun {
                 return Some(Input::ArgumentsPrepared { call, answer });
             }
             Command::BeforeToolCall { call, args } => {
-                self.spawn(async move {
+                return self.spawn_answer(async move {
                     let answer = match call_info(&context, call) {
                         Some(info) => {
                             contained(&cancel, grace, || hooks.before_tool_call(info, &args)).await
@@ -657,7 +657,7 @@ impl AgentRun {
                 });
             }
             Command::AfterToolCall { call, output, is_error } => {
-                self.spawn(async move {
+                return self.spawn_answer(async move {
                     let answer = match call_info(&context, call) {
                         Some(info) => {
                             contained(&cancel, grace, || {
@@ -690,26 +690,55 @@ impl AgentRun {
         self.tasks.push(Box::pin(effect));
     }
 
+    /// A hook's effect: most hooks answer at once, so it is polled once here and
+    /// its answer handed in without a round through the effect set.
+    fn spawn_answer(
+        &mut self,
+        effect: impl Future<Output = Completion> + Send + 'static,
+    ) -> Option<Input> {
+        let mut effect: BoxFuture<'static, Completion> = Box::pin(effect);
+        let mut cx = TaskContext::from_waker(futures_util::task::noop_waker_ref());
+        match effect.as_mut().poll(&mut cx) {
+            // The effect set polls it again with the run's waker.
+            Poll::Pending => {
+                self.tasks.push(effect);
+                None
+            }
+            Poll::Ready(Completion::Input(input)) => Some(input),
+            Poll::Ready(Completion::TurnPrepared(answer)) => Some(self.turn_prepared(answer)),
+            Poll::Ready(other) => {
+                self.tasks.push(Box::pin(std::future::ready(other)));
+                None
+            }
+        }
+    }
+
+    /// `prepare_next_turn`'s answer: the request options stay with the driver.
+    fn turn_prepared(&mut self, answer: Answer<Option<TurnUpdate>>) -> Input {
+        let answer = match answer {
+            Answer::Done(Some(update)) => {
+                if let Some(options) = update.options {
+                    self.options = Some(Box::new(options));
+                }
+                Answer::Done(Some(TurnChange {
+                    model: update.model,
+                    system_prompt: update.system_prompt,
+                    tools: update.tools,
+                }))
+            }
+            Answer::Done(None) => Answer::Done(None),
+            Answer::Panicked(text) => Answer::Panicked(text),
+            Answer::Abandoned => Answer::Abandoned,
+        };
+        Input::TurnPrepared(answer)
+    }
+
     fn completed(&mut self, completion: Completion) {
         match completion {
             Completion::Input(input) => self.step(input),
             Completion::TurnPrepared(answer) => {
-                let answer = match answer {
-                    Answer::Done(Some(update)) => {
-                        if let Some(options) = update.options {
-                            self.options = Some(Box::new(options));
-                        }
-                        Answer::Done(Some(TurnChange {
-                            model: update.model,
-                            system_prompt: update.system_prompt,
-                            tools: update.tools,
-                        }))
-                    }
-                    Answer::Done(None) => Answer::Done(None),
-                    Answer::Panicked(text) => Answer::Panicked(text),
-                    Answer::Abandoned => Answer::Abandoned,
-                };
-                self.step(Input::TurnPrepared(answer));
+                let input = self.turn_prepared(answer);
+                self.step(input);
             }
             Completion::RequestReady { key, transformed } => self.request(key, transformed),
         }
