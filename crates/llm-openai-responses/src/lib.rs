@@ -113,6 +113,7 @@ mod convert;
 mod error;
 mod stream;
 
+use llm_core::output::{OutputFamily, OutputMode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -226,6 +227,7 @@ pub const AZURE_INFO: ProviderInfo = ProviderInfo {
     key_env: &["AZURE_OPENAI_API_KEY"],
     capabilities: INFO.capabilities,
     models: INFO.models,
+    output: INFO.output,
 };
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -252,6 +254,19 @@ pub const INFO: ProviderInfo = ProviderInfo {
             .reasoning()
             .images(),
         ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
+    ],
+    output: &[
+        OutputFamily::new("gpt-3.5", OutputMode::Unsupported, "GPT-3.5 (JSON mode only)"),
+        OutputFamily::new(
+            "gpt-4-",
+            OutputMode::Unsupported,
+            "GPT-4 and GPT-4 Turbo (JSON mode only)",
+        ),
+        OutputFamily::new(
+            "",
+            OutputMode::Native,
+            "GPT-4o, GPT-4.1, GPT-5, o-series (`text.format` `json_schema`)",
+        ),
     ],
 };
 

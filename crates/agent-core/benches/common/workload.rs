@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentEvent, AgentOutcome, AgentRun, AgentTool, EndReason, ToolInvocation,
-    ToolOutput, check_tool_results,
+    Agent, AgentConfig, AgentContext, AgentEvent, AgentOutcome, AgentRun, AgentTool, EndReason,
+    ToolInvocation, ToolOutput, check_tool_results,
 };
 use futures_util::StreamExt;
 use llm_core::{
