@@ -63,6 +63,9 @@ pub(crate) fn build_request(
     endpoint: &Endpoint,
 ) -> Result<WireRequest, Error> {
     let compat = GoogleCompat::from_model(model)?;
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    // Gemini has no strict switch: the schema is sent as given.
+    llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, false)?;
     let key =
         options.api_key.as_ref().map(|k| k.expose()).filter(|k| !k.trim().is_empty()).ok_or_else(
             || {
@@ -142,7 +145,12 @@ pub(crate) fn build_body(
             body.insert("toolConfig".to_owned(), tool_config(choice));
         }
     }
-    let generation = generation_config(model, options);
+    let mut generation = generation_config(model, options);
+    if let Some(format) = &options.output {
+        // JSON Schema as is (`responseJsonSchema`), not the OpenAPI subset of `responseSchema`.
+        generation.insert("responseMimeType".to_owned(), Value::from("application/json"));
+        generation.insert("responseJsonSchema".to_owned(), format.schema.clone());
+    }
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
     }
