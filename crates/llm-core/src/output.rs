@@ -603,8 +603,8 @@ pub enum TypedEvent<T> {
     /// The partial answer deserializes into `T` (a type whose fields are all optional,
     /// or have defaults, deserializes early and often).
     Partial(T),
-    /// The end.
-    Done(Result<Generated<T>, StructuredError>),
+    /// The end (boxed: a result is much larger than a partial value).
+    Done(Box<Result<Generated<T>, StructuredError>>),
 }
 
 /// Partial `T` values of a streamed answer ([`stream_typed`]).
@@ -629,9 +629,9 @@ impl<T: DeserializeOwned> TypedStream<T> {
                 }
                 StructuredEvent::Done { outcome, message } => {
                     let message = *message;
-                    return Some(TypedEvent::Done(
+                    return Some(TypedEvent::Done(Box::new(
                         typed(outcome).map(|value| Generated { value, message }),
-                    ));
+                    )));
                 }
             }
         }

@@ -58,6 +58,7 @@ fn id_map_reuses_and_validates() {
 }
 
 #[test]
+#[allow(clippy::indexing_slicing, reason = "tests")]
 fn an_output_format_is_a_strict_json_schema_response_format() {
     let model = Model { id: "mistral-large-latest".into(), ..Model::default() };
     let format = llm_core::OutputFormat::new(
