@@ -166,6 +166,7 @@ impl llm_core::Provider for OpenAiCompletionsProvider {
             reasoning_fields: compat.reasoning_fields.clone(),
             strict_plans: request.strict_plans,
             reasoning_tags: compat.reasoning_tags,
+            refusal_is_error: options.output.is_some(),
         });
         let error_provider = provider.clone();
         self.http.stream_sse(
