@@ -29,7 +29,9 @@
 //!
 //! Provider options ([`StreamOptions::provider_options`]): `thinkingBudget` (integer,
 //! overrides the level's budget; `0` turns thinking off), `thinkingLevel` (string,
-//! `LOW`/`HIGH`/…), and for Vertex `project` and `location`.
+//! `LOW`/`HIGH`/…), `streamFunctionCallArguments` (boolean: Gemini 3 on Vertex streams
+//! each call's arguments as `partialArgs`, decoded into live argument fragments), and for
+//! Vertex `project` and `location`.
 
 #![warn(missing_docs)]
 

@@ -545,3 +545,39 @@ fn a_model_without_structured_output_fails_before_any_request() {
         .is_ok()
     );
 }
+
+#[test]
+fn stream_function_call_arguments_is_asked_for_in_the_tool_config() {
+    let context = Context { tools: vec![weather_tool()], ..Context::default() };
+    let with = |value: Value, choice: Option<ToolChoice>| StreamOptions {
+        provider_options: [("streamFunctionCallArguments".to_owned(), value)].into(),
+        tool_choice: choice,
+        ..StreamOptions::default()
+    };
+    let b = body(&model("gemini-3-pro-preview"), &context, &with(json!(true), None));
+    assert_eq!(
+        b["toolConfig"],
+        json!({"functionCallingConfig": {"streamFunctionCallArguments": true}})
+    );
+    let b = body(
+        &model("gemini-3-pro-preview"),
+        &context,
+        &with(json!(true), Some(ToolChoice::Required)),
+    );
+    assert_eq!(
+        b["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY", "streamFunctionCallArguments": true}})
+    );
+    let b = body(&model("gemini-3-pro-preview"), &context, &with(json!(false), None));
+    assert!(b.get("toolConfig").is_none());
+    let options =
+        StreamOptions { api_key: Some(llm_core::ApiKey::new("k")), ..with(json!("yes"), None) };
+    let e = build_request(
+        &model("gemini-3-pro-preview"),
+        &context,
+        &options,
+        &Endpoint::GenerativeLanguage,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidRequest);
+}
