@@ -301,6 +301,7 @@ impl Provider for OpenAiResponsesProvider {
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
         let strict_plans = Arc::new(request.strict_plans);
         let deployment = route.map(|route| route.deployment);
+        let refusing = options.output.is_some();
         self.http.stream_sse(
             model,
             options,
@@ -312,7 +313,9 @@ impl Provider for OpenAiResponsesProvider {
                 }
                 None => error::http_error(r.status, r.retry_after, r.body),
             },
-            move || stream::Decoder::new(tool_names.clone(), strict_plans.clone()),
+            move || {
+                stream::Decoder::new(tool_names.clone(), strict_plans.clone()).refusing(refusing)
+            },
         )
     }
 }
