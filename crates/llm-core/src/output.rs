@@ -54,12 +54,16 @@ use crate::validation::Violation;
 const MAX_NAME_LEN: usize = 64;
 
 /// A requested answer shape: a JSON Schema with a name and a strictness choice.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Serializes as `{"name", "description"?, "schema", "strict"}` (`strict` defaults to
+/// `true` when read), so a run's stored state can carry it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OutputFormat {
     /// The format's name (`[A-Za-z0-9_-]`, 1 to 64 characters): the `json_schema` name
     /// of the OpenAI-style APIs and the forced tool's name where a format is a tool.
     pub name: String,
     /// What the answer is, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The JSON Schema the answer must match. The root should be an object schema: most
     /// APIs accept nothing else.
@@ -68,7 +72,12 @@ pub struct OutputFormat {
     /// (`strict: true`). The schema is then rewritten losslessly by
     /// [`crate::strict::to_strict`]; one that cannot be strict is an
     /// `invalid_request` before any request, never sent loose.
+    #[serde(default = "strict_default")]
     pub strict: bool,
+}
+
+fn strict_default() -> bool {
+    true
 }
 
 impl OutputFormat {

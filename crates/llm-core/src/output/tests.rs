@@ -350,3 +350,16 @@ async fn stream_typed_yields_each_partial_that_deserializes_then_the_result() {
         Some(Draft { title: Some("Rust".to_owned()), tags: vec!["a".to_owned(), "b".to_owned()] })
     );
 }
+
+#[test]
+fn a_format_round_trips_through_json_and_is_strict_unless_it_says_otherwise() {
+    let format = person().with_description("who");
+    let text = serde_json::to_value(&format).unwrap();
+    assert_eq!(text["name"], json!("person"));
+    assert_eq!(text["strict"], json!(true));
+    assert_eq!(serde_json::from_value::<OutputFormat>(text).unwrap(), format);
+    let read: OutputFormat =
+        serde_json::from_value(json!({"name": "n", "schema": {"type": "object"}})).unwrap();
+    assert!(read.strict);
+    assert_eq!(read.description, None);
+}
