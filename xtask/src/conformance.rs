@@ -533,7 +533,31 @@ pub(crate) fn stream_options(
             ..RetryPolicy::default()
         },
         sleeper: Some(sleeper),
+        output: input.output.as_ref().map(llm_testkit::fixture::OutputInput::format),
         ..StreamOptions::default()
+    }
+}
+
+/// The `structured` line of a fixture with an output format: the answer's outcome.
+fn structured_line(format: &llm_core::OutputFormat, events: &[AssistantEvent]) -> String {
+    use llm_core::output::{StructuredOutcome, outcome};
+    let result = match events.last() {
+        Some(AssistantEvent::Done { message, .. }) => outcome(format, message, None),
+        Some(AssistantEvent::Error { message, error, .. }) => outcome(format, message, Some(error)),
+        _ => return "structured none".to_owned(),
+    };
+    match result {
+        StructuredOutcome::Valid(value) => format!("structured valid {value}"),
+        StructuredOutcome::Invalid { value, violations } => {
+            let shown: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            let value = value.map_or_else(|| "-".to_owned(), |v| v.to_string());
+            format!("structured invalid {value} {shown:?}")
+        }
+        StructuredOutcome::Refused(e) => format!("structured refused {}", e.message),
+        StructuredOutcome::CutOff(value) => format!("structured cut_off {value}"),
+        StructuredOutcome::Failed(e) => {
+            format!("structured failed {} {}", e.kind.as_str(), e.message)
+        }
     }
 }
 
@@ -582,6 +606,9 @@ async fn run_once(entry: ProviderEntry, fixture: &Fixture, mode: Chunking) -> Re
     }
 
     let mut text = print_transcript(&events);
+    if let Some(format) = &options.output {
+        let _ = writeln!(text, "{}", structured_line(format, &events));
+    }
     let _ = writeln!(text, "requests {}", requests.len());
     let sleeps: Vec<String> = sleeper.delays().iter().map(|d| d.as_millis().to_string()).collect();
     let _ = writeln!(text, "sleeps [{}]", sleeps.join(", "));

@@ -225,6 +225,8 @@ pub const INFO: ProviderInfo = ProviderInfo {
     capabilities: Capabilities::NONE,
     // Known models with limits and prices; the first is `claw`'s default.
     models: &[] as &[ModelInfo],
+    // How each model family carries a structured output format (none yet).
+    output: &[],
 };
 
 llm_http::http_provider! {

@@ -260,6 +260,7 @@ const ACME_INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
     key_env: &["ACME_AI_API_KEY"],
     capabilities: llm_core::Capabilities::NONE,
     models: &[],
+    output: &[],
 };
 
 #[test]

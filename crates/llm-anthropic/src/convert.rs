@@ -7,6 +7,7 @@
 //! key shape and tool-name casing in `oauth`, and prompt-cache markers in `cache`;
 //! this module converts tools, messages and options.
 
+use llm_core::output::OutputMode;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -120,6 +121,8 @@ pub(crate) fn build_request(
     let oauth = is_oauth_key(key);
     let settings = Settings::resolve(model);
     let extra = AnthropicOptions::from_options(options)?;
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
     let cache = cache_control(options.cache_retention, settings);
 
     let (tools, projection) = convert_tools(&context.tools, oauth, settings, cache.as_ref())?;
@@ -148,20 +151,56 @@ pub(crate) fn build_request(
     if !options.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(options.stop));
     }
+    let mut tools = tools;
+    let mut forced = None;
+    let mut format_config = None;
+    if let (Some(plan), Some(format)) = (output, options.output.as_ref()) {
+        if plan.mode == OutputMode::Tool {
+            if thinking.enabled {
+                // The API rejects a forced tool choice while thinking is on.
+                return Err(Error::new(
+                    ErrorKind::InvalidRequest,
+                    PROVIDER,
+                    format!(
+                        "Model {} carries an output format as a forced tool, which thinking does not allow; turn reasoning off",
+                        model.id
+                    ),
+                )
+                .with_retryable(false));
+            }
+            let mut tool = Map::new();
+            tool.insert("name".into(), Value::String(format.name.clone()));
+            tool.insert("description".into(), Value::String(format.as_tool().description));
+            tool.insert("input_schema".into(), plan.schema);
+            tools.push(tool);
+            forced = Some(json!({"type": "tool", "name": format.name}));
+        } else {
+            format_config = Some(json!({"type": "json_schema", "schema": plan.schema}));
+        }
+    }
     let has_tools = !tools.is_empty();
     let server_tools = extra.server_tools.clone().unwrap_or_default();
     if has_tools || !server_tools.is_empty() {
         let all = tools.into_iter().chain(server_tools).map(Value::Object).collect();
         body.insert("tools".into(), Value::Array(all));
     }
-    if let Some(choice) = tool_choice(options.tool_choice.as_ref(), &extra, &projection)? {
+    if let Some(choice) = forced {
+        body.insert("tool_choice".into(), choice);
+    } else if let Some(choice) = tool_choice(options.tool_choice.as_ref(), &extra, &projection)? {
         body.insert("tool_choice".into(), choice);
     }
     if let Some(t) = thinking.param {
         body.insert("thinking".into(), t);
     }
+    let mut output_config = Map::new();
     if let Some(effort) = thinking.effort {
-        body.insert("output_config".into(), json!({ "effort": effort }));
+        output_config.insert("effort".into(), json!(effort));
+    }
+    if let Some(format) = format_config {
+        output_config.insert("format".into(), format);
+    }
+    if !output_config.is_empty() {
+        body.insert("output_config".into(), Value::Object(output_config));
     }
     if let Some(user_id) =
         extra.metadata.as_ref().and_then(|m| m.get("user_id")).and_then(Value::as_str)

@@ -64,6 +64,7 @@ mod convert;
 mod error;
 mod stream;
 
+use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::HttpRequest;
@@ -110,6 +111,22 @@ pub const INFO: ProviderInfo = ProviderInfo {
         ModelInfo::new("claude-haiku-4-5", 200_000, 64_000, [1.0, 5.0, 0.1, 1.25])
             .reasoning()
             .images(),
+    ],
+    output: &[
+        OutputFamily::new("claude-3", OutputMode::Tool, "Claude 3.x (forced tool)"),
+        OutputFamily::new("claude-sonnet-4-0", OutputMode::Tool, "Claude Sonnet 4 (forced tool)"),
+        OutputFamily::new(
+            "claude-sonnet-4-2025",
+            OutputMode::Tool,
+            "Claude Sonnet 4 (forced tool)",
+        ),
+        OutputFamily::new("claude-opus-4-0", OutputMode::Tool, "Claude Opus 4 (forced tool)"),
+        OutputFamily::new("claude-opus-4-2025", OutputMode::Tool, "Claude Opus 4 (forced tool)"),
+        OutputFamily::new(
+            "",
+            OutputMode::Native,
+            "Claude Opus 4.1, Sonnet 4.5, Haiku 4.5 and later (`output_config.format`)",
+        ),
     ],
 };
 

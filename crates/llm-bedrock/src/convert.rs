@@ -6,6 +6,7 @@
 //! in the path, not the body. Model classification is in `claude`, the endpoint and path
 //! in `endpoint`; this module converts messages, tools and options.
 
+use llm_core::output::OutputMode;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -165,6 +166,8 @@ pub(crate) fn build_request_with(
     profile: Option<crate::profile::ProfileTraits>,
 ) -> Result<WireRequest, Error> {
     let extra = BedrockOptions::from_options(options)?;
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
     let mut traits = ClaudeTraits::of(model);
     if let Some(profile) = profile {
         traits.caching = profile.caching;
@@ -210,7 +213,40 @@ pub(crate) fn build_request_with(
         Some(ToolChoice::Required | ToolChoice::Tool(_)) if traits.fable => Some(ToolChoice::Auto),
         other => other,
     };
-    if let Some(tools) = tool_config(context, choice.as_ref()) {
+    let mut with_format = None;
+    let mut choice = choice;
+    if let (Some(plan), Some(format)) = (output, options.output.as_ref()) {
+        if plan.mode == OutputMode::Tool {
+            // A forced tool is the format itself: a model that would not be forced (Fable
+            // 5's downgrade, or Claude thinking, which rejects a forced choice) cannot
+            // carry it.
+            let thinks = thinking.fields.as_ref().is_some_and(|f| f.contains_key("thinking"));
+            if traits.fable || thinks {
+                return Err(invalid(format!(
+                    "Model {} carries an output format as a forced tool, which {} does not allow",
+                    model.id,
+                    if traits.fable { "this model" } else { "thinking" }
+                )));
+            }
+            let mut tools = context.tools.clone();
+            tools.push(llm_core::Tool { parameters: plan.schema, ..format.as_tool() });
+            with_format = Some(Context { tools, ..Context::default() });
+            choice = Some(ToolChoice::Tool(format.name.clone()));
+        } else {
+            let mut json_schema = Map::new();
+            // Bedrock takes the schema as a JSON string.
+            json_schema.insert("schema".into(), Value::String(plan.schema.to_string()));
+            json_schema.insert("name".into(), json!(format.name));
+            if let Some(description) = &format.description {
+                json_schema.insert("description".into(), json!(description));
+            }
+            body.insert(
+                "outputConfig".into(),
+                json!({"textFormat": {"type": "json_schema", "structure": {"jsonSchema": json_schema}}}),
+            );
+        }
+    }
+    if let Some(tools) = tool_config(with_format.as_ref().unwrap_or(context), choice.as_ref()) {
         body.insert("toolConfig".into(), tools);
     }
     if let Some(fields) = thinking.fields {

@@ -101,6 +101,7 @@ pub mod eventstream;
 mod profile;
 mod stream;
 
+use llm_core::output::{OutputFamily, OutputMode};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -161,6 +162,33 @@ pub const INFO: ProviderInfo = ProviderInfo {
         .reasoning()
         .images(),
         ModelInfo::new("us.amazon.nova-pro-v1:0", 300_000, 10_000, [0.8, 3.2, 0.2, 0.0]).images(),
+    ],
+    output: &[
+        OutputFamily::new(
+            "claude-haiku-4-5",
+            OutputMode::Native,
+            "Claude Haiku 4.5 (`outputConfig.textFormat`)",
+        ),
+        OutputFamily::new(
+            "claude-sonnet-4-5",
+            OutputMode::Native,
+            "Claude Sonnet 4.5 (`outputConfig.textFormat`)",
+        ),
+        OutputFamily::new(
+            "claude-opus-4-5",
+            OutputMode::Native,
+            "Claude Opus 4.5 (`outputConfig.textFormat`)",
+        ),
+        OutputFamily::new(
+            "claude-opus-4-6",
+            OutputMode::Native,
+            "Claude Opus 4.6 (`outputConfig.textFormat`)",
+        ),
+        OutputFamily::new(
+            "",
+            OutputMode::Tool,
+            "every other model with tool use: older Claude, Nova, Llama, ... (forced tool)",
+        ),
     ],
 };
 

@@ -179,5 +179,51 @@ fn bench_sse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_partial_json, bench_sse);
+/// A structured answer of about `n` bytes streamed as text in 100-byte deltas through a
+/// `StructuredStream`, reading the partial value (at the changed pointer) after every
+/// fragment: the cost must stay linear in the answer's length.
+fn run_structured(runtime: &tokio::runtime::Runtime, parts: &[&str]) -> usize {
+    use llm_core::output::{OutputFormat, StructuredEvent, StructuredStream};
+    use llm_core::{Delta, Model, Provider, ScriptedProvider, ScriptedTurn, StopReason};
+    let mut deltas: Vec<Delta> =
+        parts.iter().map(|p| Delta::Text { key: 0, text: (*p).to_owned() }).collect();
+    deltas.push(Delta::Stop(StopReason::Stop));
+    deltas.push(Delta::Done);
+    let provider = ScriptedProvider::new("bench", [ScriptedTurn::deltas(deltas)]);
+    let format = OutputFormat::new("answer", serde_json::json!({"type": "object"}));
+    let model = Model { id: "bench".to_owned(), api: "bench".to_owned(), ..Model::default() };
+    let stream = provider.stream(&model, &llm_core::Context::default(), &Default::default());
+    runtime.block_on(async move {
+        let mut answer = StructuredStream::new(stream, format);
+        let mut seen = 0usize;
+        while let Some(event) = answer.next().await {
+            match event {
+                StructuredEvent::Partial { changed } => {
+                    seen += answer.partial().pointer(&changed).map_or(0, |_| 1);
+                }
+                StructuredEvent::Done { outcome, .. } => {
+                    seen += usize::from(outcome.valid().is_some());
+                }
+            }
+        }
+        seen
+    })
+}
+
+fn bench_structured(c: &mut Criterion) {
+    let mut group = c.benchmark_group("structured_partial");
+    group.sample_size(10).measurement_time(Duration::from_secs(5));
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    for (label, n) in [("1MiB", MIB), ("4MiB", 4 * MIB), ("16MiB", 16 * MIB)] {
+        let text = arguments(n);
+        let parts = fragments(&text, 100);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_function(format!("text100_read_every_fragment/{label}"), |b| {
+            b.iter(|| black_box(run_structured(&runtime, &parts)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_partial_json, bench_sse, bench_structured);
 criterion_main!(benches);

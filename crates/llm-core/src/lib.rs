@@ -14,6 +14,7 @@ pub mod error;
 pub mod event;
 pub mod framing;
 pub mod options;
+pub mod output;
 pub mod partial_json;
 pub mod printer;
 pub mod provider;
@@ -35,6 +36,7 @@ pub use options::{
     ApiKey, CacheRetention, ReasoningLevel, RecordingSleeper, RetryPolicy, Sleeper, StreamOptions,
     Timeouts, ToolChoice,
 };
+pub use output::{OutputFamily, OutputFormat, OutputMode, StructuredOutcome};
 pub use provider::{Capabilities, Capability, ModelInfo, Provider, ProviderInfo, ProviderRegistry};
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use stream::AssistantStream;

@@ -221,6 +221,10 @@ pub struct StreamOptions {
     pub cache_retention: CacheRetention,
     /// Tool choice.
     pub tool_choice: Option<ToolChoice>,
+    /// The answer's shape: a JSON Schema the response must match (see
+    /// [`crate::output`]). A model that cannot honour it fails the request with an
+    /// `unsupported` error before anything is sent.
+    pub output: Option<crate::output::OutputFormat>,
     /// Provider-specific options, documented by each provider crate.
     pub provider_options: BTreeMap<String, Value>,
     /// Cancels the request and its stream.

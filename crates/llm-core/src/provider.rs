@@ -190,6 +190,10 @@ pub struct ProviderInfo {
     pub capabilities: Capabilities,
     /// Known models; the first is the default.
     pub models: &'static [ModelInfo],
+    /// How each model family carries a structured output format; the first row whose
+    /// pattern the model id contains wins, and a model no row matches cannot carry one
+    /// ([`ProviderInfo::output_mode`]).
+    pub output: &'static [crate::output::OutputFamily],
 }
 
 impl ProviderInfo {

@@ -211,7 +211,7 @@ fn dotted(pointer: &str) -> String {
         .join(".")
 }
 
-fn error_path(error: &jsonschema::ValidationError<'_>) -> String {
+pub(crate) fn error_path(error: &jsonschema::ValidationError<'_>) -> String {
     let base = dotted(error.instance_path().as_str());
     if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
         let property = match property {

@@ -63,6 +63,19 @@ pub(crate) fn build_request(
     endpoint: &Endpoint,
 ) -> Result<WireRequest, Error> {
     let compat = GoogleCompat::from_model(model)?;
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    // Gemini has no strict switch: the schema is sent as given.
+    llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, false)?;
+    if options.provider_options.contains_key(STREAM_ARGUMENTS)
+        && stream_arguments(options).is_none()
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            PROVIDER,
+            format!("Invalid Google provider option: {STREAM_ARGUMENTS} must be a boolean"),
+        )
+        .with_retryable(false));
+    }
     let key =
         options.api_key.as_ref().map(|k| k.expose()).filter(|k| !k.trim().is_empty()).ok_or_else(
             || {
@@ -138,11 +151,26 @@ pub(crate) fn build_body(
     }
     if let Some(tools) = convert_tools(&context.tools, compat.use_parameters) {
         body.insert("tools".to_owned(), tools);
-        if let Some(choice) = &options.tool_choice {
-            body.insert("toolConfig".to_owned(), tool_config(choice));
+        let mut config = options.tool_choice.as_ref().map(tool_config);
+        if stream_arguments(options) == Some(true) {
+            // Gemini 3 on Vertex then streams each call's arguments as `partialArgs`.
+            let config = config.get_or_insert_with(|| json!({"functionCallingConfig": {}}));
+            if let Some(calling) =
+                config.get_mut("functionCallingConfig").and_then(Value::as_object_mut)
+            {
+                calling.insert("streamFunctionCallArguments".to_owned(), Value::Bool(true));
+            }
+        }
+        if let Some(config) = config {
+            body.insert("toolConfig".to_owned(), config);
         }
     }
-    let generation = generation_config(model, options);
+    let mut generation = generation_config(model, options);
+    if let Some(format) = &options.output {
+        // JSON Schema as is (`responseJsonSchema`), not the OpenAPI subset of `responseSchema`.
+        generation.insert("responseMimeType".to_owned(), Value::from("application/json"));
+        generation.insert("responseJsonSchema".to_owned(), format.schema.clone());
+    }
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
     }
@@ -174,6 +202,14 @@ pub(crate) fn convert_tools(tools: &[Tool], use_parameters: bool) -> Option<Valu
         })
         .collect();
     Some(json!([{"functionDeclarations": declarations}]))
+}
+
+/// The provider option that asks for streamed call arguments.
+const STREAM_ARGUMENTS: &str = "streamFunctionCallArguments";
+
+/// The `streamFunctionCallArguments` option, if it is a boolean.
+fn stream_arguments(options: &StreamOptions) -> Option<bool> {
+    options.provider_options.get(STREAM_ARGUMENTS).and_then(Value::as_bool)
 }
 
 fn tool_config(choice: &ToolChoice) -> Value {

@@ -29,10 +29,13 @@
 //!
 //! Provider options ([`StreamOptions::provider_options`]): `thinkingBudget` (integer,
 //! overrides the level's budget; `0` turns thinking off), `thinkingLevel` (string,
-//! `LOW`/`HIGH`/…), and for Vertex `project` and `location`.
+//! `LOW`/`HIGH`/…), `streamFunctionCallArguments` (boolean: Gemini 3 on Vertex streams
+//! each call's arguments as `partialArgs`, decoded into live argument fragments), and for
+//! Vertex `project` and `location`.
 
 #![warn(missing_docs)]
 
+use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::{HttpRequest, HttpTransport};
@@ -179,6 +182,23 @@ pub const INFO: ProviderInfo = ProviderInfo {
         ModelInfo::new("gemini-2.5-pro", 1_048_576, 65_536, [1.25, 10.0, 0.31, 0.0])
             .reasoning()
             .images(),
+    ],
+    output: &[
+        OutputFamily::new(
+            "gemini-1.",
+            OutputMode::Unsupported,
+            "Gemini 1.x (no `responseJsonSchema`)",
+        ),
+        OutputFamily::new(
+            "gemini-2.0",
+            OutputMode::Unsupported,
+            "Gemini 2.0 (no `responseJsonSchema`)",
+        ),
+        OutputFamily::new(
+            "",
+            OutputMode::Native,
+            "Gemini 2.5 and later (`responseMimeType` + `responseJsonSchema`)",
+        ),
     ],
 };
 

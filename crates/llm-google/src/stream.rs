@@ -15,6 +15,11 @@
 //!   when a chunk carries one call, so a large call is not held twice). A missing id, or one
 //!   already used in this message, is replaced by an id unique within the message
 //!   (derived from the response id, so also unique across turns; no global state).
+//! - With `streamFunctionCallArguments` (Gemini 3 on Vertex), a call opens with its name
+//!   and `willContinue`, its arguments follow as `partialArgs` (a JSON Path and a value; a
+//!   string may come in pieces), and a part without `willContinue` (usually `{}`) ends it:
+//!   the values become argument fragments like any provider's, and a finished response
+//!   closes a call whose closing part never came.
 //! - `usageMetadata` repeats on every chunk and is not monotonic: each change is
 //!   passed on, so the last one with token counts wins (and an aborted or failed
 //!   stream still reports what was seen).
@@ -36,6 +41,8 @@ use llm_core::{
 
 use crate::PROVIDER;
 use crate::error::{chunk_error, stream_error};
+
+mod partial_args;
 
 /// A number of any JSON width (or a numeric string), as `u64`; anything else is absent.
 fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -132,6 +139,19 @@ struct FunctionCall<'a> {
     args: Option<&'a RawValue>,
     #[serde(deserialize_with = "lenient_string")]
     id: Option<String>,
+    /// Streamed arguments (`streamFunctionCallArguments`).
+    #[serde(rename = "partialArgs")]
+    partial_args: Option<Vec<partial_args::PartialArg>>,
+    /// More parts of this call follow.
+    #[serde(rename = "willContinue", deserialize_with = "lenient_bool")]
+    will_continue: bool,
+}
+
+/// A call whose arguments stream as `partialArgs`.
+#[derive(Debug)]
+struct StreamedCall {
+    key: BlockKey,
+    args: partial_args::StreamedArgs,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,6 +235,8 @@ pub struct Decoder {
     finished: bool,
     /// Surrogate pairs split across text and thought parts.
     surrogates: SurrogateJoiner,
+    /// The call whose `partialArgs` are streaming.
+    streamed: Option<StreamedCall>,
 }
 
 impl Decoder {
@@ -321,9 +343,30 @@ impl Decoder {
     ) {
         let signature = part.thought_signature.filter(|s| !s.is_empty());
         if let Some(call) = part.function_call {
-            self.function_call(call, signature, source, pending, out);
+            let starts = call.name.as_deref().is_some_and(|n| !n.is_empty()) || call.args.is_some();
+            if !starts && self.streamed.is_some() {
+                self.continue_streamed(call, out);
+                return;
+            }
+            self.finish_streamed(out);
+            if starts && call.will_continue && call.args.is_none() {
+                self.start_streamed(call, signature, out);
+            } else if call.partial_args.as_ref().is_some_and(|a| !a.is_empty()) && !starts {
+                self.fail(
+                    Error::new(
+                        ErrorKind::Decode,
+                        PROVIDER,
+                        "Gemini sent partialArgs outside a function call",
+                    )
+                    .with_retryable(false),
+                    out,
+                );
+            } else {
+                self.function_call(call, signature, source, pending, out);
+            }
             return;
         }
+        self.finish_streamed(out);
         let Some(piece) = part.text else { return };
         if piece.is_empty() && signature.is_none() {
             return;
@@ -409,6 +452,76 @@ impl Decoder {
                 name: None,
                 thought_signature: signature,
             });
+        }
+        out.push(Delta::BlockEnd { key });
+    }
+
+    /// Opens a call whose arguments follow as `partialArgs`.
+    fn start_streamed(
+        &mut self,
+        call: FunctionCall<'_>,
+        signature: Option<String>,
+        out: &mut Vec<Delta>,
+    ) {
+        self.close_block(out);
+        let key = self.new_key();
+        let index = self.calls;
+        self.calls += 1;
+        let id = match call.id.clone().filter(|id| !id.is_empty() && !self.used_ids.contains(id)) {
+            Some(id) => id,
+            None => self.generate_id(index),
+        };
+        self.used_ids.insert(id.clone());
+        let name = call.name.clone().unwrap_or_default();
+        out.push(Delta::ToolCallStart { key, id, name, arguments: None });
+        if signature.is_some() {
+            out.push(Delta::ToolCallMeta {
+                key,
+                id: None,
+                name: None,
+                thought_signature: signature,
+            });
+        }
+        self.streamed = Some(StreamedCall { key, args: partial_args::StreamedArgs::default() });
+        self.continue_streamed(call, out);
+    }
+
+    /// Applies a part's `partialArgs` to the open call; a part without `willContinue` ends it.
+    fn continue_streamed(&mut self, call: FunctionCall<'_>, out: &mut Vec<Delta>) {
+        let Some(streamed) = self.streamed.as_mut() else { return };
+        let key = streamed.key;
+        for arg in call.partial_args.unwrap_or_default() {
+            match streamed.args.apply(arg) {
+                Ok(fragment) if fragment.is_empty() => {}
+                Ok(fragment) => out.push(Delta::ToolCallArgs { key, fragment }),
+                Err(reason) => {
+                    self.streamed = None;
+                    let error = Error::new(
+                        ErrorKind::Decode,
+                        PROVIDER,
+                        format!("Invalid Gemini streamed arguments: {reason}"),
+                    )
+                    .with_retryable(false);
+                    self.fail(error, out);
+                    return;
+                }
+            }
+        }
+        if !call.will_continue {
+            self.finish_streamed(out);
+        }
+    }
+
+    /// Closes the streamed call, if one is open: its closing text, or its whole arguments
+    /// where the paths could not be written as a continuation.
+    fn finish_streamed(&mut self, out: &mut Vec<Delta>) {
+        let Some(StreamedCall { key, args }) = self.streamed.take() else { return };
+        let (fragment, whole) = args.finish();
+        if !fragment.is_empty() {
+            out.push(Delta::ToolCallArgs { key, fragment });
+        }
+        if let Some(arguments) = whole {
+            out.push(Delta::ToolCallArgsWhole { key, text: arguments.to_string(), arguments });
         }
         out.push(Delta::BlockEnd { key });
     }
@@ -592,6 +705,10 @@ impl Decoder {
         }
         self.finished = true;
         let has_calls = self.calls > 0;
+        if self.finish.is_some() {
+            // A finished response whose last call never got its closing part.
+            self.finish_streamed(out);
+        }
         let Some((reason, message)) = self.finish.take() else {
             out.push(Delta::Error(Error::new(
                 ErrorKind::Truncated,

@@ -155,6 +155,8 @@ pub(crate) fn build_body(
     options: &StreamOptions,
 ) -> Result<Value, Error> {
     let compat = MistralCompat::from_model(model);
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
     let mut body = Map::new();
     body.insert("model".into(), Value::String(model.id.clone()));
     body.insert("stream".into(), Value::Bool(true));
@@ -190,6 +192,20 @@ pub(crate) fn build_body(
         options.provider_options.get("parallelToolCalls").and_then(Value::as_bool)
     {
         body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
+    }
+    if let (Some(plan), Some(format)) = (output, options.output.as_ref()) {
+        // `response_format`: `{type:"json_schema", json_schema:{name, description?, schema, strict}}`.
+        let mut schema = Map::new();
+        schema.insert("name".into(), Value::from(format.name.as_str()));
+        if let Some(description) = &format.description {
+            schema.insert("description".into(), Value::from(description.as_str()));
+        }
+        schema.insert("schema".into(), plan.schema);
+        schema.insert("strict".into(), Value::Bool(plan.strict));
+        body.insert(
+            "response_format".into(),
+            serde_json::json!({"type": "json_schema", "json_schema": schema}),
+        );
     }
     Ok(Value::Object(body))
 }

@@ -31,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
 use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
 use llm_http::HttpRequest;
@@ -74,6 +75,11 @@ pub const INFO: ProviderInfo = ProviderInfo {
         ModelInfo::new("magistral-medium-latest", 128_000, 32_768, [2.0, 5.0, 0.0, 0.0])
             .reasoning(),
     ],
+    output: &[OutputFamily::new(
+        "",
+        OutputMode::Native,
+        "every model (`response_format` `json_schema`)",
+    )],
 };
 
 impl Provider for MistralProvider {

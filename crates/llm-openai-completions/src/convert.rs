@@ -135,6 +135,16 @@ pub(crate) fn build_request(
         .with_retryable(false));
     };
 
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    let output = llm_core::output::plan(
+        &crate::INFO,
+        &provider,
+        model,
+        context,
+        options,
+        compat.supports_strict_mode,
+    )?;
+
     let azure = crate::azure::route(model, &options.provider_options, &provider)?;
 
     // Headers: defaults, auth, the model's, session affinity, then the caller's.
@@ -228,6 +238,9 @@ pub(crate) fn build_request(
         }
     }
     reasoning_params(&mut body, model, options.reasoning, compat);
+    if let (Some(plan), Some(format)) = (output, options.output.as_ref()) {
+        body.insert("response_format".into(), response_format(format, plan, compat));
+    }
     if let Some(extra) = provider_options.extra_body {
         for (k, v) in extra {
             body.insert(k, v);
@@ -239,6 +252,25 @@ pub(crate) fn build_request(
         body: Value::Object(body),
         strict_plans: tools.strict_plans,
     })
+}
+
+/// `{type:"json_schema", json_schema:{name, description?, schema, strict?}}`; `strict` is
+/// left out where the server does not support it, as for tools.
+fn response_format(
+    format: &llm_core::output::OutputFormat,
+    plan: llm_core::output::OutputPlan,
+    compat: &ResolvedCompat,
+) -> Value {
+    let mut schema = Map::new();
+    schema.insert("name".into(), Value::from(format.name.as_str()));
+    if let Some(description) = &format.description {
+        schema.insert("description".into(), Value::from(description.as_str()));
+    }
+    schema.insert("schema".into(), plan.schema);
+    if compat.supports_strict_mode {
+        schema.insert("strict".into(), Value::Bool(plan.strict));
+    }
+    json!({"type": "json_schema", "json_schema": schema})
 }
 
 /// The wire name of a reasoning level (`max` is OpenAI's `xhigh`).

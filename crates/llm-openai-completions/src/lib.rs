@@ -67,6 +67,7 @@ mod convert;
 mod error;
 mod stream;
 
+use llm_core::output::{OutputFamily, OutputMode};
 use std::sync::Arc;
 
 use llm_core::{AssistantStream, Context, Model, StreamOptions};
@@ -118,6 +119,19 @@ pub const INFO: ProviderInfo = ProviderInfo {
         ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
         ModelInfo::new("gpt-4.1", 1_047_576, 32_768, [2.0, 8.0, 0.5, 0.0]).images(),
     ],
+    output: &[
+        OutputFamily::new("gpt-3.5", OutputMode::Unsupported, "GPT-3.5 (JSON mode only)"),
+        OutputFamily::new(
+            "gpt-4-",
+            OutputMode::Unsupported,
+            "GPT-4 and GPT-4 Turbo (JSON mode only)",
+        ),
+        OutputFamily::new(
+            "",
+            OutputMode::Native,
+            "GPT-4o, GPT-4.1, GPT-5, o-series and compatible servers (`response_format` `json_schema`)",
+        ),
+    ],
 };
 
 impl llm_core::Provider for OpenAiCompletionsProvider {
@@ -152,6 +166,7 @@ impl llm_core::Provider for OpenAiCompletionsProvider {
             reasoning_fields: compat.reasoning_fields.clone(),
             strict_plans: request.strict_plans,
             reasoning_tags: compat.reasoning_tags,
+            refusal_is_error: options.output.is_some(),
         });
         let error_provider = provider.clone();
         self.http.stream_sse(

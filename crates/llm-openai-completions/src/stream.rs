@@ -37,6 +37,9 @@ pub(crate) struct DecoderConfig {
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
     /// Split `<think>…</think>` (and the other reasoning tags) out of `content`.
     pub(crate) reasoning_tags: bool,
+    /// The request asked for an output format: `delta.refusal` is then not the answer but a
+    /// `refused` error at the end.
+    pub(crate) refusal_is_error: bool,
 }
 
 impl DecoderConfig {
@@ -53,6 +56,7 @@ impl Default for DecoderConfig {
             reasoning_fields: DEFAULT_REASONING_FIELDS.iter().map(|s| (*s).to_owned()).collect(),
             strict_plans: BTreeMap::new(),
             reasoning_tags: true,
+            refusal_is_error: false,
         }
     }
 }
@@ -83,7 +87,8 @@ enum Current {
 /// `data: [DONE]`. Chunks are read leniently (every field optional, unknown
 /// fields ignored, numbers of any width); only `choices[0]` is read.
 ///
-/// * Text (`delta.content`, also `delta.refusal`) and reasoning (the first
+/// * Text (`delta.content`, also `delta.refusal`, unless the request asked for an output
+///   format: then a refusal ends the stream with a `refused` error) and reasoning (the first
 ///   non-empty of the compat's reasoning fields, by default `reasoning_content`,
 ///   `reasoning`, `reasoning_text`) become text and thinking blocks; the field
 ///   name is the thinking signature, so a same-model replay puts the text back
@@ -142,6 +147,8 @@ pub struct Decoder {
     model_sent: bool,
     response_id: String,
     finish_reason: Option<String>,
+    /// `delta.refusal` text held for the error, when a refusal is an error.
+    refusal: String,
     /// Surrogate pairs split across chunks, per wire field: `content` and reasoning at key 0,
     /// arguments at the call's wire index.
     surrogates: SurrogateJoiner,
@@ -179,6 +186,7 @@ impl Decoder {
             model_sent: false,
             response_id: String::new(),
             finish_reason: None,
+            refusal: String::new(),
             surrogates: SurrogateJoiner::new(),
         }
     }
@@ -410,7 +418,11 @@ impl Decoder {
             _ => {}
         }
         if let Some(Value::String(refusal)) = delta.refusal {
-            self.text(refusal, out);
+            if self.cfg.refusal_is_error {
+                self.refusal.push_str(&refusal);
+            } else {
+                self.text(refusal, out);
+            }
         }
         for entry in delta.tool_calls.unwrap_or_default() {
             self.tool_call_delta(entry, out);
@@ -470,6 +482,14 @@ impl Decoder {
             }
         }
         self.flush_tags(out);
+        if !self.refusal.is_empty() {
+            let message = format!("OpenAI refusal: {}", self.refusal);
+            let error =
+                self.error(ErrorKind::Refused, message).with_code("refusal").with_retryable(false);
+            self.flush_held(false, out);
+            out.push(Delta::Error(error));
+            return;
+        }
         let Some(reason) = self.finish_reason.clone() else {
             let error = self.error(ErrorKind::Truncated, NO_FINISH_REASON);
             self.flush_held(false, out);

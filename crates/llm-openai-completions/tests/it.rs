@@ -530,3 +530,137 @@ async fn live_smoke_tool_round_trip() {
     assert_eq!(second.stop_reason, StopReason::Stop, "{:?}", second.error_message);
     assert!(second.text().contains("12"), "{}", second.text());
 }
+
+/// The structured-output format of these tests.
+fn city_format() -> llm_core::OutputFormat {
+    llm_core::OutputFormat::new(
+        "city",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "population": {"type": "integer"}}, "required": ["name"]}),
+    )
+}
+
+fn with_format(model_options: StreamOptions) -> StreamOptions {
+    StreamOptions { output: Some(city_format()), ..model_options }
+}
+
+async fn structured(
+    responses: Vec<Canned>,
+    model_id: &str,
+    context: &Context,
+) -> (Vec<Value>, llm_core::StructuredOutcome, Server) {
+    use llm_core::output::{StructuredEvent, StructuredStream};
+    let (base, server) = serve(responses).await;
+    let model = Model { id: model_id.into(), ..model(&base) };
+    let stream = OpenAiCompletionsProvider::new().stream(&model, context, &with_format(options()));
+    let mut answer = StructuredStream::new(stream, city_format());
+    let mut partials = Vec::new();
+    let mut outcome = None;
+    while let Some(event) = answer.next().await {
+        match event {
+            StructuredEvent::Partial { .. } => partials.push(answer.partial().clone()),
+            StructuredEvent::Done { outcome: o, .. } => outcome = Some(o),
+        }
+    }
+    (partials, outcome.unwrap(), server)
+}
+
+#[tokio::test]
+async fn a_structured_answer_streams_in_small_fragments_and_ends_valid() {
+    let pieces =
+        ["{\"na", "me\":\"Po", "rto\",\"popu", "lation\":23", "1800,\"population_note\":null}"];
+    let mut chunks: Vec<Value> =
+        pieces.iter().map(|p| chunk(json!({"content": p}), None)).collect();
+    chunks.push(chunk(json!({}), Some("stop")));
+    let context = Context { messages: vec![Message::user("Describe Porto")], ..Context::default() };
+    let (partials, outcome, server) =
+        structured(vec![Canned::sse(&sse(&chunks))], "gpt-4o-mini", &context).await;
+    let sent = server.recorded()[0].json();
+    assert_eq!(sent["response_format"]["type"], json!("json_schema"));
+    assert_eq!(sent["response_format"]["json_schema"]["strict"], json!(true));
+    assert_eq!(partials.first(), Some(&json!({"name": "Po"})));
+    assert!(partials.contains(&json!({"name": "Porto", "population": 23})), "{partials:?}");
+    // An extra property is allowed by the schema: the answer is valid as sent.
+    assert_eq!(
+        outcome,
+        llm_core::StructuredOutcome::Valid(
+            json!({"name": "Porto", "population": 231_800, "population_note": null})
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_a_cut_off_answer_and_an_unsupported_model() {
+    let context = Context { messages: vec![Message::user("Describe Porto")], ..Context::default() };
+    let refusal = sse(&[
+        chunk(
+            json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}),
+            None,
+        ),
+        chunk(json!({}), Some("stop")),
+    ]);
+    let (_, outcome, _server) =
+        structured(vec![Canned::sse(&refusal)], "gpt-4o-mini", &context).await;
+    let llm_core::StructuredOutcome::Refused(error) = outcome else { panic!("{outcome:?}") };
+    assert_eq!(error.message, "OpenAI refusal: I can't help with that.");
+
+    let cut = sse(&[
+        chunk(json!({"content": "{\"name\":\"Por"}), None),
+        chunk(json!({}), Some("length")),
+    ]);
+    let (_, outcome, _server) = structured(vec![Canned::sse(&cut)], "gpt-4o-mini", &context).await;
+    assert_eq!(outcome, llm_core::StructuredOutcome::CutOff(json!({"name": "Por"})));
+
+    let (_, outcome, server) = structured(vec![Canned::sse(&cut)], "gpt-3.5-turbo", &context).await;
+    let llm_core::StructuredOutcome::Failed(error) = outcome else { panic!("{outcome:?}") };
+    assert_eq!(error.kind, ErrorKind::Unsupported);
+    assert!(server.recorded().is_empty(), "nothing may be sent");
+}
+
+#[tokio::test]
+async fn a_structured_answer_after_a_tool_turn() {
+    let context = Context {
+        messages: vec![
+            Message::user("How big is Porto?"),
+            Message::Assistant(llm_core::AssistantMessage {
+                content: vec![llm_core::AssistantContent::ToolCall(llm_core::ToolCall {
+                    id: "call_1".into(),
+                    name: "get_weather".into(),
+                    arguments: json!({"city": "Porto"}),
+                    thought_signature: None,
+                    arguments_incomplete: false,
+                })],
+                api: API.into(),
+                provider: "openai".into(),
+                model: "gpt-4o-mini".into(),
+                stop_reason: StopReason::ToolUse,
+                ..llm_core::AssistantMessage::default()
+            }),
+            Message::ToolResult(llm_core::ToolResultMessage {
+                tool_call_id: "call_1".into(),
+                tool_name: "get_weather".into(),
+                content: vec![llm_core::UserContent::Text(llm_core::TextContent {
+                    text: "Sunny, 231800 people".into(),
+                    text_signature: None,
+                })],
+                is_error: false,
+                timestamp: 0,
+                details: None,
+            }),
+        ],
+        tools: vec![weather_tool()],
+        ..Context::default()
+    };
+    let body = sse(&[chunk(
+        json!({"content": "{\"name\":\"Porto\",\"population\":231800}"}),
+        Some("stop"),
+    )]);
+    let (_, outcome, server) = structured(vec![Canned::sse(&body)], "gpt-4o-mini", &context).await;
+    assert_eq!(
+        outcome,
+        llm_core::StructuredOutcome::Valid(json!({"name": "Porto", "population": 231_800}))
+    );
+    let sent = server.recorded()[0].json();
+    assert_eq!(sent["messages"].as_array().unwrap().len(), 3);
+    assert_eq!(sent["tools"][0]["function"]["name"], json!("get_weather"));
+    assert_eq!(sent["response_format"]["json_schema"]["name"], json!("city"));
+}

@@ -153,6 +153,9 @@ pub(crate) fn build_body(
     azure: Option<&Route>,
 ) -> Result<(Value, BTreeMap<String, Arc<StrictPlan>>), Error> {
     let provider_options = &options.provider_options;
+    // Checked before anything else is built: a format the model cannot carry is an error.
+    let info = if azure.is_some() { &crate::AZURE_INFO } else { &crate::INFO };
+    let output = llm_core::output::plan(info, PROVIDER, model, context, options, true)?;
     let mut body = Map::new();
     let wire_model = azure.map_or(model.id.as_str(), |route| route.deployment.as_str());
     body.insert("model".into(), Value::from(wire_model));
@@ -251,6 +254,18 @@ pub(crate) fn build_body(
         if wants_content {
             body.insert("include".into(), json!(["reasoning.encrypted_content"]));
         }
+    }
+    if let (Some(plan), Some(format)) = (output, options.output.as_ref()) {
+        // `text.format`: the Responses API's flat `json_schema` format.
+        let mut wire = Map::new();
+        wire.insert("type".into(), Value::from("json_schema"));
+        wire.insert("name".into(), Value::from(format.name.as_str()));
+        if let Some(description) = &format.description {
+            wire.insert("description".into(), Value::from(description.as_str()));
+        }
+        wire.insert("schema".into(), plan.schema);
+        wire.insert("strict".into(), Value::Bool(plan.strict));
+        body.insert("text".into(), json!({"format": wire}));
     }
     Ok((Value::Object(body), strict_plans))
 }

@@ -113,6 +113,7 @@ mod convert;
 mod error;
 mod stream;
 
+use llm_core::output::{OutputFamily, OutputMode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -226,6 +227,7 @@ pub const AZURE_INFO: ProviderInfo = ProviderInfo {
     key_env: &["AZURE_OPENAI_API_KEY"],
     capabilities: INFO.capabilities,
     models: INFO.models,
+    output: INFO.output,
 };
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -252,6 +254,19 @@ pub const INFO: ProviderInfo = ProviderInfo {
             .reasoning()
             .images(),
         ModelInfo::new("gpt-5", 400_000, 128_000, [1.25, 10.0, 0.125, 0.0]).reasoning().images(),
+    ],
+    output: &[
+        OutputFamily::new("gpt-3.5", OutputMode::Unsupported, "GPT-3.5 (JSON mode only)"),
+        OutputFamily::new(
+            "gpt-4-",
+            OutputMode::Unsupported,
+            "GPT-4 and GPT-4 Turbo (JSON mode only)",
+        ),
+        OutputFamily::new(
+            "",
+            OutputMode::Native,
+            "GPT-4o, GPT-4.1, GPT-5, o-series (`text.format` `json_schema`)",
+        ),
     ],
 };
 
@@ -286,6 +301,7 @@ impl Provider for OpenAiResponsesProvider {
             Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
         let strict_plans = Arc::new(request.strict_plans);
         let deployment = route.map(|route| route.deployment);
+        let refusing = options.output.is_some();
         self.http.stream_sse(
             model,
             options,
@@ -297,7 +313,9 @@ impl Provider for OpenAiResponsesProvider {
                 }
                 None => error::http_error(r.status, r.retry_after, r.body),
             },
-            move || stream::Decoder::new(tool_names.clone(), strict_plans.clone()),
+            move || {
+                stream::Decoder::new(tool_names.clone(), strict_plans.clone()).refusing(refusing)
+            },
         )
     }
 }

@@ -399,6 +399,11 @@ pub(crate) struct Decoder {
     held: Option<Held>,
     /// The item that may be a cumulative snapshot of `held`.
     snapshot: Option<Snapshot>,
+    /// The request asked for an output format: a refusal then ends the stream with a
+    /// `refused` error instead of completing as the answer.
+    refusal_is_error: bool,
+    /// The refusal text streamed so far.
+    refusal: String,
 }
 
 impl Decoder {
@@ -422,7 +427,16 @@ impl Decoder {
             surrogates: SurrogateJoiner::new(),
             held: None,
             snapshot: None,
+            refusal_is_error: false,
+            refusal: String::new(),
         }
+    }
+
+    /// The same decoder, with a refusal ending the stream as a `refused` error (a request
+    /// with an output format, whose answer a refusal is not).
+    pub(crate) fn refusing(mut self, refusal_is_error: bool) -> Self {
+        self.refusal_is_error = refusal_is_error;
+        self
     }
 
     /// Ends the held message block; a snapshot still kept back becomes its own block.
@@ -567,6 +581,9 @@ impl Decoder {
                 {
                     let key = self.resolve(&event, Kind::Message);
                     let text = self.surrogates.join(key, Channel::Text, piece);
+                    if kind == "response.refusal.delta" && self.refusal_is_error {
+                        self.refusal.push_str(&text);
+                    }
                     // Streamed even if only a surrogate half came: the `.done` text must not
                     // be added again.
                     self.mark_streamed(key);
@@ -1225,6 +1242,14 @@ impl Decoder {
         out.push(metadata(response));
         if let Some(usage) = response.get("usage").and_then(usage) {
             out.push(Delta::Usage(usage));
+        }
+        if !self.refusal.is_empty() {
+            let message = format!("OpenAI refusal: {}", self.refusal);
+            let error = Error::new(ErrorKind::Refused, PROVIDER, message)
+                .with_code("refusal")
+                .with_retryable(false);
+            self.fail(out, error);
+            return;
         }
         let status = str_of(response.get("status")).unwrap_or(match kind {
             "response.incomplete" => "incomplete",

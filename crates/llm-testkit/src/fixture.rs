@@ -91,6 +91,33 @@ pub struct InputOptions {
     pub tool_choice: Option<ToolChoice>,
     pub provider_options: BTreeMap<String, Value>,
     pub max_retries: Option<u32>,
+    /// A structured output format: the runner also prints the answer's outcome.
+    pub output: Option<OutputInput>,
+}
+
+/// `input.json`'s `options.output`: an [`llm_core::OutputFormat`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutputInput {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub schema: Value,
+    /// Absent: strict.
+    #[serde(default)]
+    pub strict: Option<bool>,
+}
+
+impl OutputInput {
+    /// The format.
+    pub fn format(&self) -> llm_core::OutputFormat {
+        llm_core::OutputFormat {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            schema: self.schema.clone(),
+            strict: self.strict.unwrap_or(true),
+        }
+    }
 }
 
 impl Default for InputOptions {
@@ -108,6 +135,7 @@ impl Default for InputOptions {
             tool_choice: None,
             provider_options: BTreeMap::new(),
             max_retries: None,
+            output: None,
         }
     }
 }

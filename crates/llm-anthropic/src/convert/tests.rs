@@ -743,3 +743,50 @@ fn server_tool_blocks_round_trip_to_the_same_model_and_are_dropped_for_others() 
         json!([{"type":"text","text":"It is 4 C in Oslo."}])
     );
 }
+
+fn person() -> llm_core::OutputFormat {
+    llm_core::OutputFormat::new(
+        "person",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}),
+    )
+}
+
+fn strict_person_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+        "required": ["name", "age"],
+        "additionalProperties": false
+    })
+}
+
+#[test]
+fn an_output_format_is_output_config_format_on_a_model_that_supports_it() {
+    let o = StreamOptions { output: Some(person()), ..options("sk-ant-api03-k") };
+    let r = build_request(&model(), &Context::default(), &o).unwrap();
+    assert_eq!(
+        r.body["output_config"],
+        json!({"format": {"type": "json_schema", "schema": strict_person_schema()}})
+    );
+    assert!(r.body.get("tools").is_none());
+    assert!(r.body.get("tool_choice").is_none());
+}
+
+#[test]
+fn an_older_model_gets_the_format_as_a_forced_tool_and_thinking_is_refused() {
+    let m = Model { id: "claude-3-5-haiku-20241022".into(), ..model() };
+    let o = StreamOptions { output: Some(person()), ..options("sk-ant-api03-k") };
+    let context = Context { tools: vec![weather()], ..Context::default() };
+    let r = build_request(&m, &context, &o).unwrap();
+    assert!(r.body.get("output_config").is_none());
+    let tools = r.body["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[1]["name"], json!("person"));
+    assert_eq!(tools[1]["input_schema"], strict_person_schema());
+    assert_eq!(r.body["tool_choice"], json!({"type": "tool", "name": "person"}));
+
+    let thinking = Model { reasoning: true, ..m };
+    let o = StreamOptions { reasoning: Some(llm_core::ReasoningLevel::High), ..o };
+    let e = build_request(&thinking, &Context::default(), &o).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidRequest);
+}

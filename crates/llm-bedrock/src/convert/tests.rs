@@ -617,3 +617,56 @@ fn fable_takes_only_the_default_service_tier_and_ignores_others() {
         build_request(&fable, &Context::default(), &tier("fast"), &no_env, None).unwrap_err();
     assert!(error.message.contains("\"fast\""), "{}", error.message);
 }
+
+fn person() -> llm_core::OutputFormat {
+    llm_core::OutputFormat::new(
+        "person",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}),
+    )
+    .with_description("The person named")
+}
+
+fn strict_person_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+        "required": ["name", "age"],
+        "additionalProperties": false
+    })
+}
+
+#[test]
+fn an_output_format_is_output_config_text_format_with_the_schema_as_a_string() {
+    let options = StreamOptions { output: Some(person()), ..StreamOptions::default() };
+    let r = build(&model(SONNET45), &Context::default(), &options);
+    let text_format = &r.body["outputConfig"]["textFormat"];
+    assert_eq!(text_format["type"], json!("json_schema"));
+    let json_schema = &text_format["structure"]["jsonSchema"];
+    assert_eq!(json_schema["name"], json!("person"));
+    assert_eq!(json_schema["description"], json!("The person named"));
+    let sent: Value = serde_json::from_str(json_schema["schema"].as_str().unwrap()).unwrap();
+    assert_eq!(sent, strict_person_schema());
+    assert!(r.body.get("toolConfig").is_none());
+}
+
+#[test]
+fn another_model_gets_the_format_as_a_forced_tool_after_the_request_s_tools() {
+    let options = StreamOptions { output: Some(person()), ..StreamOptions::default() };
+    let context = Context { tools: vec![weather_tool()], ..Context::default() };
+    let r = build(&model("us.amazon.nova-pro-v1:0"), &context, &options);
+    assert!(r.body.get("outputConfig").is_none());
+    let tools = r.body["toolConfig"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[1]["toolSpec"]["name"], json!("person"));
+    assert_eq!(tools[1]["toolSpec"]["inputSchema"]["json"], strict_person_schema());
+    assert_eq!(r.body["toolConfig"]["toolChoice"], json!({"tool": {"name": "person"}}));
+}
+
+#[test]
+fn a_forced_format_tool_that_would_not_be_forced_is_an_error() {
+    let options = StreamOptions { output: Some(person()), ..StreamOptions::default() };
+    let fable = model("us.anthropic.claude-fable-5-v1:0");
+    let error = build_request(&fable, &Context::default(), &options, &no_env, None).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::InvalidRequest);
+    assert!(error.message.contains("forced tool"), "{}", error.message);
+}

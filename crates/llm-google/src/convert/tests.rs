@@ -503,3 +503,81 @@ fn thinking_configs() {
     let plain = Model { id: "gemini-2.0-flash".into(), ..Model::default() };
     assert_eq!(thinking_config(&plain, &options), None);
 }
+
+fn person() -> llm_core::OutputFormat {
+    llm_core::OutputFormat::new(
+        "person",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}),
+    )
+}
+
+#[test]
+fn an_output_format_is_a_json_mime_type_and_the_schema_as_given() {
+    let options = StreamOptions { output: Some(person()), ..StreamOptions::default() };
+    let b = body(&model("gemini-2.5-flash"), &Context::default(), &options);
+    assert_eq!(b["generationConfig"]["responseMimeType"], json!("application/json"));
+    assert_eq!(b["generationConfig"]["responseJsonSchema"], person().schema);
+    assert!(b["generationConfig"].get("responseSchema").is_none());
+}
+
+#[test]
+fn a_model_without_structured_output_fails_before_any_request() {
+    let options = StreamOptions {
+        api_key: Some(llm_core::ApiKey::new("k")),
+        output: Some(person()),
+        ..StreamOptions::default()
+    };
+    let e = build_request(
+        &model("gemini-1.5-pro"),
+        &Context::default(),
+        &options,
+        &Endpoint::GenerativeLanguage,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported);
+    assert!(
+        build_request(
+            &model("gemini-2.5-pro"),
+            &Context::default(),
+            &options,
+            &Endpoint::GenerativeLanguage
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn stream_function_call_arguments_is_asked_for_in_the_tool_config() {
+    let context = Context { tools: vec![weather_tool()], ..Context::default() };
+    let with = |value: Value, choice: Option<ToolChoice>| StreamOptions {
+        provider_options: [("streamFunctionCallArguments".to_owned(), value)].into(),
+        tool_choice: choice,
+        ..StreamOptions::default()
+    };
+    let b = body(&model("gemini-3-pro-preview"), &context, &with(json!(true), None));
+    assert_eq!(
+        b["toolConfig"],
+        json!({"functionCallingConfig": {"streamFunctionCallArguments": true}})
+    );
+    let b = body(
+        &model("gemini-3-pro-preview"),
+        &context,
+        &with(json!(true), Some(ToolChoice::Required)),
+    );
+    assert_eq!(
+        b["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY", "streamFunctionCallArguments": true}})
+    );
+    let b = body(&model("gemini-3-pro-preview"), &context, &with(json!(false), None));
+    assert!(b.get("toolConfig").is_none());
+    let options =
+        StreamOptions { api_key: Some(llm_core::ApiKey::new("k")), ..with(json!("yes"), None) };
+    let e = build_request(
+        &model("gemini-3-pro-preview"),
+        &context,
+        &options,
+        &Endpoint::GenerativeLanguage,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidRequest);
+}

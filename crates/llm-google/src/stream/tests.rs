@@ -462,3 +462,183 @@ fn call_args_of_other_shapes() {
     let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
     assert_eq!(error.kind, ErrorKind::Decode);
 }
+
+fn parts_chunk(parts: serde_json::Value) -> serde_json::Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": parts}}]})
+}
+
+fn finish_chunk() -> serde_json::Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+}
+
+fn calls(message: &AssistantMessage) -> Vec<(String, serde_json::Value, bool)> {
+    message
+        .tool_calls()
+        .map(|c| (c.name.clone(), c.arguments.clone(), c.arguments_incomplete))
+        .collect()
+}
+
+fn arg_deltas(events: &[AssistantEvent]) -> Vec<(String, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::ToolCallDelta { delta, changed, .. } => {
+                Some((delta.clone(), changed.as_deref().map(str::to_owned)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn partial_args_stream_as_argument_fragments_with_strings_split_across_parts() {
+    let body = sse(&[
+        parts_chunk(
+            json!([{"functionCall": {"name": "get_weather", "willContinue": true}, "thoughtSignature": "c2ln"}]),
+        ),
+        parts_chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.city", "stringValue": "Lis", "willContinue": true}], "willContinue": true}}]),
+        ),
+        parts_chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.city", "stringValue": "bon \"old\""}], "willContinue": true}}]),
+        ),
+        parts_chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.days", "numberValue": 3}, {"jsonPath": "$.metric", "boolValue": true}], "willContinue": true}}]),
+        ),
+        parts_chunk(json!([{"functionCall": {}}])),
+        finish_chunk(),
+    ]);
+    let (events, message) = run(&body);
+    assert_eq!(
+        calls(&message),
+        vec![(
+            "get_weather".to_owned(),
+            json!({"city": "Lisbon \"old\"", "days": 3, "metric": true}),
+            false
+        )]
+    );
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+    let deltas = arg_deltas(&events);
+    assert_eq!(
+        deltas,
+        vec![
+            ("{\"city\":\"Lis".to_owned(), Some("/city".to_owned())),
+            ("bon \\\"old\\\"\"".to_owned(), Some("/city".to_owned())),
+            (",\"days\":3".to_owned(), Some("/days".to_owned())),
+            (",\"metric\":true".to_owned(), Some("/metric".to_owned())),
+            ("}".to_owned(), None),
+        ]
+    );
+    let AssistantContent::ToolCall(call) = &message.content[0] else { panic!("not a call") };
+    assert_eq!(call.thought_signature.as_deref(), Some("c2ln"));
+}
+
+#[test]
+fn several_streamed_calls_with_nested_paths_and_arrays() {
+    let body = sse(&[
+        parts_chunk(json!([{"functionCall": {"name": "plan", "id": "p1", "willContinue": true}}])),
+        parts_chunk(json!([{"functionCall": {"partialArgs": [
+            {"jsonPath": "$.trip.from", "stringValue": "Porto"},
+            {"jsonPath": "$.trip.stops[0].name", "stringValue": "Coimbra"},
+            {"jsonPath": "$.trip.stops[1].name", "stringValue": "Lei", "willContinue": true}
+        ], "willContinue": true}}])),
+        parts_chunk(json!([{"functionCall": {"partialArgs": [
+            {"jsonPath": "$.trip.stops[1].name", "stringValue": "ria"},
+            {"jsonPath": "$.trip['to']", "stringValue": "Lisbon"},
+            {"jsonPath": "$.note", "nullValue": "NULL_VALUE"}
+        ], "willContinue": true}}])),
+        parts_chunk(
+            json!([{"functionCall": {}}, {"functionCall": {"name": "get_time", "willContinue": true}}]),
+        ),
+        parts_chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.zone", "stringValue": "UTC"}]}}]),
+        ),
+        finish_chunk(),
+    ]);
+    let (events, message) = run(&body);
+    assert_eq!(
+        calls(&message),
+        vec![
+            (
+                "plan".to_owned(),
+                json!({"trip": {"from": "Porto", "stops": [{"name": "Coimbra"}, {"name": "Leiria"}], "to": "Lisbon"}, "note": null}),
+                false
+            ),
+            ("get_time".to_owned(), json!({"zone": "UTC"}), false),
+        ]
+    );
+    let ids: Vec<&str> = message.tool_calls().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids[0], "p1");
+    assert!(!ids[1].is_empty() && ids[1] != "p1");
+    // The text streamed is the arguments, fragment by fragment.
+    let text: String = arg_deltas(&events).into_iter().map(|(d, _)| d).collect();
+    assert_eq!(
+        text,
+        r#"{"trip":{"from":"Porto","stops":[{"name":"Coimbra"},{"name":"Leiria"}],"to":"Lisbon"},"note":null}{"zone":"UTC"}"#
+    );
+}
+
+#[test]
+fn a_finished_stream_closes_a_call_that_never_got_its_closing_part() {
+    let body = sse(&[
+        parts_chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}])),
+        parts_chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x", "willContinue": true}], "willContinue": true}}]),
+        ),
+        finish_chunk(),
+    ]);
+    let (_, message) = run(&body);
+    assert_eq!(calls(&message), vec![("f".to_owned(), json!({"a": "x"}), false)]);
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+
+    // Cut before the finish: a truncated error, the call's arguments marked incomplete.
+    let body = sse(&[
+        parts_chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}])),
+        parts_chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x", "willContinue": true}], "willContinue": true}}]),
+        ),
+    ]);
+    let (events, message) = run(&body);
+    assert!(
+        matches!(events.last(), Some(AssistantEvent::Error { error, .. }) if error.kind == ErrorKind::Truncated)
+    );
+    assert_eq!(calls(&message), vec![("f".to_owned(), json!({"a": "x"}), true)]);
+}
+
+#[test]
+fn paths_out_of_document_order_end_the_call_with_its_whole_arguments() {
+    let body = sse(&[
+        parts_chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}])),
+        parts_chunk(json!([{"functionCall": {"partialArgs": [
+            {"jsonPath": "$.a.x", "numberValue": 1},
+            {"jsonPath": "$.b", "numberValue": 2},
+            {"jsonPath": "$.a.y", "numberValue": 1.5}
+        ], "willContinue": true}}])),
+        parts_chunk(json!([{"functionCall": {}}])),
+        finish_chunk(),
+    ]);
+    let (_, message) = run(&body);
+    assert_eq!(
+        calls(&message),
+        vec![("f".to_owned(), json!({"a": {"x": 1, "y": 1.5}, "b": 2}), false)]
+    );
+}
+
+#[test]
+fn a_bad_json_path_or_a_skipped_index_is_a_decode_error() {
+    for arg in [
+        json!({"jsonPath": "a.b", "stringValue": "x"}),
+        json!({"jsonPath": "$.items[5]", "stringValue": "x"}),
+    ] {
+        let body = sse(&[
+            parts_chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}])),
+            parts_chunk(json!([{"functionCall": {"partialArgs": [arg], "willContinue": true}}])),
+            finish_chunk(),
+        ]);
+        let (events, _) = run(&body);
+        assert!(
+            matches!(events.last(), Some(AssistantEvent::Error { error, .. }) if error.kind == ErrorKind::Decode),
+            "{arg}"
+        );
+    }
+}

@@ -56,3 +56,42 @@ fn id_map_reuses_and_validates() {
     assert!(is_mistral_id(&second));
     assert!(!is_mistral_id("abc") && !is_mistral_id("Ab3dE5fG_") && !is_mistral_id("Ab3dE5fG78"));
 }
+
+#[test]
+#[allow(clippy::indexing_slicing, reason = "tests")]
+fn an_output_format_is_a_strict_json_schema_response_format() {
+    let model = Model { id: "mistral-large-latest".into(), ..Model::default() };
+    let format = llm_core::OutputFormat::new(
+        "person",
+        serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}),
+    )
+    .with_description("The person named");
+    let options = StreamOptions { output: Some(format.clone()), ..StreamOptions::default() };
+    let body = build_body(&model, &Context::default(), &options).unwrap();
+    assert_eq!(
+        body["response_format"],
+        serde_json::json!({"type": "json_schema", "json_schema": {
+            "name": "person",
+            "description": "The person named",
+            "schema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+                "required": ["name", "age"],
+                "additionalProperties": false
+            },
+            "strict": true
+        }})
+    );
+    let loose = StreamOptions {
+        output: Some(format.clone().with_strict(false)),
+        ..StreamOptions::default()
+    };
+    let body = build_body(&model, &Context::default(), &loose).unwrap();
+    assert_eq!(body["response_format"]["json_schema"]["schema"], format.schema);
+    assert!(
+        build_body(&model, &Context::default(), &StreamOptions::default())
+            .unwrap()
+            .get("response_format")
+            .is_none()
+    );
+}

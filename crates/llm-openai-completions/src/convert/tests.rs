@@ -449,3 +449,45 @@ fn endpoint_urls() {
     );
     assert_eq!(endpoint_url("https://x/v1/chat/completions"), "https://x/v1/chat/completions");
 }
+
+fn person() -> llm_core::OutputFormat {
+    llm_core::OutputFormat::new(
+        "person",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}),
+    )
+    .with_description("The person named")
+}
+
+#[test]
+fn an_output_format_is_a_strict_json_schema_response_format() {
+    let m = model();
+    let strict = StreamOptions { output: Some(person()), ..options() };
+    let body = build_request(&m, &Context::default(), &strict, &compat(&m)).unwrap().body;
+    assert_eq!(
+        body["response_format"],
+        json!({"type": "json_schema", "json_schema": {
+            "name": "person",
+            "description": "The person named",
+            "schema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+                "required": ["name", "age"],
+                "additionalProperties": false
+            },
+            "strict": true
+        }})
+    );
+    let loose = StreamOptions { output: Some(person().with_strict(false)), ..options() };
+    let body = build_request(&m, &Context::default(), &loose, &compat(&m)).unwrap().body;
+    assert_eq!(body["response_format"]["json_schema"]["schema"], person().schema);
+    assert_eq!(body["response_format"]["json_schema"]["strict"], json!(false));
+}
+
+#[test]
+fn a_model_without_structured_output_fails_before_any_request() {
+    let m = Model { id: "gpt-3.5-turbo".into(), ..model() };
+    let options = StreamOptions { output: Some(person()), ..options() };
+    let error = build_request(&m, &Context::default(), &options, &compat(&m)).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Unsupported);
+    assert_eq!(error.code.as_deref(), Some("output_format_unsupported"));
+}

@@ -547,3 +547,23 @@ proptest::proptest! {
         proptest::prop_assert!(matches!(out.last(), Some(Delta::Done | Delta::Error(_))));
     }
 }
+
+#[test]
+fn a_refusal_is_text_without_a_format_and_a_refused_error_with_one() {
+    let body = sse(&[
+        chunk(json!({"role": "assistant", "refusal": "I can't"}), None),
+        chunk(json!({"refusal": " help with that."}), Some("stop")),
+    ]);
+    let (_, message, error) = last(&run(&body));
+    assert!(error.is_none());
+    assert_eq!(message.text(), "I can't help with that.");
+
+    let cfg = DecoderConfig { refusal_is_error: true, ..DecoderConfig::default() };
+    let (events, _) = run_with(Decoder::with_config(Arc::new(cfg)), &body);
+    let (_, message, error) = last(&events);
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::Refused);
+    assert_eq!(error.code.as_deref(), Some("refusal"));
+    assert_eq!(error.message, "OpenAI refusal: I can't help with that.");
+    assert_eq!(message.text(), "");
+}

@@ -601,3 +601,42 @@ fn opaque_items_round_trip_to_the_same_model_and_are_dropped_for_others() {
     assert_eq!(input.as_array().unwrap().len(), 2, "{input}");
     assert!(!input.to_string().contains("apply_patch_call"));
 }
+
+fn person() -> llm_core::OutputFormat {
+    llm_core::OutputFormat::new(
+        "person",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]}),
+    )
+}
+
+#[test]
+fn an_output_format_is_a_strict_text_format() {
+    let strict = StreamOptions { output: Some(person()), ..options() };
+    let body = build_request(&model(), &Context::default(), &strict, None).unwrap().body;
+    assert_eq!(
+        body["text"],
+        json!({"format": {
+            "type": "json_schema",
+            "name": "person",
+            "schema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+                "required": ["name", "age"],
+                "additionalProperties": false
+            },
+            "strict": true
+        }})
+    );
+    let loose = StreamOptions { output: Some(person().with_strict(false)), ..options() };
+    let body = build_request(&model(), &Context::default(), &loose, None).unwrap().body;
+    assert_eq!(body["text"]["format"]["schema"], person().schema);
+    assert_eq!(body["text"]["format"]["strict"], json!(false));
+}
+
+#[test]
+fn a_model_without_structured_output_fails_before_any_request() {
+    let m = Model { id: "gpt-4-turbo".into(), ..model() };
+    let strict = StreamOptions { output: Some(person()), ..options() };
+    let error = build_request(&m, &Context::default(), &strict, None).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Unsupported);
+}

@@ -978,3 +978,37 @@ fn completed_output_skips_finished_items_without_decoding_them() {
     let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
     assert_eq!(error.kind, ErrorKind::Decode);
 }
+
+#[test]
+fn a_refusal_is_text_without_a_format_and_a_refused_error_with_one() {
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_r", "status": "in_progress"}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "msg_r", "role": "assistant", "content": []}}),
+        json!({"type": "response.refusal.delta", "output_index": 0, "item_id": "msg_r", "content_index": 0, "delta": "I can't"}),
+        json!({"type": "response.refusal.delta", "output_index": 0, "item_id": "msg_r", "content_index": 0, "delta": " help."}),
+        json!({"type": "response.completed", "response": {"id": "resp_r", "status": "completed"}}),
+    ];
+    let body = sse(&events);
+    let plain = run_with(&body, &[]);
+    assert!(
+        matches!(plain.last(), Some(AssistantEvent::Done { message, .. }) if message.text() == "I can't help.")
+    );
+
+    let mut sse_decoder = SseDecoder::new();
+    let mut raw = Vec::new();
+    sse_decoder.push(body.as_bytes(), &mut raw).unwrap();
+    sse_decoder.finish(&mut raw).unwrap();
+    let mut decoder = Decoder::new(Arc::default(), Arc::default()).refusing(true);
+    let mut deltas = Vec::new();
+    for event in raw.drain(..) {
+        decoder.event(event, &mut deltas);
+    }
+    decoder.end(&mut deltas);
+    let error = deltas.iter().find_map(|d| match d {
+        llm_core::Delta::Error(e) => Some(e.clone()),
+        _ => None,
+    });
+    let error = error.unwrap();
+    assert_eq!((error.kind, error.code.as_deref()), (ErrorKind::Refused, Some("refusal")));
+    assert_eq!(error.message, "OpenAI refusal: I can't help.");
+}
