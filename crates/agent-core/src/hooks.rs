@@ -1,6 +1,6 @@
 //! Hooks: points where the application steers the loop.
 //!
-//! Every hook is untrusted (spec decision 10): a hook that panics, in its
+//! Every hook is untrusted: a hook that panics, in its
 //! synchronous part or in the future it returns, is contained where it is
 //! called. A tool-call hook's panic becomes that call's error result; a
 //! turn-level hook's panic ends the run with [`crate::AgentError`], and the run

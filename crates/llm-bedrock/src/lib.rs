@@ -75,7 +75,7 @@
 //!
 //! # OpenClaw bugs fixed here
 //!
-//! OpenClaw's Bedrock adapter (spec `bedrock-azure.md` A.14) has gaps this crate closes:
+//! OpenClaw's Bedrock adapter has gaps this crate closes:
 //! - stop sequences (`StreamOptions::stop`) are sent as `inferenceConfig.stopSequences`;
 //!   OpenClaw never sends them;
 //! - redacted reasoning (`reasoningContent.redactedContent`) is kept as a redacted thinking
@@ -87,7 +87,7 @@
 //!   only runs of tool results;
 //! - a stream that ends before `messageStop` is a `truncated` error, not a success;
 //! - an `exception` message before any content (a throttling exception, say) is retried
-//!   like an HTTP error (spec decision 7); OpenClaw never retries in-stream exceptions.
+//!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
 
 mod attempt;

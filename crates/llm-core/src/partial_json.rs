@@ -2,7 +2,7 @@
 //!
 //! Providers stream tool arguments as raw JSON text fragments. OpenClaw re-parses the whole
 //! accumulated buffer after every fragment (`parseStreamingJson`), which is quadratic over a
-//! stream (see `peer-lessons.md` item 2). [`PartialJson`] keeps its parse state across
+//! stream. [`PartialJson`] keeps its parse state across
 //! fragments instead: every byte is looked at once, and the current best-effort value is kept
 //! up to date in place, so reading [`PartialJson::value`] after every fragment costs nothing
 //! extra and the work over a whole stream is linear in its length.
@@ -365,7 +365,7 @@ fn is_ws(b: u8) -> bool {
 // repair_json / parse_streaming_json / split_concatenated_objects
 // ---------------------------------------------------------------------------------------------
 
-/// OpenClaw's `repairJson` (`openclaw-behavior.md` §2.2).
+/// OpenClaw's `repairJson`.
 ///
 /// Rewrites only the inside of string literals:
 /// * raw control characters (U+0000–U+001F) are escaped (`\b \f \n \r \t`, else `\u00XX`);
@@ -496,7 +496,7 @@ fn parse_with_repair(input: &str) -> Option<Value> {
     serde_json::from_str::<Value>(&repair_json(input)).ok()
 }
 
-/// OpenClaw's `parseStreamingJson` (`openclaw-behavior.md` §2.2). Never fails.
+/// OpenClaw's `parseStreamingJson`. Never fails.
 ///
 /// Returns `{}` for empty or whitespace-only input; otherwise the strict parse of
 /// [`repair_json`]`(input)` if that succeeds, else the best-effort partial value of the
@@ -1946,7 +1946,7 @@ mod tests {
 
     #[test]
     fn escaped_windows_path_keeps_its_newline() {
-        // Issue 23: a correctly escaped path followed by `\n` and `\t` (valid JSON).
+        // A correctly escaped path followed by `\n` and `\t` (valid JSON).
         let input = r#"{"content":"Path: C:\\Users\\ola\nNext line\tend"}"#;
         let expected = json!({"content": "Path: C:\\Users\\ola\nNext line\tend"});
         assert_eq!(serde_json::from_str::<Value>(input).unwrap(), expected);

@@ -2,7 +2,7 @@
 //! source, `<name>.frames.json`, and its encoding, `<name>.eventstream`, committed side by
 //! side so a reviewer reads the source and the replay serves the exact bytes.
 //!
-//! The encoder is written from the format's description (spec `bedrock-azure.md` A.7), with
+//! The encoder is written from the format's description (AWS event-stream encoding), with
 //! the `crc32fast` crate for the CRCs, so it shares nothing with the decoders it tests.
 //! [`load_body`] refuses bytes that differ from their source's encoding;
 //! `UPDATE_EXPECT=1 cargo xtask conformance` rewrites them ([`regenerate`]).

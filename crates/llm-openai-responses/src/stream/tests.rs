@@ -794,7 +794,7 @@ fn a_finished_call_item_that_is_no_rust_string_still_fails_the_stream() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Complete arguments in `.done` events, decoded in place (issue 15)
+// Complete arguments in `.done` events, decoded in place
 // ---------------------------------------------------------------------------------------------
 
 /// `event: <type>\ndata: <data>\n\n` for data written by hand (escapes spelled as given).
