@@ -28,7 +28,7 @@
 //!
 //! As a result a completed member never disappears or changes while more valid input arrives.
 //!
-//! # Leniency (OpenClaw's `repairJson`, with decision 9)
+//! # Leniency (OpenClaw's `repairJson`, never rewriting valid JSON)
 //!
 //! Valid JSON is decoded per RFC 8259, with one documented exception (the drive-path rule
 //! below). Invalid JSON inside string literals is repaired as [`repair_json`] does, so the
@@ -65,7 +65,7 @@
 //! and colon followed directly by such a control escape, or by single-backslash segments and
 //! then one (`"A:\nB"` reads as `A:\nB`, not as a line break): that is exactly the ambiguous
 //! text `"C:\new\file"` is made of. OpenClaw differs in two ways: it counts `\\` (and `/`) as a
-//! separator, which rewrites correctly escaped paths (the bug decision 9 fixes), and it accepts
+//! separator, which rewrites correctly escaped paths (a bug: valid JSON must arrive as sent), and it accepts
 //! a drive letter right at the start of the 160-unit window whatever precedes it.
 //!
 //! OpenClaw's partial step first parses the *unrepaired* prefix, so a streamed `"C:\new`
@@ -1995,7 +1995,7 @@ mod tests {
 
     #[test]
     fn repair_code_is_not_a_path() {
-        // `if x:` followed by `\n` is code, not a drive path (OpenClaw issue #93139).
+        // `if x:` followed by `\n` is code, not a drive path (OpenClaw fixed this upstream too).
         let input = r#"{"code":"def f(x):\n  return x"}"#;
         assert_eq!(repair_json(input), input);
         assert_eq!(parse_streaming_json(input), json!({"code": "def f(x):\n  return x"}));

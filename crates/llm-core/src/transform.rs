@@ -508,7 +508,7 @@ fn close_turn(open: &mut Vec<OpenCall<'_>>, violations: &mut Vec<TranscriptViola
     }
 }
 
-/// Checks the transcript invariant of decision 1: every tool call in an
+/// Checks the transcript invariant: every tool call in an
 /// assistant message is followed by exactly one tool result (matching id)
 /// before the next assistant or user message, in call order, and there is no
 /// tool result without a call. Assistant messages of every stop reason count.

@@ -1,6 +1,6 @@
 //! Mistral error bodies to [`llm_core::Error`].
 //!
-//! Mistral's error bodies vary by era and gateway layer (wire-formats §5.e):
+//! Mistral's error bodies vary by era and gateway layer:
 //!
 //! - `{"object":"error","message":"…","type":"invalid_request_error","param":null,"code":"3280"}`
 //! - `{"message":"Unauthorized","request_id":"…"}`, `{"detail":"Unauthorized"}`

@@ -1,4 +1,4 @@
-//! Issue #20: the loop's guarantees under every failure (one test per defect),
+//! The loop's guarantees under every failure (one test per defect),
 //! and the per-turn hooks (§8 #61).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

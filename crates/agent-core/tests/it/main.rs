@@ -382,7 +382,7 @@ async fn deferred_tool_wrong_name_or_failure_is_an_error_result() {
 
 #[tokio::test]
 async fn tool_error_and_panic_become_error_results_and_the_loop_continues() {
-    // §8 #53 and decision 1 (panic)
+    // A panicking tool, too, gets an error result.
     let boom = AgentTool::new(
         Tool { name: "boom".into(), description: "d".into(), parameters: open_schema() },
         |_i: ToolInvocation| async { Err::<ToolOutput, _>(ToolError::from("boom")) },
@@ -477,7 +477,7 @@ async fn terminate_needs_every_call() {
 
 #[tokio::test]
 async fn stop_after_batch_writes_results_then_stops() {
-    // decision 3
+    // The batch's results are written before the run stops.
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("1", "t", json!({}))]), text_turn("never")],
@@ -617,7 +617,7 @@ async fn abort_from_inside_a_tool_gives_the_openclaw_sequence() {
 
 #[tokio::test]
 async fn abort_during_sequential_batch_gives_every_call_a_result() {
-    // §8 #58 with decision 1: remaining calls still get results.
+    // Remaining calls still get results (every call gets exactly one).
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[
@@ -719,7 +719,7 @@ async fn continue_checks_the_transcript() {
 
 #[tokio::test]
 async fn length_stop_never_executes_the_cut_off_call() {
-    // §8 #62 and decision 2
+    // A call cut off by `length` is never run; it gets an error result.
     let ran = Arc::new(AtomicUsize::new(0));
     let ran2 = ran.clone();
     let tool = AgentTool::new(
