@@ -127,7 +127,7 @@ pub trait AgentHooks: Send + Sync {
         false
     }
 
-    /// Called before every request (§8 #61, OpenClaw's `prepareNextTurn`): may
+    /// Called before every request (OpenClaw's `prepareNextTurn`): may
     /// replace the model, the system prompt, the options and the visible tools.
     fn prepare_next_turn<'a>(&'a self, _info: TurnInfo<'a>) -> BoxFuture<'a, Option<TurnUpdate>> {
         Box::pin(std::future::ready(None))

@@ -352,7 +352,7 @@ impl PendingTurn {
     }
 }
 
-/// OpenClaw `transformMessages` (§2.1): prepares a transcript for `target`.
+/// OpenClaw `transformMessages`: prepares a transcript for `target`.
 ///
 /// - Pass 0: if `target` has no image input, images in user messages become
 ///   [`USER_IMAGE_PLACEHOLDER`] and in tool results [`TOOL_IMAGE_PLACEHOLDER`];
