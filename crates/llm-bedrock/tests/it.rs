@@ -70,7 +70,7 @@ async fn streams_over_loopback_in_every_chunking() {
     }
 }
 
-/// Spec D.1 #31, OpenClaw's session-level retry matching on the error text, as the typed
+/// OpenClaw's session-level retry matching on the error text, as the typed
 /// error a session reads instead: each exception arrives after text (so the driver does
 /// not retry what was already shown), and the error says whether a new turn may retry it
 /// (`retryable`) and whether the prompt is too long (`context_length`, compact first).
