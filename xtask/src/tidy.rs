@@ -609,6 +609,7 @@ enum Then {
 /// it. Each is split in two so that this file passes its own rule.
 const REFERENCES: &[(&str, Then)] = &[
     (concat!("decision", " "), Then::Number),
+    (concat!("decisions", " "), Then::Number),
     (concat!("issue", " "), Then::Number),
     (concat!("issues", " "), Then::Number),
     (concat!("session", " "), Then::Number),
