@@ -262,7 +262,7 @@ mod tests {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// The format's published test vectors, computed with zlib's CRC-32; the first is also published
+    /// Test vectors, computed with zlib's CRC-32; the first is also published
     /// by a third party.
     #[test]
     fn matches_the_published_vectors() {
