@@ -625,7 +625,7 @@ const REFERENCES: &[(&str, Then)] = &[
     (concat!("/wo", "rk/"), Then::Anything),
 ];
 
-/// Where [`REFERENCES`] are looked for, relative to the workspace root (folders and files;
+/// Where `REFERENCES` are looked for, relative to the workspace root (folders and files;
 /// the recorded fixtures are data, only their notes are prose).
 pub const REFERENCE_DIRS: &[&str] = &[
     "crates",
@@ -639,7 +639,7 @@ pub const REFERENCE_DIRS: &[&str] = &[
     "fixtures/SCENARIOS.md",
 ];
 
-/// The [`REFERENCES`] in `text`, as `(line number, matched text)`.
+/// The `REFERENCES` in `text`, as `(line number, matched text)`.
 pub fn find_references(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     for (index, line) in text.lines().enumerate() {
@@ -686,7 +686,7 @@ pub fn find_references(text: &str) -> Vec<(usize, String)> {
     found
 }
 
-/// Every [`REFERENCES`] match in the text files under `dirs` (folders or files, relative to
+/// Every `REFERENCES` match in the text files under `dirs` (folders or files, relative to
 /// `root`), skipping `target/` and hidden entries inside them.
 pub fn scan_references_in(root: &Path, dirs: &[&str]) -> Result<Vec<String>> {
     let mut problems = Vec::new();
@@ -729,7 +729,7 @@ pub fn scan_references_in(root: &Path, dirs: &[&str]) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-/// Every [`REFERENCES`] match under [`REFERENCE_DIRS`] of the workspace at `root`.
+/// Every `REFERENCES` match under [`REFERENCE_DIRS`] of the workspace at `root`.
 pub fn scan_references(root: &Path) -> Result<Vec<String>> {
     scan_references_in(root, REFERENCE_DIRS)
 }
