@@ -25,7 +25,7 @@
 //!   picks the mode. Raw mode (even): the rest is the body; splitting it anywhere gives the same
 //!   frames and the same error as decoding it whole, and after an error the framing keeps
 //!   failing. Differential mode (odd): the rest describes frames (string headers and payloads),
-//!   which an encoder written here from the wire layout (spec A.7, `crc32fast` for the CRCs,
+//!   which an encoder written here from the wire layout (AWS event-stream, `crc32fast` for the CRCs,
 //!   independent of `aws-smithy-eventstream`) turns into bytes, optionally with one byte
 //!   corrupted or the body cut short; the decoder must return exactly the frames described, or,
 //!   with a corruption, the frames before the corrupted one and an error (CRC-32 detects every
@@ -428,7 +428,7 @@ fn decode_event_stream(
     (frames, error)
 }
 
-/// One message with string headers, encoded from the wire layout of spec A.7:
+/// One message with string headers, encoded from the AWS event-stream wire layout:
 /// `total | headers length | prelude CRC | headers (name length u8, name, 7, value length
 /// u16, value) | payload | message CRC`, big-endian, CRC-32 by `crc32fast`.
 pub fn encode_event_stream(headers: &[(String, String)], payload: &[u8]) -> Vec<u8> {

@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: every provider end to end on generated streams (issue 15).
+//! `cargo xtask bench`: every provider end to end on generated streams.
 //!
 //! Each case streams a generated response through the provider's real HTTP client from a
 //! minimal loopback server in this file (one `std` thread that writes the body as it is

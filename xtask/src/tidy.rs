@@ -15,7 +15,10 @@
 //!   and at least one shared scenario that is not skipped;
 //! - every provider crate has the one layout ([`PROVIDER_SRC_FILES`] under `src/`,
 //!   and no `*_tests.rs` beside them: a module's unit tests live in
-//!   `src/<module>/tests.rs`, integration tests in `tests/`).
+//!   `src/<module>/tests.rs`, integration tests in `tests/`);
+//! - no pointer to a document outside the repository (the design notes' file names, tracker
+//!   numbers, work sessions) and no machine path in [`REFERENCE_DIRS`]: a reader cannot
+//!   follow them, so code and docs state the reason itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -110,6 +113,7 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
         }
     }
     problems.extend(scan_secrets(&root.join("fixtures"))?);
+    problems.extend(scan_references(root)?);
     Ok(problems)
 }
 
@@ -590,6 +594,146 @@ pub fn scan_secrets(dir: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
+/// What must follow a [`REFERENCES`] pattern for it to count.
+#[derive(Debug, Clone, Copy)]
+enum Then {
+    /// Anything: the pattern is specific enough.
+    Anything,
+    /// A number, optionally after `#` (a tracker number, a numbered decision).
+    Number,
+    /// The end of the word (so that `the leading` does not count).
+    WordEnd,
+}
+
+/// Pointers out of the repository, lower case; a match also needs a word boundary before
+/// it. Each is split in two so that this file passes its own rule.
+const REFERENCES: &[(&str, Then)] = &[
+    (concat!("decision", " "), Then::Number),
+    (concat!("decisions", " "), Then::Number),
+    (concat!("issue", " "), Then::Number),
+    (concat!("issues", " "), Then::Number),
+    (concat!("session", " "), Then::Number),
+    (concat!("follow-up", " "), Then::Number),
+    (concat!("follow-ups", " "), Then::Number),
+    (concat!("the", " lead"), Then::WordEnd),
+    (concat!("openclaw", "-behavior"), Then::Anything),
+    (concat!("wire", "-formats"), Then::Anything),
+    (concat!("bedrock", "-azure"), Then::Anything),
+    (concat!("peer", "-lessons"), Then::Anything),
+    (concat!("style", ".md"), Then::Anything),
+    (concat!("shared", "/spec"), Then::Anything),
+    (concat!("/wo", "rk/"), Then::Anything),
+];
+
+/// Where `REFERENCES` are looked for, relative to the workspace root (folders and files;
+/// the recorded fixtures are data, only their notes are prose).
+pub const REFERENCE_DIRS: &[&str] = &[
+    "crates",
+    "docs",
+    "xtask/src",
+    "examples",
+    "fuzz",
+    ".ci",
+    "README.md",
+    "fixtures/README.md",
+    "fixtures/SCENARIOS.md",
+];
+
+/// The `REFERENCES` in `text`, as `(line number, matched text)`.
+pub fn find_references(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let lower = line.to_ascii_lowercase();
+        let bytes = lower.as_bytes();
+        for (pattern, then) in REFERENCES {
+            for (at, _) in lower.match_indices(pattern) {
+                let before = at.checked_sub(1).and_then(|i| bytes.get(i)).copied();
+                if pattern.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && before.is_some_and(|b| b.is_ascii_alphanumeric())
+                {
+                    continue;
+                }
+                let end = at + pattern.len();
+                let rest = bytes.get(end..).unwrap_or_default();
+                let len = match then {
+                    Then::Anything => 0,
+                    Then::Number => {
+                        let hash = usize::from(rest.first() == Some(&b'#'));
+                        let digits = rest
+                            .get(hash..)
+                            .unwrap_or_default()
+                            .iter()
+                            .take_while(|b| b.is_ascii_digit())
+                            .count();
+                        if digits == 0 {
+                            continue;
+                        }
+                        hash + digits
+                    }
+                    Then::WordEnd => {
+                        if rest.first().is_some_and(|b| b.is_ascii_alphanumeric()) {
+                            continue;
+                        }
+                        0
+                    }
+                };
+                found.push((index + 1, line.get(at..end + len).unwrap_or_default().to_owned()));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Every `REFERENCES` match in the text files under `dirs` (folders or files, relative to
+/// `root`), skipping `target/` and hidden entries inside them.
+pub fn scan_references_in(root: &Path, dirs: &[&str]) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut files = Vec::new();
+    let mut stack: Vec<PathBuf> = Vec::new();
+    for path in dirs.iter().map(|d| root.join(d)) {
+        if path.is_dir() {
+            stack.push(path);
+        } else if path.is_file() {
+            files.push(path);
+        }
+    }
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&d, e))?.path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    for path in files {
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        // Binary fixtures are not prose.
+        let Ok(text) = std::str::from_utf8(&bytes) else { continue };
+        for (line, matched) in find_references(text) {
+            problems.push(format!(
+                "{}:{line}: `{matched}` points outside the repository: state the reason itself",
+                relative(root, &path)
+            ));
+        }
+    }
+    problems.sort();
+    Ok(problems)
+}
+
+/// Every `REFERENCES` match under [`REFERENCE_DIRS`] of the workspace at `root`.
+pub fn scan_references(root: &Path) -> Result<Vec<String>> {
+    scan_references_in(root, REFERENCE_DIRS)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 mod tests {
@@ -833,5 +977,86 @@ mod tests {
         ] {
             assert!(find_secrets(text).is_empty(), "{text}");
         }
+    }
+
+    #[test]
+    fn finds_references_outside_the_repository() {
+        // Each case is `(before, word, after)`, the match being `word` and the start of
+        // `after`; written in pieces so that this file passes the rule it tests.
+        let cases = [
+            ("// (spec ", "decision", " 7): retried", " 7"),
+            ("//! ", concat!("openclaw", "-behavior"), ".md §2.2", ""),
+            ("see `", concat!("wire", "-formats"), "` §5.e", ""),
+            ("Spec `", concat!("bedrock", "-azure"), "` A.7", ""),
+            ("", concat!("peer", "-lessons"), ".md item 2", ""),
+            ("section 4 of ", concat!("style", ".md"), "", ""),
+            ("in the ", concat!("shared", "/spec"), "/README.md", ""),
+            ("the SDK (", "issue", " #18 names it)", " #18"),
+            ("", "Issue", " 23: a path", " 23"),
+            ("decoder work (", "issues", " 21 and 23)", " 21"),
+            ("(", "session", " 4)", " 4"),
+            ("### ", "Follow-up", " 2: the peak", " 2"),
+            ("Reported to ", concat!("the", " lead"), ".", ""),
+            ("cd ", "/wo", "rk/wt/refs", "rk/"),
+        ];
+        for (before, word, after, tail) in cases {
+            let text = format!("{before}{word}{after}");
+            let found = find_references(&text);
+            assert_eq!(found.len(), 1, "{text}: {found:?}");
+            assert!(found.iter().any(|(_, m)| *m == format!("{word}{tail}")), "{text}: {found:?}");
+        }
+        let two = format!("a\nb {} 1 and {} 3", "decision", "session");
+        assert_eq!(
+            find_references(&two).iter().map(|(line, _)| *line).collect::<Vec<_>>(),
+            [2, 2],
+            "{two}"
+        );
+    }
+
+    #[test]
+    fn ignores_words_that_only_look_like_references() {
+        for text in [
+            "the leading byte",
+            "an approval decision",
+            "a follow-up message",
+            "steering and follow-up queues",
+            "the session token",
+            "this issue is known",
+            "predecision 7",
+            concat!("noni", "ssue 3"),
+            "/workspace/ and /network/",
+            concat!("lifest", "yle.md"),
+        ] {
+            assert_eq!(find_references(text), Vec::<(usize, String)>::new(), "{text}");
+        }
+    }
+
+    #[test]
+    fn scan_reports_a_planted_reference_with_its_path_and_line() {
+        let dir = crate_with(&["src/lib.rs", "docs/notes.md", "docs/target/junk.md", "docs/.x.md"]);
+        let planted = format!("//! x\n/// Retried (spec {} 7).\n", "decision");
+        std::fs::write(dir.0.join("src/lib.rs"), &planted).unwrap();
+        std::fs::write(dir.0.join("docs/notes.md"), format!("Reported to the {}.\n", "lead"))
+            .unwrap();
+        for skipped in ["docs/target/junk.md", "docs/.x.md"] {
+            std::fs::write(dir.0.join(skipped), format!("/{}/x", "work")).unwrap();
+        }
+        let mut blob = vec![0xff, 0xfe];
+        blob.extend(format!("/{}/", "work").bytes());
+        std::fs::write(dir.0.join("src/blob.bin"), blob).unwrap();
+        let problems = scan_references_in(&dir.0, &["src", "docs"]).unwrap();
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        let file = scan_references_in(&dir.0, &["docs/notes.md", "missing.md"]).unwrap();
+        assert_eq!(file.len(), 1, "{file:#?}");
+        let lead = format!("docs/notes.md:1: `the {}`", "lead");
+        assert!(problems[0].starts_with(&lead), "{problems:#?}");
+        let decision = format!("src/lib.rs:2: `{} 7`", "decision");
+        assert!(problems[1].starts_with(&decision), "{problems:#?}");
+    }
+
+    #[test]
+    fn workspace_has_no_reference_outside_the_repository() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(scan_references(root).unwrap(), Vec::<String>::new());
     }
 }

@@ -1,4 +1,4 @@
-//! Issue 23 / spec decision 9 through every provider's decoder: random text and random
+//! Arguments and text arrive exactly as sent, through every provider's decoder: random text and random
 //! `serde_json`-serialized tool arguments, cut into fragments at random UTF-16 positions (so a
 //! surrogate pair may be split across two events, as a UTF-16 gateway does), wrapped in the
 //! provider's wire events, and the SSE body split at random byte positions (and whole, and one

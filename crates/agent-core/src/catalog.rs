@@ -1,5 +1,5 @@
 //! Planned tools: descriptors planned by `tool-planner`, executed through a
-//! registry of [`AgentTool`]s (OpenClaw §4 in the loop).
+//! registry of [`AgentTool`]s (OpenClaw's tool planning, in the loop).
 //!
 //! A [`ToolCatalog`] holds every tool the application knows: its
 //! [`ToolDescriptor`] (name, description, schema, availability, sort key) and

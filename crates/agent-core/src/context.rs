@@ -41,7 +41,7 @@ impl AgentContext {
         self.tools.iter().find(|t| t.tool.name == name)
     }
 
-    /// Checks that tool names are unique (the planner's rule, OpenClaw §4.3):
+    /// Checks that tool names are unique (the planner's rule, as OpenClaw's):
     /// two tools with one name would both be sent and calls would be ambiguous.
     pub fn check_tools(&self) -> Result<(), AgentError> {
         check_unique_names(&self.tools)
@@ -56,7 +56,7 @@ pub(crate) fn check_unique_names(tools: &[AgentTool]) -> Result<(), AgentError> 
     }
 }
 
-/// How many queued messages one poll delivers (OpenClaw §5.11).
+/// How many queued messages one poll delivers (OpenClaw's queue modes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueueMode {

@@ -1,4 +1,4 @@
-//! Events of an agent run (OpenClaw §5.1).
+//! Events of an agent run (OpenClaw's, in its order).
 
 use llm_core::{AssistantEvent, AssistantMessage, Message, ToolResultMessage};
 use serde::ser::{SerializeMap, Serializer};
@@ -32,7 +32,7 @@ pub enum EndReason {
     Failed,
 }
 
-/// One event of an agent run, in the order of OpenClaw §5 / §8 #47.
+/// One event of an agent run, in OpenClaw's order.
 ///
 /// Serializes as one JSON object per event, tagged by `type`
 /// (`agent_start`, `message_update`, ...), for UIs and JSON-lines logs.

@@ -1,6 +1,6 @@
 //! Hooks: points where the application steers the loop.
 //!
-//! Every hook is untrusted (spec decision 10): a hook that panics, in its
+//! Every hook is untrusted: a hook that panics, in its
 //! synchronous part or in the future it returns, is contained where it is
 //! called. A tool-call hook's panic becomes that call's error result; a
 //! turn-level hook's panic ends the run with [`crate::AgentError`], and the run
@@ -127,7 +127,7 @@ pub trait AgentHooks: Send + Sync {
         false
     }
 
-    /// Called before every request (§8 #61, OpenClaw's `prepareNextTurn`): may
+    /// Called before every request (OpenClaw's `prepareNextTurn`): may
     /// replace the model, the system prompt, the options and the visible tools.
     fn prepare_next_turn<'a>(&'a self, _info: TurnInfo<'a>) -> BoxFuture<'a, Option<TurnUpdate>> {
         Box::pin(std::future::ready(None))

@@ -7,12 +7,12 @@
 //! and requests again, until the model stops calling tools, a batch terminates,
 //! a hook stops it, the turn limit is reached, or the run is aborted.
 //!
-//! Invariant (spec decision 1): every tool call in the transcript gets exactly
+//! Invariant: every tool call in the transcript gets exactly
 //! one tool result, whatever happens: unknown tool, blocked, invalid arguments,
 //! error, panic, abort, or a call cut off by the token limit.
 //! [`check_tool_results`] checks it.
 //!
-//! Every callback is untrusted (spec decision 10): hooks, argument shims,
+//! Every callback is untrusted: hooks, argument shims,
 //! deferred resolvers, tools and the provider may panic or hang; the loop
 //! contains them where it calls them, and every run ends with exactly one
 //! [`AgentEvent::AgentEnd`], after which nothing is delivered.

@@ -94,7 +94,7 @@ impl AgentConfig {
     }
 }
 
-/// Why a transcript cannot be continued (OpenClaw §5.2).
+/// Why a transcript cannot be continued (OpenClaw's `continue` checks).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContinueError {
     /// The transcript is empty.

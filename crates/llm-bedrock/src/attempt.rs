@@ -104,7 +104,7 @@ pub(crate) fn build(
 }
 
 /// `unsigned` signed with `auth` (SigV4 for the request's own region: a pinned standard
-/// endpoint signs for its region, spec A.2) at `now`.
+/// endpoint signs for its region) at `now`.
 pub(crate) fn sign(
     unsigned: &Unsigned,
     mut auth: Auth,

@@ -1,4 +1,4 @@
-//! Bedrock authentication (spec A.3) and the signing region (A.2).
+//! Bedrock authentication and the signing region.
 //!
 //! [`resolve_auth`] picks, per request, in OpenClaw's order:
 //! 1. a Bedrock API key: [`StreamOptions::api_key`], else `AWS_BEARER_TOKEN_BEDROCK` (an empty
@@ -162,7 +162,7 @@ fn var(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
 }
 
 /// The region the caller configured: option `region`, else `AWS_REGION`, else
-/// `AWS_DEFAULT_REGION` (spec A.2 `configuredRegion`).
+/// `AWS_DEFAULT_REGION` (OpenClaw's `configuredRegion`).
 pub fn configured_region(
     options: &StreamOptions,
     env: &dyn Fn(&str) -> Option<String>,
@@ -173,7 +173,7 @@ pub fn configured_region(
         .or_else(|| var(env, "AWS_DEFAULT_REGION"))
 }
 
-/// The profile the caller selected: option `profile`, else `AWS_PROFILE` (spec A.2
+/// The profile the caller selected: option `profile`, else `AWS_PROFILE` (OpenClaw's
 /// `hasProfile`); `None` means the `default` profile, and the environment's keys are used
 /// first.
 pub fn selected_profile(
@@ -183,12 +183,12 @@ pub fn selected_profile(
     string_option(options, PROFILE_OPTION).map(str::to_owned).or_else(|| var(env, "AWS_PROFILE"))
 }
 
-/// The signing region (spec A.2): the [`configured_region`]; else, when a profile is
+/// The signing region: the [`configured_region`]; else, when a profile is
 /// selected, that profile's `region` in the shared config (the credentials file's as a
 /// fallback); else [`DEFAULT_REGION`].
 ///
 /// A caller that pins a standard regional endpoint with nothing configured signs for the
-/// endpoint's own region instead (spec A.2); that choice needs the endpoint and is made where
+/// endpoint's own region instead; that choice needs the endpoint and is made where
 /// the endpoint is resolved.
 pub fn resolve_region(options: &StreamOptions, env: &dyn Fn(&str) -> Option<String>) -> String {
     region_from(options, env, &LazyFiles::new(env))

@@ -1,4 +1,4 @@
-//! Neutral request -> Bedrock `ConverseStream` wire request (spec A.4). Pure: the
+//! Neutral request -> Bedrock `ConverseStream` wire request. Pure: the
 //! environment comes in as a lookup function, there is no IO, clock or randomness.
 //!
 //! The body is built from `serde_json::Map` in a fixed order (the workspace enables
@@ -101,7 +101,7 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
 }
 
-/// The endpoint inputs from the options and the environment (spec A.2); the region and
+/// The endpoint inputs from the options and the environment; the region and
 /// profile are read as `auth` reads them.
 fn endpoint_inputs<'a>(
     model: &'a Model,
@@ -129,7 +129,7 @@ pub(crate) fn forces_cache(extra: &BedrockOptions, env: Env<'_>) -> bool {
         || env("AWS_BEDROCK_FORCE_CACHE").is_some_and(|v| v.trim() == "1")
 }
 
-/// The endpoint of the runtime request (spec A.2), as [`build_request`] resolves it.
+/// The endpoint of the runtime request, as [`build_request`] resolves it.
 pub(crate) fn resolve_endpoint(
     model: &Model,
     options: &StreamOptions,
@@ -155,7 +155,7 @@ pub(crate) fn build_request(
 }
 
 /// [`build_request`] where `profile`, when known, says what the models behind an application
-/// inference profile have in common (spec A.12.6): whether all cache, and whether one
+/// inference profile have in common: whether all cache, and whether one
 /// rejects `temperature`.
 pub(crate) fn build_request_with(
     model: &Model,
@@ -202,13 +202,13 @@ pub(crate) fn build_request_with(
     {
         inference.insert("temperature".into(), json!(t));
     }
-    // OpenClaw drops stop sequences (spec A.1); Bedrock takes them here.
+    // OpenClaw drops stop sequences; Bedrock takes them here.
     if !options.stop.is_empty() {
         inference.insert("stopSequences".into(), json!(options.stop));
     }
     body.insert("inferenceConfig".into(), Value::Object(inference));
     // Fable 5 may refuse after partial output, so a forced tool choice is downgraded and
-    // the refusal details are asked for (spec A.10).
+    // the refusal details are asked for.
     let choice = match options.tool_choice.clone() {
         Some(ToolChoice::Required | ToolChoice::Tool(_)) if traits.fable => Some(ToolChoice::Auto),
         other => other,
@@ -271,7 +271,7 @@ pub(crate) fn build_request_with(
             )));
         }
         // Fable 5 serves only the default tier: another one is left out, as OpenClaw
-        // does, rather than failing a request Bedrock would otherwise serve (spec A.12.3).
+        // does, rather than failing a request Bedrock would otherwise serve.
         if traits.fable && tier != "default" {
             tracing::warn!(tier, "ignoring unsupported Fable 5 Bedrock service tier");
         } else {
@@ -353,7 +353,7 @@ struct Thinking {
     adaptive: bool,
 }
 
-/// Spec A.1 step 4 and A.4.6: adaptive Claude models get a type and an effort, other
+/// Adaptive Claude models get a type and an effort, other
 /// reasoning Claude models a token budget that fits under `maxTokens`; non-Claude models
 /// get no reasoning fields.
 fn resolve_thinking(
@@ -420,7 +420,7 @@ fn resolve_thinking(
     Thinking { fields: Some(fields), max_tokens, adaptive: false }
 }
 
-/// Spec A.5.3: the model's own `compat.thinkingLevelMap` entry when it is a string (`null`
+/// The effort level: the model's own `compat.thinkingLevelMap` entry when it is a string (`null`
 /// for `xhigh`/`max` means `high`); else `xhigh` and `max` only where the model has them
 /// natively, else `high`.
 fn effort(model: &Model, level: ReasoningLevel, traits: ClaudeTraits) -> String {
@@ -469,7 +469,7 @@ fn user_block(content: &UserContent) -> Result<Value, Error> {
     }
 }
 
-/// A replayed thinking block (spec A.4.3): for Claude, with its signature, as text without
+/// A replayed thinking block: for Claude, with its signature, as text without
 /// one, dropped for the `reasoning_content` marker; redacted reasoning goes back as
 /// `redactedContent` (OpenClaw drops it). Other models get the text only.
 fn thinking_block(thinking: &ThinkingContent, claude: bool) -> Option<Value> {

@@ -1,4 +1,4 @@
-//! Bedrock errors to `llm_core::Error` (spec A.11): HTTP error responses before the
+//! Bedrock errors to `llm_core::Error`: HTTP error responses before the
 //! stream, and `exception` / `error` frames inside it.
 //!
 //! Both name an AWS exception (`ThrottlingException`, `throttlingException`); its message
@@ -18,7 +18,7 @@ use crate::PROVIDER;
 /// The response header naming the exception (`ThrottlingException:http://...`).
 const ERROR_TYPE_HEADER: &str = "x-amzn-ErrorType";
 
-/// An HTTP error response (spec A.11.3). The exception name comes from the
+/// An HTTP error response. The exception name comes from the
 /// `x-amzn-ErrorType` header (text before the first `:`), else from the `__type` or `code`
 /// field of the body (text after `#`), else from the status; the message from
 /// `message`/`Message`.
@@ -104,7 +104,7 @@ fn exception_name(raw: &str) -> String {
     after_hash.split(':').next().unwrap_or_default().trim().to_owned()
 }
 
-/// ConverseStream's documented status for each exception (spec A.11.3).
+/// ConverseStream's documented status for each exception.
 fn status_exception(status: u16) -> &'static str {
     match status {
         400 => "ValidationException",
@@ -208,7 +208,7 @@ pub(crate) fn stream_exception(exception_type: &str, payload: &str) -> Error {
     exception(exception_type, &message, 0).with_body(payload.to_owned())
 }
 
-/// An unmodelled `error` frame: `:error-code` and `:error-message` (no prefix, spec A.7).
+/// An unmodelled `error` frame: `:error-code` and `:error-message` (no prefix).
 pub(crate) fn stream_error(code: Option<&str>, message: Option<&str>) -> Error {
     let message = message.filter(|m| !m.is_empty()).unwrap_or("UnknownError");
     let mut error = Error::new(ErrorKind::Provider, PROVIDER, message).with_retryable(false);

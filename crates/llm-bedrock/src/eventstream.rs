@@ -1,5 +1,5 @@
 //! The AWS event-stream binary framing of Bedrock's `ConverseStream` body
-//! (`application/vnd.amazon.eventstream`, spec A.7), as an [`llm_core::framing::Framing`]
+//! (`application/vnd.amazon.eventstream`), as an [`llm_core::framing::Framing`]
 //! for the shared driver.
 //!
 //! Each message is `total length (u32 BE) | headers length (u32 BE) | prelude CRC-32 |
@@ -28,7 +28,7 @@ use bytes::{Bytes, BytesMut};
 use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
 
 /// Largest accepted headers section of one message: 128 KiB, the limit of AWS's reference
-/// decoders (spec A.7).
+/// decoders.
 pub const MAX_HEADERS_BYTES: usize = 128 * 1024;
 
 /// The prelude: total length, headers length and the prelude CRC, 4 bytes each.

@@ -33,7 +33,7 @@
 //!   replaced by the configured region's endpoint (so a catalogue default never overrides
 //!   `AWS_REGION`).
 //! - HTTP version: HTTP/2 where the server offers it (ALPN), HTTP/1.1 only with
-//!   `AWS_BEDROCK_FORCE_HTTP1=1` (spec A.2; a client given to
+//!   `AWS_BEDROCK_FORCE_HTTP1=1` (a client given to
 //!   [`BedrockProvider::with_http_client`] is used as is). Unlike OpenClaw, a proxy from
 //!   `HTTP(S)_PROXY` does not force HTTP/1.1: OpenClaw's Node HTTP/2 handler cannot use
 //!   proxy agents, while reqwest tunnels HTTP/2 through the proxy.
@@ -44,7 +44,7 @@
 //!   `thinkingDisplay`, `interleavedThinking`, `thinkingBudgets`, `requestMetadata`,
 //!   `guardrailConfig`, `serviceTier`, `forceCache`, `controlPlaneUrl`. A mistyped option is
 //!   an `invalid_request` error before anything is sent.
-//! - Application inference profiles (spec A.12.6): an
+//! - Application inference profiles: an
 //!   `arn:aws(-cn|-us-gov)?:bedrock:<region>:<account>:application-inference-profile/<id>`
 //!   model id gets cache points when its profile segment says `claude`. Otherwise, when
 //!   cache points are wanted (retention not `none`, no forced cache), the first request for
@@ -68,14 +68,14 @@
 //!   `serviceTier: {type}`. An unknown tier is an error: OpenClaw logs a warning and sends
 //!   the request without a tier, which bills and schedules it on a tier the caller did not
 //!   ask for without telling them. Claude Fable 5 serves only `default`, so another known
-//!   tier is left out with a warning (`tracing`), as OpenClaw does (spec A.12.3): the
+//!   tier is left out with a warning (`tracing`), as OpenClaw does: the
 //!   request is still one Bedrock serves.
 //! - HTTP errors name their exception by the `x-amzn-ErrorType` response header, else by
-//!   the body's `__type`/`code`, else by the status (spec A.11.3).
+//!   the body's `__type`/`code`, else by the status.
 //!
 //! # OpenClaw bugs fixed here
 //!
-//! OpenClaw's Bedrock adapter (spec `bedrock-azure.md` A.14) has gaps this crate closes:
+//! OpenClaw's Bedrock adapter has gaps this crate closes:
 //! - stop sequences (`StreamOptions::stop`) are sent as `inferenceConfig.stopSequences`;
 //!   OpenClaw never sends them;
 //! - redacted reasoning (`reasoningContent.redactedContent`) is kept as a redacted thinking
@@ -87,7 +87,7 @@
 //!   only runs of tool results;
 //! - a stream that ends before `messageStop` is a `truncated` error, not a success;
 //! - an `exception` message before any content (a throttling exception, say) is retried
-//!   like an HTTP error (spec decision 7); OpenClaw never retries in-stream exceptions.
+//!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
 
 mod attempt;
@@ -262,7 +262,7 @@ impl BedrockProvider {
     }
 }
 
-/// The environment variable that makes requests use HTTP/1.1 only (spec A.2).
+/// The environment variable that makes requests use HTTP/1.1 only.
 pub const FORCE_HTTP1_ENV: &str = "AWS_BEDROCK_FORCE_HTTP1";
 
 /// Whether [`FORCE_HTTP1_ENV`] is `1`: "some custom endpoints require HTTP/1.1".

@@ -1,7 +1,7 @@
-//! Application inference profiles (spec A.12.6, A.14.13, D.1 #30).
+//! Application inference profiles.
 //!
 //! An `arn:aws(-cn|-us-gov)?:bedrock:<region>:<account>:application-inference-profile/<id>`
-//! model id hides which models it routes to, so the name-based cache heuristic (A.5.4)
+//! model id hides which models it routes to, so the name-based cache heuristic
 //! cannot tell whether cache points are allowed. For such an opaque id, when cache points
 //! are wanted, the control plane's `GetInferenceProfile` is asked once: cache points go in
 //! only if every routed `modelArn` names a model that caches. A successful answer is kept
@@ -39,7 +39,7 @@ pub const MAX_PROFILES: usize = 256;
 const MAX_PROFILE_BYTES: usize = 1 << 20;
 
 /// What `GetInferenceProfile` says about the models an application inference profile routes
-/// to (spec A.12.6).
+/// to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProfileTraits {
     /// Every routed model caches: cache points are sent.
@@ -342,14 +342,14 @@ struct ProfileModel {
 }
 
 impl InferenceProfile {
-    /// Every routed model passes spec A.5.4 (a profile routing to no model does not: there
+    /// Every routed model caches by its id (a profile routing to no model does not: there
     /// is nothing to say it caches).
     fn routes_only_to_caching_models(&self) -> bool {
         !self.models.is_empty()
             && self.models.iter().all(|m| model_arn_traits(&m.model_arn).caching)
     }
 
-    /// Some routed model rejects `temperature` (OpenClaw drops it then, spec A.12.5-6): the
+    /// Some routed model rejects `temperature` (OpenClaw drops it then): the
     /// profile may send the request to that model.
     fn routes_to_a_model_rejecting_temperature(&self) -> bool {
         self.models.iter().any(|m| model_arn_traits(&m.model_arn).rejects_temperature)

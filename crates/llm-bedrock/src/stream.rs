@@ -1,4 +1,4 @@
-//! Bedrock event-stream messages -> llm-core's neutral [`Delta`]s (spec A.7-A.10). A pure
+//! Bedrock event-stream messages -> llm-core's neutral [`Delta`]s. A pure
 //! state machine: the framing (prelude, headers, CRCs) is done before it is called.
 //!
 //! `:message-type` `event` messages carry one `ConverseStream` event named by
@@ -122,8 +122,8 @@ pub struct Decoder {
     stop: Option<Result<StopReason, Error>>,
     /// A terminal delta was emitted; everything after it is ignored.
     finished: bool,
-    /// Claude Fable 5: every delta is held until the response is known not to be refused
-    /// (spec A.10); on failure only the error goes out, with no content.
+    /// Claude Fable 5: every delta is held until the response is known not to be refused;
+    /// on failure only the error goes out, with no content.
     held: Option<Vec<Delta>>,
 }
 
@@ -395,7 +395,7 @@ fn decode_error(message: String) -> Error {
     Error::new(ErrorKind::Decode, PROVIDER, message).with_retryable(false)
 }
 
-/// Spec A.9: the stop reason, or the error a stop reason stands for.
+/// The stop reason, or the error a stop reason stands for.
 fn stop_outcome(reason: Option<&str>, fields: Option<&Value>) -> Result<StopReason, Error> {
     let refused = |code: &str, message: &str| {
         Err(Error::new(ErrorKind::Refused, PROVIDER, message).with_code(code).with_retryable(false))
@@ -424,7 +424,7 @@ fn stop_outcome(reason: Option<&str>, fields: Option<&Value>) -> Result<StopReas
 }
 
 /// `Anthropic refusal...` from `additionalModelResponseFields.stop_details` (or
-/// `stopDetails`), when that field is an object (spec A.10).
+/// `stopDetails`), when that field is an object.
 fn refusal_error(fields: Option<&Value>) -> Error {
     let details = fields
         .and_then(|f| f.get("stop_details").or_else(|| f.get("stopDetails")))

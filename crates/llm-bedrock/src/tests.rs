@@ -1,4 +1,4 @@
-//! How `prepare` puts conversion and authentication together (spec D.1 #27, #28).
+//! How `prepare` puts conversion and authentication together.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use llm_core::{ApiKey, Message};

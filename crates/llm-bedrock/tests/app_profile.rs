@@ -1,4 +1,4 @@
-//! Spec D.1 #30 through the public API over loopback: cache points for application
+//! Through the public API over loopback: cache points for application
 //! inference profile ARNs, decided by the profile name or by the control plane's
 //! `GetInferenceProfile` (reached through the `controlPlaneUrl` option).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
@@ -126,7 +126,7 @@ fn assert_lookup(request: &Recorded) {
     assert!(request.body.is_empty());
 }
 
-/// D.1 #30, first case: a profile name that says Claude gets cache points (no ttl with
+/// First case: a profile name that says Claude gets cache points (no ttl with
 /// retention unset) without asking the control plane.
 #[tokio::test]
 async fn a_claude_profile_name_gets_cache_points_without_a_lookup() {
@@ -140,7 +140,7 @@ async fn a_claude_profile_name_gets_cache_points_without_a_lookup() {
     assert_eq!(cache_points(&recorded[0]), (no_ttl(), no_ttl()));
 }
 
-/// D.1 #30, second case: an opaque ARN routing to a Claude 4 and a model that does not
+/// Second case: an opaque ARN routing to a Claude 4 and a model that does not
 /// cache gets no cache points.
 #[tokio::test]
 async fn a_profile_routing_to_a_non_caching_model_gets_no_cache_points() {
@@ -193,7 +193,7 @@ async fn concurrent_first_requests_share_one_lookup() {
     }
 }
 
-/// D.1 #30, third case: a failing lookup leaves the heuristic in charge (an opaque name:
+/// Third case: a failing lookup leaves the heuristic in charge (an opaque name:
 /// no cache points); that ARN is not asked again until the backoff passed, then it is.
 #[tokio::test]
 async fn a_failed_lookup_falls_back_to_the_heuristic_and_waits_before_asking_again() {
@@ -309,7 +309,7 @@ fn temperature(request: &Recorded) -> Option<Value> {
     body["inferenceConfig"].get("temperature").cloned()
 }
 
-/// Spec A.12.5-6: the lookup also says whether a routed model rejects `temperature`
+/// The lookup also says whether a routed model rejects `temperature`
 /// (Opus 4.7+); if any does, it is not sent, since the profile may pick that model. A
 /// profile without such a model keeps it, and the answer is cached with the rest.
 #[tokio::test]

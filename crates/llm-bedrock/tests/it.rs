@@ -70,9 +70,9 @@ async fn streams_over_loopback_in_every_chunking() {
     }
 }
 
-/// Spec D.1 #31, OpenClaw's session-level retry matching on the error text, as the typed
+/// OpenClaw's session-level retry matching on the error text, as the typed
 /// error a session reads instead: each exception arrives after text (so the driver does
-/// not retry it, decision 7), and the error says whether a new turn may retry it
+/// not retry what was already shown), and the error says whether a new turn may retry it
 /// (`retryable`) and whether the prompt is too long (`context_length`, compact first).
 #[tokio::test]
 async fn exceptions_after_content_say_whether_a_session_may_retry() {

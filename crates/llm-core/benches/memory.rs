@@ -1,4 +1,4 @@
-//! Peak memory of streaming a 100 MiB text response (issue 12: "streaming a 100 MiB text
+//! Peak memory of streaming a 100 MiB text response (the target: "streaming a 100 MiB text
 //! response keeps peak memory within the final message's size plus a small constant").
 //!
 //! Run with `cargo bench -p llm-core --bench memory` (Linux: it reads `/proc/self/status`);

@@ -6,7 +6,7 @@
 //! current provider, NDJSON or AWS event streams for others) and a [`FrameDecoder`]
 //! (its `stream.rs`: frames in, [`Delta`]s out; every SSE [`WireDecoder`] is one).
 //! The driver owns everything else, identically for all providers: retries with
-//! backoff before the first content (spec decision 7), connect / first-byte / idle /
+//! backoff before the first content (after it, a retry would repeat shown output), connect / first-byte / idle /
 //! total timeouts, cancellation, framing errors, and one `tracing` span per request.
 
 use std::future::Future;

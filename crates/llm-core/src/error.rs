@@ -84,7 +84,7 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// Whether an HTTP status is worth retrying (decision 7: 408, 409, 429, 5xx, 529).
+/// Whether an HTTP status is worth retrying (408, 409, 429, 5xx, 529).
 pub fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429 | 500..=599)
 }

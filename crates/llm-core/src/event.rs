@@ -1,4 +1,4 @@
-//! The assistant-message event protocol (OpenClaw §1.8) and the neutral deltas
+//! The assistant-message event protocol (OpenClaw's) and the neutral deltas
 //! provider crates produce.
 
 use std::sync::Arc;

@@ -121,7 +121,7 @@ pub enum ToolChoice {
     Tool(String),
 }
 
-/// Retry policy for failures before any event was emitted (spec decision 7).
+/// Retry policy for failures before any event was emitted (later ones end the stream).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt.

@@ -2,7 +2,7 @@
 //!
 //! Providers stream tool arguments as raw JSON text fragments. OpenClaw re-parses the whole
 //! accumulated buffer after every fragment (`parseStreamingJson`), which is quadratic over a
-//! stream (see `peer-lessons.md` item 2). [`PartialJson`] keeps its parse state across
+//! stream. [`PartialJson`] keeps its parse state across
 //! fragments instead: every byte is looked at once, and the current best-effort value is kept
 //! up to date in place, so reading [`PartialJson::value`] after every fragment costs nothing
 //! extra and the work over a whole stream is linear in its length.
@@ -28,7 +28,7 @@
 //!
 //! As a result a completed member never disappears or changes while more valid input arrives.
 //!
-//! # Leniency (OpenClaw's `repairJson`, with decision 9)
+//! # Leniency (OpenClaw's `repairJson`, never rewriting valid JSON)
 //!
 //! Valid JSON is decoded per RFC 8259, with one documented exception (the drive-path rule
 //! below). Invalid JSON inside string literals is repaired as [`repair_json`] does, so the
@@ -65,7 +65,7 @@
 //! and colon followed directly by such a control escape, or by single-backslash segments and
 //! then one (`"A:\nB"` reads as `A:\nB`, not as a line break): that is exactly the ambiguous
 //! text `"C:\new\file"` is made of. OpenClaw differs in two ways: it counts `\\` (and `/`) as a
-//! separator, which rewrites correctly escaped paths (the bug decision 9 fixes), and it accepts
+//! separator, which rewrites correctly escaped paths (a bug: valid JSON must arrive as sent), and it accepts
 //! a drive letter right at the start of the 160-unit window whatever precedes it.
 //!
 //! OpenClaw's partial step first parses the *unrepaired* prefix, so a streamed `"C:\new`
@@ -365,7 +365,7 @@ fn is_ws(b: u8) -> bool {
 // repair_json / parse_streaming_json / split_concatenated_objects
 // ---------------------------------------------------------------------------------------------
 
-/// OpenClaw's `repairJson` (`openclaw-behavior.md` §2.2).
+/// OpenClaw's `repairJson`.
 ///
 /// Rewrites only the inside of string literals:
 /// * raw control characters (U+0000–U+001F) are escaped (`\b \f \n \r \t`, else `\u00XX`);
@@ -496,7 +496,7 @@ fn parse_with_repair(input: &str) -> Option<Value> {
     serde_json::from_str::<Value>(&repair_json(input)).ok()
 }
 
-/// OpenClaw's `parseStreamingJson` (`openclaw-behavior.md` §2.2). Never fails.
+/// OpenClaw's `parseStreamingJson`. Never fails.
 ///
 /// Returns `{}` for empty or whitespace-only input; otherwise the strict parse of
 /// [`repair_json`]`(input)` if that succeeds, else the best-effort partial value of the
@@ -1946,7 +1946,7 @@ mod tests {
 
     #[test]
     fn escaped_windows_path_keeps_its_newline() {
-        // Issue 23: a correctly escaped path followed by `\n` and `\t` (valid JSON).
+        // A correctly escaped path followed by `\n` and `\t` (valid JSON).
         let input = r#"{"content":"Path: C:\\Users\\ola\nNext line\tend"}"#;
         let expected = json!({"content": "Path: C:\\Users\\ola\nNext line\tend"});
         assert_eq!(serde_json::from_str::<Value>(input).unwrap(), expected);
@@ -1995,7 +1995,7 @@ mod tests {
 
     #[test]
     fn repair_code_is_not_a_path() {
-        // `if x:` followed by `\n` is code, not a drive path (OpenClaw issue #93139).
+        // `if x:` followed by `\n` is code, not a drive path (OpenClaw fixed this upstream too).
         let input = r#"{"code":"def f(x):\n  return x"}"#;
         assert_eq!(repair_json(input), input);
         assert_eq!(parse_streaming_json(input), json!({"code": "def f(x):\n  return x"}));

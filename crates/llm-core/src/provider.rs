@@ -33,7 +33,7 @@ pub enum Capability {
     ImagesInToolResults,
     /// Prompt caching, with cache read / write usage.
     PromptCaching,
-    /// Strict tool schemas (spec decision 6).
+    /// Strict tool schemas (normalized without loss, else sent non-strict).
     StrictSchemas,
 }
 

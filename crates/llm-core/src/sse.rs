@@ -1,6 +1,6 @@
 //! Server-Sent Events decoding over raw byte chunks.
 //!
-//! [`SseDecoder`] follows the WHATWG event-stream rules (`wire-formats.md` §0): lines end in
+//! [`SseDecoder`] follows the WHATWG event-stream rules: lines end in
 //! `\n`, `\r\n` or `\r` (Gemini uses `\r\n`); a blank line dispatches the event; `data:` loses
 //! one optional leading space and several `data` lines are joined with `\n`; `event:` names the
 //! event; `id:` sets the last event id; comment lines (`:` …), `retry:` and unknown fields are

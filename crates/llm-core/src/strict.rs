@@ -1,5 +1,5 @@
-//! Lossless strict-mode normalization of tool parameter schemas (spec README decision 6,
-//! `peer-lessons.md` #12), shared by the OpenAI-style providers.
+//! Lossless strict-mode normalization of tool parameter schemas (a schema is rewritten or sent non-strict,
+//! never silently narrowed), shared by the OpenAI-style providers.
 //!
 //! OpenAI's strict mode (Structured Outputs for function tools) constrains decoding to a
 //! subset of JSON Schema: every object lists *all* its properties in `required` and sets

@@ -352,7 +352,7 @@ impl PendingTurn {
     }
 }
 
-/// OpenClaw `transformMessages` (§2.1): prepares a transcript for `target`.
+/// OpenClaw `transformMessages`: prepares a transcript for `target`.
 ///
 /// - Pass 0: if `target` has no image input, images in user messages become
 ///   [`USER_IMAGE_PLACEHOLDER`] and in tool results [`TOOL_IMAGE_PLACEHOLDER`];
@@ -508,7 +508,7 @@ fn close_turn(open: &mut Vec<OpenCall<'_>>, violations: &mut Vec<TranscriptViola
     }
 }
 
-/// Checks the transcript invariant of decision 1: every tool call in an
+/// Checks the transcript invariant: every tool call in an
 /// assistant message is followed by exactly one tool result (matching id)
 /// before the next assistant or user message, in call order, and there is no
 /// tool result without a call. Assistant messages of every stop reason count.

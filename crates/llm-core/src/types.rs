@@ -173,7 +173,7 @@ pub struct ToolCall {
 /// Responses output items such as `apply_patch_call`.
 ///
 /// It is never a tool call: the agent loop never executes it. Like a thinking signature
-/// (spec decision 8), it is replayed unchanged to the model that produced it (same
+/// (other models cannot read it), it is replayed unchanged to the model that produced it (same
 /// provider, API and model id) and dropped for every other model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

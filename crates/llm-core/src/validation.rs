@@ -1,4 +1,4 @@
-//! Tool-argument coercion and validation (OpenClaw `validateToolArguments`, §2.3).
+//! Tool-argument coercion and validation (OpenClaw `validateToolArguments`).
 //!
 //! Models often send `"3"` for a number or `"true"` for a boolean.
 //! [`ValidatorCache::validate`] first applies OpenClaw's schema-guided
@@ -578,7 +578,7 @@ impl<'a> Coercer<'a> {
     }
 }
 
-/// OpenClaw's schema-guided coercions (§2.3), applied in place:
+/// OpenClaw's schema-guided coercions, applied in place:
 ///
 /// - `allOf`: each subschema in order; `anyOf` / `oneOf`: each branch is tried
 ///   on a copy and the first copy that then validates against its branch is

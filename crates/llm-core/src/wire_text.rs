@@ -1,5 +1,5 @@
 //! Text fields of stream events, decoded so that a surrogate pair split across two events is
-//! joined (spec decision 9).
+//! joined (UTF-16 servers split them; the text must arrive exactly as sent).
 //!
 //! Servers that build their streams from UTF-16 strings (JavaScript gateways and proxies) may
 //! end one delta with the escape `\ud83d` and start the next with `\ude00`. Each event is legal

@@ -1,5 +1,5 @@
 //! What changed after each fragment: `PartialJson::changed` and the `changed` pointer of
-//! `AssistantEvent::ToolCallDelta` (issue 15), against an oracle written here from the
+//! `AssistantEvent::ToolCallDelta`, against an oracle written here from the
 //! definition alone.
 //!
 //! The oracle compares the value shown before and after a fragment (plain `serde_json`

@@ -1,4 +1,4 @@
-//! Issue 23 / spec decision 9: tool arguments arrive exactly as the model sent them.
+//! Tool arguments arrive exactly as the model sent them.
 //!
 //! Random JSON objects whose strings mix Windows drive paths (separators written `\\` after
 //! serialization, and `/`), every escape, astral characters, control characters and long runs

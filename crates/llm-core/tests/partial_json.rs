@@ -709,8 +709,8 @@ fn concatenated_objects() {
     assert_eq!(split_concatenated_objects(r#"{"a":"x\"}{"}"#), None);
 }
 
-/// `repair_json` escapes a raw control character as OpenClaw's `repairJson` does
-/// (`openclaw-behavior.md` §2.2): the short escape where JSON has one, else `\u00XX`.
+/// `repair_json` escapes a raw control character as OpenClaw's `repairJson` does:
+/// the short escape where JSON has one, else `\u00XX`.
 #[test]
 fn repair_escapes_every_raw_control_character() {
     for code in 0u32..0x20 {

@@ -1,4 +1,4 @@
-//! Lossless strict-mode normalization (spec decision 6): the schema rewrite, the whole-list
+//! Lossless strict-mode normalization: the schema rewrite, the whole-list
 //! rule, and the restore plan on values and on streamed text.
 //!
 //! These tests come from the two provider-private modules this one replaced

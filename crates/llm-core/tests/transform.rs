@@ -1,4 +1,4 @@
-//! Cross-provider transform (OpenClaw §2.1), tool-call id normalization and the
+//! Cross-provider transform (OpenClaw's `transformMessages`), tool-call id normalization and the
 //! transcript invariant check.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 

@@ -1,4 +1,4 @@
-//! Tool-argument coercion and validation (OpenClaw §2.3) and typed tools.
+//! Tool-argument coercion and validation (OpenClaw's) and typed tools.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
 use llm_core::Tool;
@@ -21,7 +21,7 @@ fn validate(schema: Value, args: Value) -> Result<Value, llm_core::validation::V
 }
 
 // ---------------------------------------------------------------------------
-// §2.3 coercions
+// Schema-guided coercions
 // ---------------------------------------------------------------------------
 
 #[test]

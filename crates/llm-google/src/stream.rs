@@ -725,7 +725,7 @@ impl Decoder {
             "STOP" if has_calls => StopReason::ToolUse,
             "STOP" => StopReason::Stop,
             "MAX_TOKENS" => StopReason::Length,
-            // OpenClaw §8 #38: the call(s) that did parse are usable.
+            // As in OpenClaw, the call(s) that did parse are usable.
             "MALFORMED_FUNCTION_CALL" if has_calls => StopReason::ToolUse,
             "MALFORMED_FUNCTION_CALL" => {
                 let error = Error::new(

@@ -1,6 +1,6 @@
 //! Mistral error bodies to [`llm_core::Error`].
 //!
-//! Mistral's error bodies vary by era and gateway layer (wire-formats §5.e):
+//! Mistral's error bodies vary by era and gateway layer:
 //!
 //! - `{"object":"error","message":"…","type":"invalid_request_error","param":null,"code":"3280"}`
 //! - `{"message":"Unauthorized","request_id":"…"}`, `{"detail":"Unauthorized"}`
@@ -22,7 +22,7 @@ use crate::PROVIDER;
 const MAX_BODY_CHARS: usize = 4000;
 
 /// Maps a non-2xx response to an error: kind from the status and the body,
-/// retryable per the status (spec decision 7), raw body kept.
+/// retryable per the status (408, 409, 429, 5xx, 529), raw body kept.
 pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: String) -> Error {
     let decoded = decode_body(&body);
     let message = decoded

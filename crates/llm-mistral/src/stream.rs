@@ -519,7 +519,7 @@ impl WireDecoder for Decoder {
     }
 }
 
-/// `"null"`, empty and missing ids are not ids (wire-formats §5.c #2).
+/// `"null"`, empty and missing ids are not ids (Mistral sends `"null"` after a real id).
 fn is_real_id(id: &str) -> bool {
     let id = id.trim();
     !id.is_empty() && id != "null" && id != "None" && id != "undefined"

@@ -420,7 +420,7 @@ fn cross_provider_transcript_replays_in_mistral_shape() {
         calls[0]["function"],
         json!({"name": "get_weather", "arguments": "{\"city\":\"Lyon\",\"unit\":\"c\"}"})
     );
-    // Each result carries its call's id; error results with empty text get the §8 #46 text.
+    // Each result carries its call's id; error results with empty text get a placeholder text.
     assert_eq!(
         msgs[3],
         json!({"role": "tool", "tool_call_id": id0, "name": "get_weather", "content": "12°C"})

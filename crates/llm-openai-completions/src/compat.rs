@@ -1,5 +1,5 @@
 //! The compat profile: what an OpenAI-compatible server accepts and where it puts
-//! reasoning (`openclaw-behavior.md` §1.7, §3.2 `detectCompat`).
+//! reasoning (OpenClaw's `detectCompat`).
 //!
 //! [`OpenAiCompletionsCompat`] is the plain struct read from `Model::compat`; every
 //! field is optional. [`ResolvedCompat`] is what the crate uses: the explicit fields
@@ -64,7 +64,7 @@ pub struct OpenAiCompletionsCompat {
     /// together, cloudflare-ai-gateway]. When false the key is never sent.
     pub supports_strict_mode: Option<bool>,
     /// Ask for strict tools (`strict: true`) [false]. Honoured only when every tool's
-    /// schema can be expressed strictly without loss (spec decision 6); otherwise all
+    /// schema can be expressed strictly without loss; otherwise all
     /// tools are sent with `strict: false`. The `strictTools` provider option overrides it.
     pub strict_tools: Option<bool>,
     /// The server accepts `parallel_tool_calls` [true].

@@ -1,6 +1,6 @@
 //! Neutral request to Chat Completions request: tools, messages, body, headers.
-//! Pure functions (`openclaw-behavior.md` §3.2 "Payload", "Tool conversion",
-//! "Message conversion"; `wire-formats.md` §2.d).
+//! Pure functions, as OpenClaw builds the payload, tools and messages
+//! for Chat Completions.
 //!
 //! The body is built with `serde_json::Map` (insertion order), so the same input
 //! always gives the same bytes.
@@ -411,7 +411,7 @@ fn has_dynamic_ref(value: &Value, depth: usize) -> bool {
 ///
 /// `strict` (the setting): `Some(true)` sends `strict: true` with losslessly
 /// normalized schemas when *every* tool can be expressed strictly, else every
-/// tool non-strict (spec decision 6); `Some(false)` and `None` send
+/// tool non-strict (never silently narrowed); `Some(false)` and `None` send
 /// `strict: false`. The key is left out when the server does not support it.
 pub(crate) fn convert_tools(
     tools: &[Tool],

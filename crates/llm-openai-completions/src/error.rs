@@ -1,4 +1,4 @@
-//! Chat Completions error bodies to [`llm_core::Error`] (`wire-formats.md` §2.e).
+//! Chat Completions error bodies to [`llm_core::Error`].
 //!
 //! The envelope is `{"error": {"message", "type", "param", "code"}}`, but
 //! OpenAI-compatible servers vary: `error` may be a bare string, the body may be

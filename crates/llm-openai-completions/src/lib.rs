@@ -16,7 +16,7 @@
 //!   to the same model in the field they came from
 //! - [x] Reasoning written into `content` between `<think>`-style tags split off as thinking
 //!   (chunk boundaries anywhere); a non-streamed completion body read like one big delta
-//! - [x] Finish reasons as OpenClaw (§3.2), `Stream ended without finish_reason`, mid-stream
+//! - [x] Finish reasons as OpenClaw maps them, `Stream ended without finish_reason`, mid-stream
 //!   `{"error": …}` payloads, `[DONE]`
 //! - [x] Replay: `tool_calls` with JSON-string arguments, `{role:"tool"}` results, tool-result images
 //!   in one following user message, Responses ids `call_x|fc_y` cut to `call_x`

@@ -81,7 +81,7 @@ enum Current {
 /// The Chat Completions [`WireDecoder`]: SSE events of a streamed chat completion
 /// in, neutral [`Delta`]s out.
 ///
-/// (`wire-formats.md` §2.a, `openclaw-behavior.md` §3.2 "Streaming parse").
+/// It follows OpenClaw's Chat Completions stream parser.
 ///
 /// A pure state machine over decoded SSE events: `data: <chunk JSON>` …
 /// `data: [DONE]`. Chunks are read leniently (every field optional, unknown
@@ -120,7 +120,7 @@ enum Current {
 ///   before the calls, in which case the calls are dropped and the reason stays
 ///   stop (to make that possible, calls that start after visible text are held
 ///   back until the finish reason is known). Calls cut off by `length` are kept
-///   (spec decision 2: the agent answers them with an error result).
+///   (the agent answers them with an error result and never runs them).
 /// * A response that stops for tool use with an unnamed call or with
 ///   arguments that are not complete JSON fails with
 ///   `Provider returned an incomplete or malformed tool call` instead of

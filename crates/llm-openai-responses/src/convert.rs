@@ -143,7 +143,7 @@ pub(crate) fn build_headers(
 
 /// The JSON body, and the restore plans of the strict tools in it.
 ///
-/// On an Azure route (spec B.5): `model` is the deployment name, and `store`,
+/// On an Azure route: `model` is the deployment name, and `store`,
 /// `prompt_cache_retention` and `service_tier` are never sent.
 pub(crate) fn build_body(
     model: &Model,

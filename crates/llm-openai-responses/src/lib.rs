@@ -92,7 +92,7 @@
 //!   `retry-after-ms` / `retry-after`; a content-filter error body (`code:
 //!   "content_filter"`) is a `refused` error, never retried.
 //!
-//! OpenClaw bugs fixed here (spec `bedrock-azure.md` B.3, B.2, B.7, B.8):
+//! OpenClaw bugs fixed here:
 //! - **Entra ID tokens were unusable**: OpenClaw always sent the key as `api-key`, which
 //!   Azure rejects for a Microsoft Entra token. With `azureAuth: "entra"` (or
 //!   `"bearer"`) the key goes as `Authorization: Bearer <token>` and no `api-key` is sent;

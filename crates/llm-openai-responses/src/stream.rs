@@ -104,7 +104,7 @@ struct ItemHead<'a> {
 /// A call's complete arguments in a `.done` event, handled once the event's borrowed parse
 /// is over: the JSON string literal is then decoded in place in the event's data (which
 /// becomes the arguments' `String`), so a whole value repeated at the end of a stream costs
-/// no second buffer (issue 15).
+/// no second buffer.
 #[derive(Debug)]
 enum Deferred {
     /// `response.function_call_arguments.done`.

@@ -360,6 +360,6 @@ async fn live_azure_smoke_tool_round_trip() {
         ..model("")
     };
     let options = StreamOptions { max_tokens: Some(512), ..StreamOptions::default() };
-    // Item ids are replayed (Azure's default), so the second turn exercises B.6 live.
+    // Item ids are replayed (Azure's default), so the second turn replays them live.
     live_tool_round_trip(&provider, &model, &options).await;
 }

@@ -2,7 +2,7 @@
 //! source, `<name>.frames.json`, and its encoding, `<name>.eventstream`, committed side by
 //! side so a reviewer reads the source and the replay serves the exact bytes.
 //!
-//! The encoder is written from the format's description (spec `bedrock-azure.md` A.7), with
+//! The encoder is written from the format's description (AWS event-stream encoding), with
 //! the `crc32fast` crate for the CRCs, so it shares nothing with the decoders it tests.
 //! [`load_body`] refuses bytes that differ from their source's encoding;
 //! `UPDATE_EXPECT=1 cargo xtask conformance` rewrites them ([`regenerate`]).
@@ -262,7 +262,7 @@ mod tests {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// The spec's vectors (A.7), computed with zlib's CRC-32; the first is also published
+    /// Test vectors, computed with zlib's CRC-32; the first is also published
     /// by a third party.
     #[test]
     fn matches_the_published_vectors() {

@@ -1,4 +1,4 @@
-//! Which tools the model sees, and in what order (OpenClaw §4).
+//! Which tools the model sees, and in what order (OpenClaw's tool planning).
 //!
 //! A [`ToolDescriptor`] carries a tool's definition plus who owns it, what
 //! executes it and when it is available. [`build_tool_plan`] evaluates every
@@ -678,7 +678,7 @@ fn ascii_collation_key(s: &str) -> Vec<u8> {
     key
 }
 
-/// Builds the plan (OpenClaw §4.3). Linear in the descriptors plus the sort.
+/// Builds the plan (OpenClaw's order). Linear in the descriptors plus the sort.
 pub fn build_tool_plan<'a>(
     descriptors: &'a [ToolDescriptor],
     env: &AvailabilityEnv,

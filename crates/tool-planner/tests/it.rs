@@ -1,4 +1,4 @@
-//! tool-planner: OpenClaw §8 #63-#70 and determinism.
+//! tool-planner: OpenClaw's planning rules and determinism.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::sync::Arc;
@@ -21,7 +21,6 @@ fn avail(v: Value) -> Option<Availability> {
 
 #[test]
 fn sort_key_then_name() {
-    // §8 #63
     let mut a = d("a");
     a.sort_key = Some("z".into());
     let list = [d("b"), a, d("c")];
@@ -31,7 +30,6 @@ fn sort_key_then_name() {
 
 #[test]
 fn duplicates_are_rejected_even_when_hidden() {
-    // §8 #64
     let mut hidden = d("x");
     hidden.availability = avail(json!({"kind": "env", "name": "NOPE"}));
     let err = build_tool_plan(&[d("x"), hidden], &AvailabilityEnv::default()).unwrap_err();
@@ -41,7 +39,6 @@ fn duplicates_are_rejected_even_when_hidden() {
 
 #[test]
 fn visible_tool_needs_an_executor_hidden_one_does_not() {
-    // §8 #65
     let mut no_exec = d("v");
     no_exec.executor = None;
     let err = build_tool_plan(&[no_exec.clone()], &AvailabilityEnv::default()).unwrap_err();
@@ -55,7 +52,6 @@ fn visible_tool_needs_an_executor_hidden_one_does_not() {
 
 #[test]
 fn any_of_with_a_malformed_sibling_stays_hidden() {
-    // §8 #66
     let mut t = d("t");
     t.availability = avail(json!({"anyOf": [{"kind": "env", "name": "X"}, {"kind": "bogus"}]}));
     let env =
@@ -69,7 +65,6 @@ fn any_of_with_a_malformed_sibling_stays_hidden() {
 
 #[test]
 fn all_of_reports_in_expression_order() {
-    // §8 #67
     let mut t = d("t");
     t.availability = avail(
         json!({"allOf": [{"kind": "auth", "providerId": "p1"}, {"kind": "env", "name": "E"}]}),
@@ -84,7 +79,6 @@ fn all_of_reports_in_expression_order() {
 
 #[test]
 fn config_checks() {
-    // §8 #68
     let sig = |check: &str| avail(json!({"kind": "config", "path": ["a", "b"], "check": check}));
     let env_with =
         |v: Value| AvailabilityEnv { config: json!({"a": {"b": v}}), ..Default::default() };
@@ -110,7 +104,6 @@ fn config_checks() {
 
 #[test]
 fn context_equality() {
-    // §8 #69
     let mut t = d("t");
     t.availability = avail(json!({"kind": "context", "key": "channel", "equals": "discord"}));
     let env = AvailabilityEnv {
@@ -166,7 +159,6 @@ fn context_numbers_compare_as_numbers() {
 
 #[test]
 fn protocol_projection_keeps_only_the_definition_in_plan_order() {
-    // §8 #70
     let mut b = d("b");
     b.annotations = Some(json!({"readOnly": true}));
     b.owner = Owner::Mcp { server_id: "s".into() };

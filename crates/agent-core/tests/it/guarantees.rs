@@ -1,5 +1,5 @@
-//! Issue #20: the loop's guarantees under every failure (one test per defect),
-//! and the per-turn hooks (§8 #61).
+//! The loop's guarantees under every failure (one test per defect),
+//! and the per-turn hooks.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -598,7 +598,7 @@ async fn duplicate_tool_names_are_rejected_before_any_request() {
     );
 }
 
-// ---- §8 #61 prepare_next_turn, transform_context, api_key ----
+// ---- prepare_next_turn, transform_context, api_key ----
 
 /// Model id, API key, message count, tool names and system prompt of one request.
 type Seen = (String, Option<String>, usize, Vec<String>, Option<String>);

@@ -1,5 +1,5 @@
-//! agent-core behaviour, driven through the scripted provider (OpenClaw §8 #47-#62
-//! with the spec README's decisions 1-3).
+//! agent-core behaviour, driven through the scripted provider: OpenClaw's loop, with
+//! one result per call, no cut-off call run, and `stop_after_batch`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::sync::Arc;
@@ -176,7 +176,6 @@ pub(crate) fn ctx(tools: Vec<AgentTool>) -> AgentContext {
 
 #[tokio::test]
 async fn parallel_batch_orders_events_and_results() {
-    // §8 #47
     let provider = ScriptedProvider::new(
         "scripted",
         [
@@ -216,7 +215,6 @@ async fn parallel_batch_orders_events_and_results() {
 
 #[tokio::test]
 async fn one_sequential_tool_downgrades_the_batch() {
-    // §8 #48
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("A", "slow", json!({})), ("B", "seq", json!({}))]), text_turn("ok")],
@@ -245,7 +243,6 @@ impl AgentHooks for Blocker {
 
 #[tokio::test]
 async fn before_hook_blocks() {
-    // §8 #49
     let ran = Arc::new(AtomicUsize::new(0));
     let ran2 = ran.clone();
     let tool = AgentTool::new(
@@ -268,7 +265,6 @@ async fn before_hook_blocks() {
 
 #[tokio::test]
 async fn validation_failure_is_sent_back_and_model_gets_another_turn() {
-    // §8 #50
     let tool = AgentTool::new(
         Tool { name: "read".into(), description: "d".into(), parameters: schema_path() },
         |_i: ToolInvocation| async { Ok(ToolOutput::text("content")) },
@@ -289,7 +285,6 @@ async fn validation_failure_is_sent_back_and_model_gets_another_turn() {
 
 #[tokio::test]
 async fn prepare_arguments_feeds_validation_but_events_show_raw_args() {
-    // §8 #51
     let seen = Arc::new(std::sync::Mutex::new(Value::Null));
     let seen2 = seen.clone();
     let tool = AgentTool::new(
@@ -344,7 +339,6 @@ impl AgentHooks for Deferred {
 
 #[tokio::test]
 async fn deferred_tool_is_resolved_once_appended_and_listed_next_request() {
-    // §8 #52
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("1", "late", json!({}))]), text_turn("ok")],
@@ -382,7 +376,7 @@ async fn deferred_tool_wrong_name_or_failure_is_an_error_result() {
 
 #[tokio::test]
 async fn tool_error_and_panic_become_error_results_and_the_loop_continues() {
-    // §8 #53 and decision 1 (panic)
+    // A panicking tool, too, gets an error result.
     let boom = AgentTool::new(
         Tool { name: "boom".into(), description: "d".into(), parameters: open_schema() },
         |_i: ToolInvocation| async { Err::<ToolOutput, _>(ToolError::from("boom")) },
@@ -441,7 +435,6 @@ impl AgentHooks for After {
 
 #[tokio::test]
 async fn after_hook_overrides_and_terminate_stops_the_loop() {
-    // §8 #54
     let tool = sleepy("t", 1, "orig").with_label("T");
     let provider = ScriptedProvider::new(
         "scripted",
@@ -461,7 +454,6 @@ async fn after_hook_overrides_and_terminate_stops_the_loop() {
 
 #[tokio::test]
 async fn terminate_needs_every_call() {
-    // §8 #55
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("1", "t", json!({})), ("2", "t", json!({}))]), text_turn("again")],
@@ -477,7 +469,7 @@ async fn terminate_needs_every_call() {
 
 #[tokio::test]
 async fn stop_after_batch_writes_results_then_stops() {
-    // decision 3
+    // The batch's results are written before the run stops.
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("1", "t", json!({}))]), text_turn("never")],
@@ -508,7 +500,6 @@ async fn hook_panic_becomes_an_error_result() {
 
 #[tokio::test]
 async fn steering_is_injected_after_turn_and_follow_up_only_at_the_end() {
-    // §8 #56
     let provider = ScriptedProvider::new(
         "scripted",
         [
@@ -558,7 +549,6 @@ impl AgentHooks for StopNow {
 
 #[tokio::test]
 async fn should_stop_after_turn_ends_the_run() {
-    // §8 #57
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("1", "t", json!({}))]), text_turn("never")],
@@ -581,7 +571,6 @@ fn aborter(name: &str, token: llm_core::CancellationToken) -> AgentTool {
 
 #[tokio::test]
 async fn abort_from_inside_a_tool_gives_the_openclaw_sequence() {
-    // §8 #58 / §5.8
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[("1", "abort", json!({}))]), text_turn("never")],
@@ -617,7 +606,7 @@ async fn abort_from_inside_a_tool_gives_the_openclaw_sequence() {
 
 #[tokio::test]
 async fn abort_during_sequential_batch_gives_every_call_a_result() {
-    // §8 #58 with decision 1: remaining calls still get results.
+    // Remaining calls still get results (every call gets exactly one).
     let provider = ScriptedProvider::new(
         "scripted",
         [tool_turn(&[
@@ -680,7 +669,6 @@ async fn abort_during_parallel_batch_aborts_running_tools() {
 
 #[tokio::test]
 async fn progress_updates_arrive_before_the_end_event() {
-    // §8 #59
     let tool = AgentTool::new(
         Tool { name: "p".into(), description: "d".into(), parameters: open_schema() },
         |i: ToolInvocation| async move {
@@ -699,7 +687,6 @@ async fn progress_updates_arrive_before_the_end_event() {
 
 #[tokio::test]
 async fn continue_checks_the_transcript() {
-    // §8 #60
     let provider = ScriptedProvider::new("scripted", [text_turn("continued")]);
     let a = agent(&provider, |_| {});
     assert_eq!(a.continue_run(ctx(vec![])).unwrap_err(), ContinueError::Empty);
@@ -719,7 +706,7 @@ async fn continue_checks_the_transcript() {
 
 #[tokio::test]
 async fn length_stop_never_executes_the_cut_off_call() {
-    // §8 #62 and decision 2
+    // A call cut off by `length` is never run; it gets an error result.
     let ran = Arc::new(AtomicUsize::new(0));
     let ran2 = ran.clone();
     let tool = AgentTool::new(

@@ -179,7 +179,7 @@ fn no_argument_tool_ends_with_empty_object() {
 
 #[test]
 fn input_at_start_without_deltas_is_kept() {
-    // OpenClaw overwrites this with `{}` (spec §8 #7); we keep it.
+    // OpenClaw overwrites this with `{}`; we keep it.
     let body = sse(&[
         ("message_start", START),
         (

@@ -1,4 +1,4 @@
-//! Which Claude a Bedrock model id names (spec A.5): thinking style, effort levels,
+//! Which Claude a Bedrock model id names: thinking style, effort levels,
 //! prompt-cache support and the temperature rule all depend on it.
 //!
 //! Bedrock ids wrap the Claude name in a region prefix, a vendor prefix and a version
@@ -131,7 +131,7 @@ fn has_family(identity: &str, families: &[&str]) -> bool {
     })
 }
 
-/// Spec A.5.4 and A.12.1: Claude 4.x, 3.7 Sonnet and 3.5 Haiku cache; other Claude and
+/// Which models cache: Claude 4.x, 3.7 Sonnet and 3.5 Haiku cache; other Claude and
 /// non-Claude models do not, except an application-profile ARN whose profile name says
 /// Claude.
 fn supports_cache(model: &Model, identity: &str) -> bool {

@@ -1,4 +1,4 @@
-//! Where a request goes (spec A.2, A.4.1): the endpoint, the signing region and the
+//! Where a request goes: the endpoint, the signing region and the
 //! `/model/<id>/converse-stream` path with the model id percent-encoded.
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -38,7 +38,7 @@ pub(crate) struct EndpointInputs<'a> {
 }
 
 impl Endpoint {
-    /// Spec A.2: a custom (non-runtime) base URL is always used as is; a standard runtime
+    /// A custom (non-runtime) base URL is always used as is; a standard runtime
     /// host only when no region or profile is configured, so a catalogue default URL never
     /// overrides `AWS_REGION` (OpenClaw #3402).
     pub(crate) fn resolve(inputs: &EndpointInputs<'_>) -> Endpoint {

@@ -371,7 +371,7 @@ fn other_models_tool_call_ids_are_normalized() {
         ..Context::default()
     };
     let body = build(&m, &context, &StreamOptions::default()).body;
-    // Decision 8: injective normalization (llm-core adds a hash suffix, OpenClaw does not).
+    // Injective normalization (llm-core adds a hash suffix, OpenClaw does not).
     let id = body["messages"][1]["content"][0]["toolUse"]["toolUseId"].as_str().unwrap();
     assert!(id.starts_with("call_abc_fc_1"), "{id}");
     assert!(IdRules::ALNUM_DASH_64.accepts(id), "{id}");

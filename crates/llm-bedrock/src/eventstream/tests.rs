@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// A message with string headers, encoded by hand from the wire layout of spec A.7 with
+/// A message with string headers, encoded by hand from the AWS event-stream wire layout with
 /// `crc32fast` for the checksums: independent of the decoder under test.
 fn encode(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
     let mut header_bytes = Vec::new();
@@ -297,7 +297,7 @@ fn a_body_cut_inside_a_message_is_truncated() {
     }
 }
 
-/// The encoded size of a frame with string headers (spec A.7 layout).
+/// The encoded size of a frame with string headers (AWS event-stream layout).
 fn encoded_len(frame: &AwsFrame) -> usize {
     OVERHEAD_BYTES
         + frame.string_headers().map(|(n, v)| 1 + n.len() + 1 + 2 + v.len()).sum::<usize>()
@@ -306,7 +306,7 @@ fn encoded_len(frame: &AwsFrame) -> usize {
 
 #[test]
 fn non_string_headers_are_checked_and_kept_out_of_the_string_view() {
-    // Encoded by aws-smithy-eventstream's writer: every header type of spec A.7.
+    // Encoded by aws-smithy-eventstream's writer: every header type of the format.
     let message = Message::new(&br#"{"ok":true}"#[..])
         .add_header(Header::new(":message-type", HeaderValue::String("event".into())))
         .add_header(Header::new("flag", HeaderValue::Bool(true)))

@@ -1,5 +1,5 @@
 //! Which requests ask `GetInferenceProfile`, where the lookup goes and how its answer is
-//! read (spec A.12.6). The end-to-end cases of D.1 #30 are in `tests/app_profile.rs`.
+//! read. The end-to-end cases are in `tests/app_profile.rs`.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use serde_json::json;
@@ -55,7 +55,7 @@ fn only_an_opaque_profile_wanting_cache_points_is_looked_up() {
     let named = "arn:aws:bedrock:us-east-1:1:application-inference-profile/my-claude-profile";
     assert_eq!(lookup_target(&model(named, ""), &default, &no_env), None);
     assert_eq!(lookup_target(&model(OPAQUE, "Claude Sonnet 4.5"), &default, &no_env), None);
-    // A display name that does not decide it (A.5.4's example) still asks.
+    // A display name that does not decide it still asks.
     let vague = model(OPAQUE, "Claude Sonnet application profile");
     assert_eq!(lookup_target(&vague, &default, &no_env), Some(OPAQUE));
     // Forced cache points: nothing to decide.

@@ -172,7 +172,7 @@ fn tools_projection_and_empty_tools_for_history() {
         json!({"type": "object", "properties": {}})
     );
 
-    // §8 #18: no tools, but tool history.
+    // No tools, but tool history.
     let context = Context {
         messages: vec![
             Message::user("hi"),

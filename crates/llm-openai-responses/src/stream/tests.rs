@@ -130,7 +130,7 @@ fn single_call_ids_usage_and_tool_use() {
     assert_eq!(call.arguments, json!({"city": "Bergen"}));
     assert_eq!(message.response_id.as_deref(), Some("resp_1"));
     assert_eq!(message.response_model.as_deref(), Some("gpt-5.4-mini-2026-03-17"));
-    // §8 #28: input excludes cached tokens; total as reported.
+    // Input excludes cached tokens; total as reported.
     assert_eq!((message.usage.input, message.usage.cache_read, message.usage.output), (60, 40, 5));
     assert_eq!(message.usage.total_tokens, 105);
     assert!((message.usage.cost.input - 60.0 / 1e6).abs() < 1e-12);
@@ -794,7 +794,7 @@ fn a_finished_call_item_that_is_no_rust_string_still_fails_the_stream() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Complete arguments in `.done` events, decoded in place (issue 15)
+// Complete arguments in `.done` events, decoded in place
 // ---------------------------------------------------------------------------------------------
 
 /// `event: <type>\ndata: <data>\n\n` for data written by hand (escapes spelled as given).
