@@ -20,7 +20,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -416,7 +416,12 @@ pub async fn send(
         return Ok(HttpResponse { status, body });
     }
     let headers = ResponseHeaders::from_map(response.headers());
-    let retry_after = parse_retry_after(headers.get("retry-after-ms"), headers.get("retry-after"));
+    let retry_after = parse_retry_after(
+        headers.get("retry-after-ms"),
+        headers.get("retry-after"),
+        headers.get("date"),
+        SystemTime::now(),
+    );
     let should_retry = headers.get("x-should-retry").map(str::to_owned);
     let body = read_error_body(response, &provider).await;
     let mut error = map_error(ErrorResponse { status, headers, retry_after, body });
