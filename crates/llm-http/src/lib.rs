@@ -252,10 +252,7 @@ impl HttpTransport {
         if let Some((_, client)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
-        let mut builder = reqwest::Client::builder();
-        if let Some(timeout) = config.connect_timeout {
-            builder = builder.connect_timeout(timeout);
-        }
+        let mut builder = client_builder(config);
         if self.http1_only {
             builder = builder.http1_only();
         }
@@ -350,6 +347,19 @@ impl HttpTransport {
             new_decoder,
         )
     }
+}
+
+/// A client builder with the settings every provider's client has, for `config`: its connect
+/// timeout, and no redirects (a redirect would resend the body and the credential headers
+/// reqwest does not know as such, `x-api-key` and the like, to the host it names; the 3xx goes
+/// to the provider's error mapping instead). Callers building their own client
+/// ([`HttpTransport::with_client`]) can start from it.
+pub fn client_builder(config: TransportConfig) -> reqwest::ClientBuilder {
+    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    if let Some(timeout) = config.connect_timeout {
+        builder = builder.connect_timeout(timeout);
+    }
+    builder
 }
 
 /// Declares a provider struct that owns an [`HttpTransport`], with `Default`,

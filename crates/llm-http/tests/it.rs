@@ -366,3 +366,37 @@ async fn a_wait_over_the_cap_fails_at_once_with_the_asked_wait() {
     assert!(matches!(last, llm_core::AssistantEvent::Done { .. }), "{last:?}");
     assert_eq!(waits, [Duration::from_secs(3600)]);
 }
+
+/// A redirect is not followed: reqwest would resend the body and every header that is not
+/// `authorization`/`cookie` (so `x-api-key`, `x-goog-api-key`) to whatever host `location`
+/// names. The 3xx is the provider's error instead.
+#[tokio::test]
+async fn a_redirect_is_an_error_and_the_key_never_reaches_its_target() {
+    for code in [301, 302, 303, 307, 308] {
+        let (target, target_server) = serve_once(status(200, "", b"data: 1\n\n")).await;
+        let (url, _server) =
+            serve_once(status(code, &format!("location: {target}\r\n"), b"")).await;
+        let error = send(
+            llm_http::client_builder(TransportConfig { connect_timeout: None }).build().unwrap(),
+            request(url),
+            "test".into(),
+            mapper(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(error.status, Some(code));
+        assert!(!error.retryable);
+        // The target was never contacted (its one accept is still pending).
+        assert!(!target_server.is_finished());
+        target_server.abort();
+    }
+    // The transport's own clients are built the same way.
+    let (target, target_server) = serve_once(status(200, "", b"data: 1\n\n")).await;
+    let (url, _server) = serve_once(status(307, &format!("location: {target}\r\n"), b"")).await;
+    let client =
+        HttpTransport::new().client(TransportConfig { connect_timeout: None }, "test").unwrap();
+    let error = send(client, request(url), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.status, Some(307));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!target_server.is_finished());
+}
