@@ -6,7 +6,9 @@
 //!
 //! - [`HttpTransport`]: one cached `reqwest` client (rustls) per distinct transport
 //!   configuration ([`TransportConfig`]: the connect timeout, which reqwest fixes per
-//!   client), or the caller's own client;
+//!   client), or the caller's own client; certificates are checked against the bundled roots
+//!   and the platform's (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set), plus any extra roots
+//!   ([`HttpTransport::with_extra_roots`]); redirects are not followed;
 //! - sending, with header values marked sensitive and never echoed in an error;
 //! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
 //! - an error status read under [`MAX_ERROR_BODY_BYTES`], with `retry-after`,
@@ -197,6 +199,8 @@ pub struct HttpTransport {
     given: Option<reqwest::Client>,
     /// Clients built here speak only HTTP/1.1 ([`HttpTransport::http1_only`]).
     http1_only: bool,
+    /// Roots trusted besides the bundled and the platform's ([`HttpTransport::with_extra_roots`]).
+    extra_roots: Arc<[reqwest::Certificate]>,
     /// Clients built here, by configuration and HTTP/1.1 flag (most recently built last).
     cache: Arc<Mutex<Vec<(ClientKey, reqwest::Client)>>>,
 }
@@ -209,6 +213,7 @@ impl fmt::Debug for HttpTransport {
         f.debug_struct("HttpTransport")
             .field("caller_client", &self.given.is_some())
             .field("http1_only", &self.http1_only)
+            .field("extra_roots", &self.extra_roots.len())
             .field("cached_clients", &self.cached_clients())
             .finish()
     }
@@ -223,7 +228,26 @@ impl HttpTransport {
     /// A transport that sends every request with `client` (proxies, custom TLS, pools);
     /// that client's own connect timeout applies.
     pub fn with_client(client: reqwest::Client) -> Self {
-        HttpTransport { given: Some(client), http1_only: false, cache: Arc::default() }
+        HttpTransport { given: Some(client), ..Self::default() }
+    }
+
+    /// A transport whose clients also trust the PEM certificates in `pem` (a private CA, a
+    /// corporate proxy's root) besides the bundled roots and the platform's (which
+    /// `SSL_CERT_FILE` / `SSL_CERT_DIR` replace when set). Its clients are its own (no cache
+    /// shared with `self`). A bundle with no certificate, or one that does not parse, is an
+    /// `invalid_request` error.
+    pub fn with_extra_roots(&self, pem: &[u8]) -> Result<Self, Error> {
+        let invalid = |why: String| {
+            Error::new(ErrorKind::InvalidRequest, "clawcall", why).with_retryable(false)
+        };
+        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+            invalid(format!("Invalid root certificate bundle: {}", e.without_url()))
+        })?;
+        if certs.is_empty() {
+            return Err(invalid("The root certificate bundle holds no certificate".to_owned()));
+        }
+        let extra_roots = self.extra_roots.iter().cloned().chain(certs).collect();
+        Ok(HttpTransport { extra_roots, cache: Arc::default(), ..self.clone() })
     }
 
     /// This transport, sharing its cached clients, but building clients that speak only
@@ -253,6 +277,9 @@ impl HttpTransport {
             return Ok(client.clone());
         }
         let mut builder = client_builder(config);
+        for root in self.extra_roots.iter() {
+            builder = builder.add_root_certificate(root.clone());
+        }
         if self.http1_only {
             builder = builder.http1_only();
         }
@@ -350,7 +377,8 @@ impl HttpTransport {
 }
 
 /// A client builder with the settings every provider's client has, for `config`: its connect
-/// timeout, and no redirects (a redirect would resend the body and the credential headers
+/// timeout, server certificates checked against the bundled (webpki) roots and the platform's
+/// (or, when set, those of `SSL_CERT_FILE` / `SSL_CERT_DIR`), and no redirects (a redirect would resend the body and the credential headers
 /// reqwest does not know as such, `x-api-key` and the like, to the host it names; the 3xx goes
 /// to the provider's error mapping instead). Callers building their own client
 /// ([`HttpTransport::with_client`]) can start from it.
