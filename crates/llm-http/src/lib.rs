@@ -427,7 +427,8 @@ macro_rules! http_provider {
 }
 
 /// Sends one attempt. A 2xx returns the body stream (read errors become transport
-/// errors); any other status is read under [`MAX_ERROR_BODY_BYTES`] and mapped by
+/// errors), except an HTML page (`text/html`), which is a `decode` error keeping the page;
+/// any other status is read under [`MAX_ERROR_BODY_BYTES`] and mapped by
 /// `map_error`, then `x-should-retry: true|false` overrides its retry flag.
 pub async fn send(
     client: reqwest::Client,
@@ -444,6 +445,18 @@ pub async fn send(
         .await
         .map_err(|e| transport_error(&provider, "Request failed", e))?;
     let status = response.status().as_u16();
+    if response.status().is_success() && is_html(response.headers()) {
+        // No provider streams HTML: this is a portal, a proxy's page or a wrong base URL.
+        let body = read_error_body(response, &provider).await;
+        return Err(Error::new(
+            ErrorKind::Decode,
+            &*provider,
+            format!("Expected a stream, but the server sent a text/html page (HTTP {status})"),
+        )
+        .with_status(status)
+        .with_retryable(false)
+        .with_body(body));
+    }
     if response.status().is_success() {
         let body = response
             .bytes_stream()
@@ -470,6 +483,15 @@ pub async fn send(
         _ => {}
     }
     Err(error)
+}
+
+/// Whether the response says it is an HTML page.
+fn is_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/html"))
 }
 
 /// The error body as text, at most [`MAX_ERROR_BODY_BYTES`]. A read failure keeps

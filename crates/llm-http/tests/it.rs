@@ -400,3 +400,27 @@ async fn a_redirect_is_an_error_and_the_key_never_reaches_its_target() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!target_server.is_finished());
 }
+
+/// A 2xx HTML page (a captive portal, a proxy's login page, a wrong base URL) is never a
+/// stream: a typed, non-retryable decode error that keeps the page, not a silent `truncated`.
+#[tokio::test]
+async fn an_html_page_instead_of_a_stream_is_a_decode_error() {
+    for content_type in ["text/html", "Text/HTML; charset=iso-8859-1"] {
+        let page = b"<html><body>Sign in to the guest network</body></html>";
+        let head = format!("content-type: {content_type}\r\n");
+        let (url, _server) = serve_once(status(200, &head, page)).await;
+        let error =
+            send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+        assert_eq!(
+            (error.kind, error.status, error.retryable),
+            (ErrorKind::Decode, Some(200), false),
+            "{content_type}"
+        );
+        assert!(error.message.contains("text/html"), "{}", error.message);
+        assert_eq!(error.body.as_deref().map(str::as_bytes), Some(&page[..]));
+    }
+    // Other content types stream as before (a server may label its stream oddly).
+    let (url, _server) =
+        serve_once(status(200, "content-type: text/plain\r\n", b"data: 1\n\n")).await;
+    assert!(send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.is_ok());
+}
