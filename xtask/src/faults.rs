@@ -1458,6 +1458,13 @@ async fn run_async(options: &Options) -> Result<FaultReport> {
                         r.writes.label()
                     ));
                 }
+                if r.fault == Fault::Hostile(Hostile::EndlessErrorBody) {
+                    notes.push(format!(
+                        "{}: the endless error bodies of 3 attempts were cut after the server wrote {:.1} MiB",
+                        entry.name,
+                        r.run.endless_written as f64 / (1024.0 * 1024.0),
+                    ));
+                }
                 if r.fault == Fault::Oversize {
                     notes.push(format!(
                         "{}: the endless event was cut after the server wrote {:.1} MiB ({} ms)",
