@@ -447,28 +447,34 @@ fn http_seeds(root: &Path, corpus: &Path) -> Result<usize> {
             written += 1;
         }
         let statuses = [400u16, 401, 403, 404, 408, 409, 413, 429, 500, 503, 529, 599, 302, 999];
-        for (i, body) in HTTP_ERROR_BODIES.iter().enumerate() {
-            for (j, headers) in HTTP_ERROR_HEADERS.iter().enumerate() {
-                // Every body with every header set, each pair under one status of the list.
-                let status = statuses.get((i * 7 + j) % statuses.len()).copied().unwrap_or(429);
-                let framing = match (i + j) % 4 {
-                    0 => BodyFraming::Length,
-                    1 => BodyFraming::Chunked,
-                    2 => BodyFraming::Close,
-                    _ => BodyFraming::ShortBody,
-                };
-                let data = harness::http_structured(
-                    (i * 13 + j) as u8,
-                    index_of(status),
-                    framing,
-                    type_of("application/json"),
-                    headers.as_bytes(),
-                    body.as_bytes(),
-                );
-                let path = dir.join(format!("extra-error-{i:02}-{j:02}"));
-                std::fs::write(&path, data).map_err(|e| Error::io(&path, e))?;
-                written += 1;
-            }
+        // Each body twice and each header set at least twice, in different pairs, each pair
+        // under one status of the list (the fuzzer combines them further).
+        let pairs = 2 * HTTP_ERROR_BODIES.len().max(HTTP_ERROR_HEADERS.len());
+        for n in 0..pairs {
+            let i = n % HTTP_ERROR_BODIES.len();
+            let j = (n + 5 * (n / HTTP_ERROR_HEADERS.len())) % HTTP_ERROR_HEADERS.len();
+            let (Some(body), Some(headers)) = (HTTP_ERROR_BODIES.get(i), HTTP_ERROR_HEADERS.get(j))
+            else {
+                continue;
+            };
+            let status = statuses.get((i * 7 + j) % statuses.len()).copied().unwrap_or(429);
+            let framing = match (i + j) % 4 {
+                0 => BodyFraming::Length,
+                1 => BodyFraming::Chunked,
+                2 => BodyFraming::Close,
+                _ => BodyFraming::ShortBody,
+            };
+            let data = harness::http_structured(
+                (i * 13 + j) as u8,
+                index_of(status),
+                framing,
+                type_of("application/json"),
+                headers.as_bytes(),
+                body.as_bytes(),
+            );
+            let path = dir.join(format!("extra-error-{i:02}-{j:02}"));
+            std::fs::write(&path, data).map_err(|e| Error::io(&path, e))?;
+            written += 1;
         }
         for (i, response) in HTTP_RAW_RESPONSES.iter().enumerate() {
             let path = dir.join(format!("extra-raw-{i:02}"));
