@@ -1067,6 +1067,16 @@ thread_local! {
     /// One runtime per thread, reused by every input (a runtime per input would dominate).
     static HTTP_RUNTIME: Option<tokio::runtime::Runtime> =
         tokio::runtime::Builder::new_current_thread().enable_all().build().ok();
+    /// One client per thread (loading the root stores per input would dominate), with the
+    /// providers' settings and no pooled connections, so each attempt gets the response from
+    /// the start on a connection of its own.
+    static HTTP_CLIENT: Option<llm_http::reqwest::Client> =
+        llm_http::client_builder(llm_http::TransportConfig {
+            connect_timeout: Some(std::time::Duration::from_secs(2)),
+        })
+        .pool_max_idle_per_host(0)
+        .build()
+        .ok();
 }
 
 /// `data`: see [`http_input`]. The response is served on loopback to every connection and
@@ -1100,14 +1110,7 @@ pub fn http_exchange(
             let addr = listener.local_addr().ok()?;
             let accepted = Arc::new(AtomicUsize::new(0));
             let server = tokio::spawn(http_serve(listener, input.clone(), accepted.clone()));
-            // No pooled connections: each attempt gets the response from the start.
-            let Ok(client) = llm_http::client_builder(llm_http::TransportConfig {
-                connect_timeout: Some(std::time::Duration::from_secs(2)),
-            })
-            .pool_max_idle_per_host(0)
-            .build() else {
-                return None;
-            };
+            let client = HTTP_CLIENT.with(Clone::clone)?;
             let sleeper = Arc::new(llm_core::RecordingSleeper::new());
             let options = llm_core::StreamOptions {
                 api_key: Some(llm_core::ApiKey::new(HTTP_FUZZ_KEY)),
