@@ -383,11 +383,36 @@ impl HttpTransport {
 /// to the provider's error mapping instead). Callers building their own client
 /// ([`HttpTransport::with_client`]) can start from it.
 pub fn client_builder(config: TransportConfig) -> reqwest::ClientBuilder {
-    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .tls_built_in_native_certs(false);
+    for root in platform_roots() {
+        builder = builder.add_root_certificate(root.clone());
+    }
     if let Some(timeout) = config.connect_timeout {
         builder = builder.connect_timeout(timeout);
     }
     builder
+}
+
+/// The platform's root certificates (those of `SSL_CERT_FILE` / `SSL_CERT_DIR` instead when
+/// either is set), read once per process: reading and parsing the store takes tens of
+/// milliseconds, too long to repeat for every client. Certificates that are not usable trust
+/// anchors are left out (a store may hold some), and load errors are logged once.
+fn platform_roots() -> &'static [reqwest::Certificate] {
+    static ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let loaded = rustls_native_certs::load_native_certs();
+        for error in &loaded.errors {
+            tracing::warn!(%error, "could not load some of the platform's root certificates");
+        }
+        loaded
+            .certs
+            .into_iter()
+            .filter(|der| rustls::RootCertStore::empty().add(der.clone()).is_ok())
+            .filter_map(|der| reqwest::Certificate::from_der(&der).ok())
+            .collect()
+    })
 }
 
 /// Declares a provider struct that owns an [`HttpTransport`], with `Default`,
