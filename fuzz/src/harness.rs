@@ -70,6 +70,12 @@ pub const TARGETS: &[&str] = &[
     "google_stream",
     "mistral_stream",
     "aws_event_stream",
+    "http_anthropic",
+    "http_openai_completions",
+    "http_openai_responses",
+    "http_google",
+    "http_mistral",
+    "http_bedrock",
 ];
 
 /// Runs target `name` on `data`; `false` if there is no such target.
@@ -79,9 +85,10 @@ pub fn run(name: &str, data: &[u8], heap: Option<&Heap>) -> bool {
         "partial_json" => partial_json(data, heap),
         "partial_json_differential" => partial_json_differential(data),
         "aws_event_stream" => aws_event_stream(data, heap),
-        other => match Provider::from_target(other) {
-            Some(provider) => provider_stream(provider, data, heap),
-            None => return false,
+        other => match (Provider::from_target(other), HttpProvider::from_target(other)) {
+            (Some(provider), _) => provider_stream(provider, data, heap),
+            (None, Some(provider)) => http_response(provider, data, heap),
+            (None, None) => return false,
         },
     }
     true
@@ -761,4 +768,418 @@ pub fn provider_stream(provider: Provider, data: &[u8], heap: Option<&Heap>) {
     check_transcript(&events);
     let whole = stream_events(provider, body, 0, false);
     assert_eq!(events, whole, "the transcript depends on the chunking or on reading partial()");
+}
+
+// ---------------------------------------------------------------------------------------------
+// http_<provider>: whole HTTP responses through the real client
+// ---------------------------------------------------------------------------------------------
+
+/// A provider whose whole HTTP exchange is fuzzed (`http_<name>` targets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpProvider {
+    /// `llm-anthropic`.
+    Anthropic,
+    /// `llm-openai-completions`.
+    OpenAiCompletions,
+    /// `llm-openai-responses`.
+    OpenAiResponses,
+    /// `llm-google`.
+    Google,
+    /// `llm-mistral`.
+    Mistral,
+    /// `llm-bedrock`.
+    Bedrock,
+}
+
+/// The statuses a structured input picks from (low 5 bits of its mode byte).
+pub const HTTP_STATUSES: [u16; 32] = [
+    200, 200, 200, 201, 204, 206, 100, 101, 103, 199, 299, 301, 302, 304, 307, 400, 401, 403, 404,
+    408, 409, 413, 422, 429, 500, 502, 503, 504, 529, 599, 600, 999,
+];
+
+/// The content types a structured input picks from (its third byte).
+pub const HTTP_CONTENT_TYPES: [&str; 9] = [
+    "text/event-stream",
+    "text/event-stream; charset=utf-8",
+    "application/json",
+    "application/vnd.amazon.eventstream",
+    "application/x-ndjson",
+    "text/html; charset=iso-8859-1",
+    "text/plain",
+    "application/octet-stream",
+    "",
+];
+
+/// The key the fuzzed requests carry: it must never show in an event.
+const HTTP_FUZZ_KEY: &str = "sk-fuzz-key-never-shown-0123456789";
+
+/// A stream that has not ended after this long hangs.
+const HTTP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(8);
+
+impl HttpProvider {
+    /// All of them.
+    pub const ALL: [HttpProvider; 6] = [
+        HttpProvider::Anthropic,
+        HttpProvider::OpenAiCompletions,
+        HttpProvider::OpenAiResponses,
+        HttpProvider::Google,
+        HttpProvider::Mistral,
+        HttpProvider::Bedrock,
+    ];
+
+    /// The fuzz target's name.
+    pub fn target(self) -> &'static str {
+        match self {
+            HttpProvider::Anthropic => "http_anthropic",
+            HttpProvider::OpenAiCompletions => "http_openai_completions",
+            HttpProvider::OpenAiResponses => "http_openai_responses",
+            HttpProvider::Google => "http_google",
+            HttpProvider::Mistral => "http_mistral",
+            HttpProvider::Bedrock => "http_bedrock",
+        }
+    }
+
+    fn from_target(name: &str) -> Option<HttpProvider> {
+        HttpProvider::ALL.into_iter().find(|p| p.target() == name)
+    }
+
+    fn info(self) -> &'static llm_core::ProviderInfo {
+        match self {
+            HttpProvider::Anthropic => &llm_anthropic::INFO,
+            HttpProvider::OpenAiCompletions => &llm_openai_completions::INFO,
+            HttpProvider::OpenAiResponses => &llm_openai_responses::INFO,
+            HttpProvider::Google => &llm_google::INFO,
+            HttpProvider::Mistral => &llm_mistral::INFO,
+            HttpProvider::Bedrock => &llm_bedrock::INFO,
+        }
+    }
+
+    /// The fixtures folder name (`fixtures/<name>/`).
+    pub fn fixtures_name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The content type of the provider's stream.
+    pub fn stream_content_type(self) -> &'static str {
+        match self {
+            HttpProvider::Bedrock => "application/vnd.amazon.eventstream",
+            _ => "text/event-stream",
+        }
+    }
+
+    fn provider(self, client: llm_http::reqwest::Client) -> Box<dyn llm_core::Provider> {
+        match self {
+            HttpProvider::Anthropic => {
+                Box::new(llm_anthropic::AnthropicProvider::with_http_client(client))
+            }
+            HttpProvider::OpenAiCompletions => Box::new(
+                llm_openai_completions::OpenAiCompletionsProvider::with_http_client(client),
+            ),
+            HttpProvider::OpenAiResponses => {
+                Box::new(llm_openai_responses::OpenAiResponsesProvider::with_http_client(client))
+            }
+            HttpProvider::Google => Box::new(llm_google::GoogleProvider::with_http_client(client)),
+            HttpProvider::Mistral => {
+                Box::new(llm_mistral::MistralProvider::with_http_client(client))
+            }
+            HttpProvider::Bedrock => {
+                Box::new(llm_bedrock::BedrockProvider::with_http_client(client))
+            }
+        }
+    }
+
+    /// The provider's default model, its base URL moved to `addr` (path kept).
+    fn model(self, addr: std::net::SocketAddr) -> Model {
+        let info = self.info();
+        let mut model = info.default_model().unwrap_or_default();
+        let path = info
+            .default_base_url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.find('/').and_then(|i| rest.get(i..)))
+            .unwrap_or("");
+        model.base_url = format!("http://{addr}{}", path.trim_end_matches('/'));
+        model
+    }
+}
+
+/// What one input says the server writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpInput {
+    /// Splits the body's writes ([`chunks`]).
+    pub seed: u8,
+    /// The whole response, as written to every connection.
+    pub response: Vec<u8>,
+    /// The body as the client should read it (`None`: raw mode, unknown).
+    pub body: Option<Vec<u8>>,
+}
+
+/// How a structured input frames its body (bits 5-6 of the mode byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// `content-length` equal to the body.
+    Length,
+    /// `transfer-encoding: chunked`, chunk sizes from the seed.
+    Chunked,
+    /// No length: the body ends when the connection closes.
+    Close,
+    /// `content-length` larger than the body (the connection closes early).
+    ShortBody,
+}
+
+/// The bytes of a structured input: `[seed, mode, content type, headers.., 0, body..]`, where
+/// mode's low 5 bits pick a status from [`HTTP_STATUSES`] and bits 5-6 the [`BodyFraming`].
+pub fn http_structured(
+    seed: u8,
+    status_index: u8,
+    framing: BodyFraming,
+    content_type: u8,
+    headers: &[u8],
+    body: &[u8],
+) -> Vec<u8> {
+    let framing = match framing {
+        BodyFraming::Length => 0u8,
+        BodyFraming::Chunked => 1,
+        BodyFraming::Close => 2,
+        BodyFraming::ShortBody => 3,
+    };
+    let mut out = vec![seed, (status_index & 0x1f) | (framing << 5), content_type];
+    out.extend_from_slice(headers);
+    out.push(0);
+    out.extend_from_slice(body);
+    out
+}
+
+/// The bytes of a raw input: the response written verbatim (mode byte with bit 7 set).
+pub fn http_raw(seed: u8, response: &[u8]) -> Vec<u8> {
+    let mut out = vec![seed, 0x80];
+    out.extend_from_slice(response);
+    out
+}
+
+/// Reads an input (see [`http_structured`] and [`http_raw`]).
+pub fn http_input(data: &[u8]) -> HttpInput {
+    let (seed, rest) = split_header(data);
+    let (mode, rest) = split_header(rest);
+    if mode & 0x80 != 0 {
+        return HttpInput { seed, response: rest.to_vec(), body: None };
+    }
+    let status = HTTP_STATUSES.get(usize::from(mode & 0x1f)).copied().unwrap_or(200);
+    let (content_type, rest) = split_header(rest);
+    let content_type =
+        HTTP_CONTENT_TYPES.get(usize::from(content_type) % HTTP_CONTENT_TYPES.len()).copied();
+    let (headers, body) = match rest.iter().position(|&b| b == 0) {
+        Some(at) => (rest.get(..at).unwrap_or_default(), rest.get(at + 1..).unwrap_or_default()),
+        None => (&[][..], rest),
+    };
+    let mut out = format!("HTTP/1.1 {status} Fuzz\r\n").into_bytes();
+    if let Some(ct) = content_type.filter(|ct| !ct.is_empty()) {
+        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+    }
+    for line in headers.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !line.is_empty() {
+            out.extend_from_slice(line);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    match (mode >> 5) & 3 {
+        0 => out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes()),
+        1 => out.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n"),
+        2 => out.extend_from_slice(b"connection: close\r\n\r\n"),
+        _ => out.extend_from_slice(
+            format!("content-length: {}\r\n\r\n", body.len() + 1 + usize::from(seed % 16))
+                .as_bytes(),
+        ),
+    }
+    if (mode >> 5) & 3 == 1 {
+        for piece in chunks(body, seed) {
+            if piece.is_empty() {
+                continue;
+            }
+            out.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+            out.extend_from_slice(piece);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+    } else {
+        out.extend_from_slice(body);
+    }
+    HttpInput { seed, response: out, body: Some(body.to_vec()) }
+}
+
+/// Reads one request (head, then `content-length` bytes of body) so that closing the socket
+/// afterwards sends a FIN, not a reset.
+async fn read_request(socket: &mut tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(buf.get(..end).unwrap_or_default()).to_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                return;
+            }
+        }
+        match socket.read(&mut piece).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(piece.get(..n).unwrap_or_default()),
+        }
+    }
+}
+
+/// Serves `input` to every connection; counts them.
+async fn http_serve(
+    listener: tokio::net::TcpListener,
+    input: std::sync::Arc<HttpInput>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut connections = tokio::task::JoinSet::new();
+    while let Ok((mut socket, _)) = listener.accept().await {
+        accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let input = input.clone();
+        connections.spawn(async move {
+            let _ = socket.set_nodelay(true);
+            read_request(&mut socket).await;
+            for piece in chunks(&input.response, input.seed) {
+                if socket.write_all(piece).await.is_err() {
+                    return;
+                }
+            }
+            let _ = socket.shutdown().await;
+            // Wait for the client to close (bounded by the caller dropping this task).
+            let mut sink = [0u8; 1024];
+            while let Ok(n) = tokio::io::AsyncReadExt::read(&mut socket, &mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+thread_local! {
+    /// One runtime per thread, reused by every input (a runtime per input would dominate).
+    static HTTP_RUNTIME: Option<tokio::runtime::Runtime> =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().ok();
+    /// One client per thread (loading the root stores per input would dominate), with the
+    /// providers' settings and no pooled connections, so each attempt gets the response from
+    /// the start on a connection of its own.
+    static HTTP_CLIENT: Option<llm_http::reqwest::Client> =
+        llm_http::client_builder(llm_http::TransportConfig {
+            connect_timeout: Some(std::time::Duration::from_secs(2)),
+        })
+        .pool_max_idle_per_host(0)
+        .build()
+        .ok();
+}
+
+/// `data`: see [`http_input`]. The response is served on loopback to every connection and
+/// streamed through the provider's real client (`llm-http`: status, headers, error mapping,
+/// the driver, the provider's decoder), with one retry allowed and a recording clock (no
+/// sleeping). Checks: it ends within [`HTTP_DEADLINE`] with exactly one terminal event (the
+/// transcript invariants of [`check_transcript`]); no more connections than attempts; an error
+/// names the provider, its kind agrees with the message's `error_type`, a server wait over
+/// the cap was not retried and its wait is kept; the key never shows; peak memory stays within
+/// the configured limits.
+pub fn http_response(provider: HttpProvider, data: &[u8], heap: Option<&Heap>) {
+    http_exchange(provider, data, heap);
+}
+
+/// [`http_response`], returning the events and the number of connections the server saw
+/// (`None` when the loopback could not be set up).
+pub fn http_exchange(
+    provider: HttpProvider,
+    data: &[u8],
+    heap: Option<&Heap>,
+) -> Option<(Vec<llm_core::AssistantEvent>, usize)> {
+    use futures_util::StreamExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let input = Arc::new(http_input(data));
+    HTTP_RUNTIME.with(|runtime| {
+        let runtime = runtime.as_ref()?;
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.ok()?;
+            let addr = listener.local_addr().ok()?;
+            let accepted = Arc::new(AtomicUsize::new(0));
+            let server = tokio::spawn(http_serve(listener, input.clone(), accepted.clone()));
+            let client = HTTP_CLIENT.with(Clone::clone)?;
+            let sleeper = Arc::new(llm_core::RecordingSleeper::new());
+            let options = llm_core::StreamOptions {
+                api_key: Some(llm_core::ApiKey::new(HTTP_FUZZ_KEY)),
+                retry: llm_core::RetryPolicy {
+                    max_retries: 1,
+                    jitter: false,
+                    ..llm_core::RetryPolicy::default()
+                },
+                sleeper: Some(sleeper.clone()),
+                max_event_bytes: Some(1 << 20),
+                provider_options: [("region".to_owned(), serde_json::json!("us-east-1"))]
+                    .into_iter()
+                    .filter(|_| provider == HttpProvider::Bedrock)
+                    .collect(),
+                ..llm_core::StreamOptions::default()
+            };
+            let model = provider.model(addr);
+            let context = llm_core::Context {
+                system_prompt: Some("Be brief.".into()),
+                messages: vec![llm_core::Message::user("hi")],
+                tools: Vec::new(),
+            };
+            let client_provider = provider.provider(client);
+            if let Some(h) = heap {
+                (h.reset_peak)();
+            }
+            let base = heap.map(|h| (h.live)());
+            let stream = client_provider.stream(&model, &context, &options);
+            let collected = tokio::time::timeout(HTTP_DEADLINE, stream.collect::<Vec<_>>()).await;
+            let events = match collected {
+                Ok(events) => events,
+                Err(_) => panic!(
+                    "{provider:?}: no terminal event after {} s: hangs",
+                    HTTP_DEADLINE.as_secs()
+                ),
+            };
+            if let (Some(h), Some(base)) = (heap, base) {
+                // The error body (1 MiB), one event (1 MiB) and the client's buffers.
+                let peak = ((h.peak)()).saturating_sub(base);
+                let bound = 16 * (1 << 20) + 64 * data.len();
+                assert!(
+                    peak <= bound,
+                    "{provider:?} peaked at {peak} bytes for {} input bytes",
+                    data.len()
+                );
+            }
+            server.abort();
+            check_transcript(&events);
+            let attempts = accepted.load(Ordering::SeqCst);
+            assert!(attempts <= 2, "{attempts} connections for at most 2 attempts");
+            let shown = format!("{events:?}");
+            assert!(!shown.contains(HTTP_FUZZ_KEY), "the key shows in an event");
+            if let Some(llm_core::AssistantEvent::Error { error, message, .. }) = events.last() {
+                assert_eq!(
+                    error.provider,
+                    provider.info().provider,
+                    "the error names another provider"
+                );
+                assert_eq!(message.error_type.as_deref(), Some(error.kind.as_str()));
+                let delays = sleeper.delays();
+                if options.retry.refuses_wait(error.retry_after) {
+                    assert!(delays.is_empty() && attempts <= 1, "a wait over the cap was retried");
+                }
+                assert!(
+                    delays.iter().all(|d| *d <= options.retry.max_retry_after),
+                    "slept {delays:?}, over the cap"
+                );
+            }
+            Some((events, attempts))
+        })
+    })
 }

@@ -45,6 +45,9 @@ pub const TOTAL: Duration = Duration::from_millis(600);
 pub const MAX_EVENT: usize = 8 * 1024 * 1024;
 /// The oversize event is endless; the server gives up after this many bytes.
 const ENDLESS_MAX: usize = 64 * 1024 * 1024;
+/// An endless error body may be written this far per attempt: the client's 1 MiB limit, plus
+/// what the sockets hold in flight.
+const ENDLESS_ERROR_READ: usize = 8 * 1024 * 1024;
 /// A replay that takes longer than this hangs.
 const CELL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the client may take to close its connections after a stream ended.
@@ -82,6 +85,244 @@ enum Fault {
     Oversize,
     Truncated,
     DuplicatedTerminal,
+    Hostile(Hostile),
+}
+
+/// A hostile status line, header or body before the stream (one row each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hostile {
+    /// `retry-after: 1e30`: too large for a `Duration`.
+    AbsurdRetryAfter,
+    /// `retry-after: 99999999999999999999` (past `u64`).
+    HugeRetryAfter,
+    /// `retry-after: -5`: not a wait, so the backoff applies.
+    NegativeRetryAfter,
+    /// A `retry-after` date 2 s after the response's `date`, both in 1994 (clock skew).
+    DateAhead,
+    /// A `retry-after` date before the response's `date`: no wait.
+    DatePast,
+    /// A `retry-after` date an hour after the response's `date`: over the cap.
+    DateFarFuture,
+    /// Header values with bytes 0x80-0xFF (a `retry-after` among them).
+    NonAsciiHeaders,
+    /// A header value with a control byte, which HTTP forbids.
+    InvalidHeaderBytes,
+    /// One header of 1 MiB.
+    HugeHeader,
+    /// 10,000 headers.
+    ManyHeaders,
+    /// `103 Early Hints` before the 200.
+    Informational,
+    /// A `302` to another URL.
+    Redirect,
+    /// Status 599, then 200.
+    Status599,
+    /// Status 999.
+    Status999,
+    /// A 200 HTML page instead of the stream.
+    HtmlInsteadOfStream,
+    /// A 500 whose body never ends.
+    EndlessErrorBody,
+}
+
+impl Hostile {
+    const ALL: [Hostile; 16] = [
+        Hostile::AbsurdRetryAfter,
+        Hostile::HugeRetryAfter,
+        Hostile::NegativeRetryAfter,
+        Hostile::DateAhead,
+        Hostile::DatePast,
+        Hostile::DateFarFuture,
+        Hostile::NonAsciiHeaders,
+        Hostile::InvalidHeaderBytes,
+        Hostile::HugeHeader,
+        Hostile::ManyHeaders,
+        Hostile::Informational,
+        Hostile::Redirect,
+        Hostile::Status599,
+        Hostile::Status999,
+        Hostile::HtmlInsteadOfStream,
+        Hostile::EndlessErrorBody,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Hostile::AbsurdRetryAfter => "http 429 retry-after: 1e30",
+            Hostile::HugeRetryAfter => "http 429 retry-after: 99999999999999999999",
+            Hostile::NegativeRetryAfter => "http 429 retry-after: -5, then 200",
+            Hostile::DateAhead => "http 503 retry-after: date + 2 s (1994 clock), then 200",
+            Hostile::DatePast => "http 503 retry-after: a date before date:, then 200",
+            Hostile::DateFarFuture => "http 429 retry-after: date + 1 h",
+            Hostile::NonAsciiHeaders => "http 429 non-ascii header bytes, then 200",
+            Hostile::InvalidHeaderBytes => "control byte in a header value, every time",
+            Hostile::HugeHeader => "1 MiB header, every time",
+            Hostile::ManyHeaders => "10000 headers, every time",
+            Hostile::Informational => "http 103 early hints, then 200",
+            Hostile::Redirect => "http 302 location: elsewhere",
+            Hostile::Status599 => "http 599, then 200",
+            Hostile::Status999 => "http 999",
+            Hostile::HtmlInsteadOfStream => "http 200 text/html page",
+            Hostile::EndlessErrorBody => "http 500 endless error body, every time",
+        }
+    }
+
+    fn expect(self) -> Expect {
+        let done = |requests, sleeps: Vec<u64>| Expect {
+            outcome: "done",
+            requests,
+            sleeps,
+            content: Content::Full,
+        };
+        let failed = |outcome, requests, sleeps: Vec<u64>| Expect {
+            outcome,
+            requests,
+            sleeps,
+            content: Content::Empty,
+        };
+        match self {
+            // Over the 60 s cap: no wait, no retry.
+            Hostile::AbsurdRetryAfter | Hostile::HugeRetryAfter | Hostile::DateFarFuture => {
+                failed("rate_limited", 1, Vec::new())
+            }
+            Hostile::NegativeRetryAfter | Hostile::NonAsciiHeaders | Hostile::Status599 => {
+                done(2, vec![500])
+            }
+            Hostile::DateAhead => done(2, vec![2000]),
+            Hostile::DatePast => done(2, vec![0]),
+            Hostile::InvalidHeaderBytes | Hostile::HugeHeader | Hostile::ManyHeaders => {
+                failed("transport", 3, vec![500, 1000])
+            }
+            Hostile::Informational => done(1, Vec::new()),
+            Hostile::Redirect | Hostile::Status999 => failed("provider", 1, Vec::new()),
+            Hostile::HtmlInsteadOfStream => failed("decode", 1, Vec::new()),
+            Hostile::EndlessErrorBody => failed("overloaded", 3, vec![500, 1000]),
+        }
+    }
+}
+
+/// The 1994 instant of RFC 9110's examples, as a `date` header.
+const RFC_DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
+
+/// A hand-written response head (`headers` as raw bytes, each line without its CRLF).
+fn raw_head(status_line: &str, headers: &[&[u8]], length: Option<usize>) -> Vec<u8> {
+    let mut out = format!("{status_line}\r\n").into_bytes();
+    for header in headers {
+        out.extend_from_slice(header);
+        out.extend_from_slice(b"\r\n");
+    }
+    match length {
+        Some(n) => out.extend_from_slice(format!("content-length: {n}\r\n").as_bytes()),
+        None => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+    out
+}
+
+/// What the matrix's error bodies look like.
+fn fault_body(status: u16) -> String {
+    format!("{{\"error\":{{\"message\":\"injected fault: HTTP {status}\",\"code\":{status}}}}}")
+}
+
+/// What the matrix's server writes for a hostile row, connection by connection.
+fn hostile_scripts(recorded: &Recorded, hostile: Hostile) -> Vec<Script> {
+    let error = |status: u16, headers: &[(&str, &str)]| {
+        vec![Step::Write(status_response(status, headers, &fault_body(status)))]
+    };
+    let raw = |bytes: Vec<u8>| vec![Step::Write(Bytes::from(bytes))];
+    let retry_date = |after: &'static str| {
+        let headers: Vec<(&str, &str)> = vec![("date", RFC_DATE), ("retry-after", after)];
+        headers
+    };
+    match hostile {
+        Hostile::AbsurdRetryAfter => {
+            vec![error(429, &[("retry-after", "1e30")]), recorded.success()]
+        }
+        Hostile::HugeRetryAfter => {
+            vec![error(429, &[("retry-after", "99999999999999999999")]), recorded.success()]
+        }
+        Hostile::NegativeRetryAfter => {
+            vec![error(429, &[("retry-after", "-5")]), recorded.success()]
+        }
+        Hostile::DateAhead => {
+            vec![error(503, &retry_date("Sun, 06 Nov 1994 08:49:39 GMT")), recorded.success()]
+        }
+        Hostile::DatePast => {
+            vec![error(503, &retry_date("Sunday, 06-Nov-94 08:00:00 GMT")), recorded.success()]
+        }
+        Hostile::DateFarFuture => {
+            vec![error(429, &retry_date("Sun Nov  6 09:49:37 1994")), recorded.success()]
+        }
+        Hostile::NonAsciiHeaders => {
+            let body = fault_body(429);
+            let mut bytes = raw_head(
+                "HTTP/1.1 429 Too Many Requests",
+                &[
+                    b"x-note: caf\xe9 \xff\xfe",
+                    b"retry-after: \xe2\x88\x9e",
+                    b"x-amzn-ErrorType: \xc3",
+                ],
+                Some(body.len()),
+            );
+            bytes.extend_from_slice(body.as_bytes());
+            vec![raw(bytes), recorded.success()]
+        }
+        Hostile::InvalidHeaderBytes => {
+            let mut head = recorded.head().to_vec();
+            // After the status line: a header whose value holds a NUL byte.
+            let at = head.windows(2).position(|w| w == b"\r\n").map_or(0, |i| i + 2);
+            head.splice(at..at, b"x-bad: a\x00b\r\n".iter().copied());
+            vec![raw(head); 3]
+        }
+        Hostile::HugeHeader => {
+            let mut head = recorded.head().to_vec();
+            let at = head.windows(2).position(|w| w == b"\r\n").map_or(0, |i| i + 2);
+            let mut header = b"x-huge: ".to_vec();
+            header.extend(std::iter::repeat_n(b'h', 1 << 20));
+            header.extend_from_slice(b"\r\n");
+            head.splice(at..at, header);
+            vec![raw(head); 3]
+        }
+        Hostile::ManyHeaders => {
+            let mut head = recorded.head().to_vec();
+            let at = head.windows(2).position(|w| w == b"\r\n").map_or(0, |i| i + 2);
+            let many: Vec<u8> =
+                (0..10_000).flat_map(|i| format!("x-h{i}: {i}\r\n").into_bytes()).collect();
+            head.splice(at..at, many);
+            vec![raw(head); 3]
+        }
+        Hostile::Informational => {
+            let mut steps = vec![Step::Write(Bytes::from_static(
+                b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n",
+            ))];
+            steps.extend(recorded.success());
+            vec![steps]
+        }
+        Hostile::Redirect => {
+            vec![error(302, &[("location", "http://127.0.0.1:9/elsewhere")]), recorded.success()]
+        }
+        Hostile::Status599 => vec![error(599, &[]), recorded.success()],
+        Hostile::Status999 => vec![error(999, &[]), recorded.success()],
+        Hostile::HtmlInsteadOfStream => {
+            let page = "<html><body><h1>Sign in to continue</h1></body></html>";
+            let mut bytes = raw_head(
+                "HTTP/1.1 200 OK",
+                &[b"content-type: text/html; charset=utf-8"],
+                Some(page.len()),
+            );
+            bytes.extend_from_slice(page.as_bytes());
+            vec![raw(bytes)]
+        }
+        Hostile::EndlessErrorBody => {
+            let head = raw_head(
+                "HTTP/1.1 500 Internal Server Error",
+                &[b"content-type: application/json"],
+                None,
+            );
+            let endless =
+                vec![Step::Endless { prefix: Bytes::from(head), fill: b'e', max: ENDLESS_MAX }];
+            vec![endless; 3]
+        }
+    }
 }
 
 /// What the final message must hold.
@@ -180,6 +421,7 @@ impl Fault {
             Fault::Truncated,
             Fault::DuplicatedTerminal,
         ]);
+        rows.extend(Hostile::ALL.map(Fault::Hostile));
         rows
     }
 
@@ -216,6 +458,7 @@ impl Fault {
             Fault::Oversize => format!("event > {} MiB (limit)", MAX_EVENT / (1024 * 1024)),
             Fault::Truncated => "truncated stream".to_owned(),
             Fault::DuplicatedTerminal => "duplicated terminal event".to_owned(),
+            Fault::Hostile(hostile) => hostile.name().to_owned(),
         }
     }
 
@@ -262,6 +505,7 @@ impl Fault {
             Fault::DuplicatedTerminal => {
                 Expect { outcome: "done", requests: 1, sleeps: Vec::new(), content: Content::Full }
             }
+            Fault::Hostile(hostile) => hostile.expect(),
         }
     }
 
@@ -463,10 +707,8 @@ impl Recorded {
                     RetryHeader::Seconds => &[("retry-after", "2")],
                     RetryHeader::Millis => &[("retry-after-ms", "1500")],
                 };
-                let body = format!(
-                    "{{\"error\":{{\"message\":\"injected fault: HTTP {status}\",\"code\":{status}}}}}"
-                );
-                let error = vec![Step::Write(status_response(status, headers, &body))];
+                let error =
+                    vec![Step::Write(status_response(status, headers, &fault_body(status)))];
                 if exhausted { vec![error; 3] } else { vec![error, self.success()] }
             }
             Fault::InvalidUtf8 => vec![with_fault(self.corrupt(|value| {
@@ -517,6 +759,7 @@ impl Recorded {
                 steps.push(Step::Write(end_chunks()));
                 vec![steps]
             }
+            Fault::Hostile(hostile) => hostile_scripts(self, hostile),
             Fault::DuplicatedTerminal => {
                 let mut events = self.events.clone();
                 if let Some(last) = self.events.last() {
@@ -1052,6 +1295,15 @@ async fn run_job(job: Job) -> JobResult {
             ENDLESS_MAX / (1024 * 1024)
         ));
     }
+    // Three attempts read at most the error-body limit each (plus what was in flight).
+    if fault == Fault::Hostile(Hostile::EndlessErrorBody)
+        && run.endless_written as usize > 3 * ENDLESS_ERROR_READ
+    {
+        problems.push(format!(
+            "the server wrote {} MiB of error bodies: the error-body limit did not stop the reads",
+            run.endless_written / (1024 * 1024)
+        ));
+    }
     JobResult {
         provider: job.provider,
         fault,
@@ -1204,6 +1456,13 @@ async fn run_async(options: &Options) -> Result<FaultReport> {
                         "{} ({}): {p}",
                         r.source.scenario(),
                         r.writes.label()
+                    ));
+                }
+                if r.fault == Fault::Hostile(Hostile::EndlessErrorBody) {
+                    notes.push(format!(
+                        "{}: the endless error bodies of 3 attempts were cut after the server wrote {:.1} MiB",
+                        entry.name,
+                        r.run.endless_written as f64 / (1024.0 * 1024.0),
                     ));
                 }
                 if r.fault == Fault::Oversize {

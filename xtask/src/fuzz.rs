@@ -240,14 +240,19 @@ fn run_target(cargo: &str, root: &Path, target: &str, seconds: u64) -> Result<Ru
 
 /// Every `.sse` body under `fixtures/<provider>/`, as `(scenario-file label, bytes)`, sorted.
 fn provider_bodies(root: &Path, provider: harness::Provider) -> Result<Vec<(String, Vec<u8>)>> {
-    let dir = root.join("fixtures").join(provider.fixtures_name());
+    bodies_with(root, provider.fixtures_name(), "sse")
+}
+
+/// Every body with extension `ext` under `fixtures/<name>/`, as `(label, bytes)`, sorted.
+fn bodies_with(root: &Path, name: &str, ext: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    let dir = root.join("fixtures").join(name);
     let mut out = Vec::new();
     for (scenario, path) in crate::subdirs(&dir)? {
         let entries = std::fs::read_dir(&path).map_err(|e| Error::io(&path, e))?;
         let mut files: Vec<PathBuf> = entries
             .filter_map(std::result::Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "sse"))
+            .filter(|p| p.extension().is_some_and(|x| x == ext))
             .collect();
         files.sort();
         for file in files {
@@ -360,6 +365,123 @@ pub fn update_corpus(root: &Path) -> Result<usize> {
     for (i, text) in EXTRA_ARGUMENTS.iter().enumerate() {
         seed_file(&pj, &format!("extra-{i:02}"), &[1 + (i % 12) as u8], text.as_bytes())?;
         written += 1;
+    }
+    written += http_seeds(root, &corpus)?;
+    Ok(written)
+}
+
+/// Error bodies in every provider's shape (each target gets all of them: a gateway in front
+/// of one provider may answer in another's).
+const HTTP_ERROR_BODIES: &[&str] = &[
+    r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#,
+    r#"{"type":"error","error":{"type":"rate_limit_error","message":"Slow down"}}"#,
+    r#"{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#,
+    r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+    r#"{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+    r#"[{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34s"}]}}]"#,
+    r#"{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}"#,
+    r#"{"object":"error","message":{"detail":[{"loc":["body"],"msg":"bad"}]},"type":"invalid_request_error","code":null}"#,
+    r#"{"detail":"Unauthorized"}"#,
+    r#"{"message":"Too many requests, please wait before trying again."}"#,
+    r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"Input is too long for requested model."}"#,
+    "<html><body><h1>502 Bad Gateway</h1></body></html>",
+    "",
+];
+
+/// Headers of the error seeds: the server-asked waits in every form, and retry hints.
+const HTTP_ERROR_HEADERS: &[&str] = &[
+    "",
+    "retry-after: 2",
+    "retry-after-ms: 1500",
+    "retry-after: 1e30",
+    "retry-after: -5",
+    "retry-after: 99999999999999999999",
+    "date: Sun, 06 Nov 1994 08:49:37 GMT\nretry-after: Sun, 06 Nov 1994 08:49:39 GMT",
+    "date: Sun, 06 Nov 1994 08:49:37 GMT\nretry-after: Sunday, 06-Nov-94 09:49:37 GMT",
+    "retry-after: Sun Nov  6 08:49:37 1994",
+    "x-should-retry: false",
+    "x-should-retry: true\nretry-after: 0",
+    "x-amzn-ErrorType: ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+    "x-note: caf\u{e9} \u{ff}",
+];
+
+/// Whole responses written verbatim (raw mode).
+const HTTP_RAW_RESPONSES: &[&str] = &[
+    "HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 429 Too Many\r\nretry-after: 1\r\ncontent-length: 2\r\n\r\n{}",
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nfffffffffffffffff\r\nx\r\n0\r\n\r\n",
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 5\r\ncontent-length: 7\r\n\r\ndata:",
+    "HTTP/1.1 500 Oops\r\nx-folded: a\r\n b\r\ncontent-length: 2\r\n\r\n{}",
+    "HTTP/1.1 999 Whatever\r\ncontent-length: 0\r\n\r\n",
+    "HTTP/1.0 503 Service Unavailable\r\nretry-after: 3\r\n\r\nbusy",
+    "HTTP/1.1 200\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{\"ok\":true}",
+    "HTTP/1.1 301 Moved\r\nlocation: http://127.0.0.1:9/elsewhere\r\ncontent-length: 0\r\n\r\n",
+    "HTTP/2 200\r\n\r\n",
+    "garbage\r\n\r\n",
+];
+
+/// The `http_<provider>` seeds: each fixture body as a 200 of the provider's content type
+/// (chunked), the error bodies under each status and header set, and the raw responses.
+fn http_seeds(root: &Path, corpus: &Path) -> Result<usize> {
+    use harness::{BodyFraming, HTTP_CONTENT_TYPES, HTTP_STATUSES, HttpProvider};
+    let index_of =
+        |status: u16| HTTP_STATUSES.iter().position(|s| *s == status).map_or(0, |i| i as u8);
+    let type_of =
+        |ct: &str| HTTP_CONTENT_TYPES.iter().position(|c| *c == ct).map_or(0, |i| i as u8);
+    let mut written = 0;
+    for provider in HttpProvider::ALL {
+        let dir = corpus.join(provider.target());
+        let ext = if provider == HttpProvider::Bedrock { "eventstream" } else { "sse" };
+        let stream_type = type_of(provider.stream_content_type());
+        for (label, body) in bodies_with(root, provider.fixtures_name(), ext)? {
+            let seed = 2 + (fnv(&label) % 12) as u8;
+            let data = harness::http_structured(
+                seed,
+                index_of(200),
+                BodyFraming::Chunked,
+                stream_type,
+                b"",
+                &body,
+            );
+            std::fs::write(dir.join(format!("fixture-{label}")), data)
+                .map_err(|e| Error::io(&dir, e))?;
+            written += 1;
+        }
+        let statuses = [400u16, 401, 403, 404, 408, 409, 413, 429, 500, 503, 529, 599, 302, 999];
+        // Each body twice and each header set at least twice, in different pairs, each pair
+        // under one status of the list (the fuzzer combines them further).
+        let pairs = 2 * HTTP_ERROR_BODIES.len().max(HTTP_ERROR_HEADERS.len());
+        for n in 0..pairs {
+            let i = n % HTTP_ERROR_BODIES.len();
+            let j = (n + 5 * (n / HTTP_ERROR_HEADERS.len())) % HTTP_ERROR_HEADERS.len();
+            let (Some(body), Some(headers)) = (HTTP_ERROR_BODIES.get(i), HTTP_ERROR_HEADERS.get(j))
+            else {
+                continue;
+            };
+            let status = statuses.get((i * 7 + j) % statuses.len()).copied().unwrap_or(429);
+            let framing = match (i + j) % 4 {
+                0 => BodyFraming::Length,
+                1 => BodyFraming::Chunked,
+                2 => BodyFraming::Close,
+                _ => BodyFraming::ShortBody,
+            };
+            let data = harness::http_structured(
+                (i * 13 + j) as u8,
+                index_of(status),
+                framing,
+                type_of("application/json"),
+                headers.as_bytes(),
+                body.as_bytes(),
+            );
+            let path = dir.join(format!("extra-error-{i:02}-{j:02}"));
+            std::fs::write(&path, data).map_err(|e| Error::io(&path, e))?;
+            written += 1;
+        }
+        for (i, response) in HTTP_RAW_RESPONSES.iter().enumerate() {
+            let path = dir.join(format!("extra-raw-{i:02}"));
+            std::fs::write(&path, harness::http_raw(i as u8, response.as_bytes()))
+                .map_err(|e| Error::io(&path, e))?;
+            written += 1;
+        }
     }
     Ok(written)
 }
@@ -485,6 +607,44 @@ mod tests {
             assert!(root.join(format!("fuzz/fuzz_targets/{target}.rs")).is_file(), "{target}");
             assert!(manifest.contains(&format!("name = \"{target}\"")), "{target}");
             assert!(root.join(format!("fuzz/corpus/{target}")).is_dir(), "{target}");
+        }
+    }
+
+    /// The HTTP targets are not vacuous: a recorded stream served as a 200 streams to the end,
+    /// and an error status with a short wait is retried once, after that wait.
+    #[test]
+    fn http_targets_reach_the_decoder_and_the_retry_path() {
+        use harness::{BodyFraming, HttpProvider};
+        let root = crate::workspace_root();
+        for provider in HttpProvider::ALL {
+            let seeds = corpus_files(&root, provider.target()).unwrap();
+            let (_, text_only) =
+                seeds.iter().find(|(name, _)| name == "fixture-text-only").unwrap();
+            let (events, attempts) = harness::http_exchange(provider, text_only, None).unwrap();
+            assert!(
+                matches!(events.last(), Some(llm_core::AssistantEvent::Done { .. })),
+                "{provider:?}: {:?}",
+                events.last()
+            );
+            assert_eq!(attempts, 1);
+            let status_429 = harness::HTTP_STATUSES.iter().position(|s| *s == 429).unwrap();
+            let data = harness::http_structured(
+                0,
+                status_429 as u8,
+                BodyFraming::Length,
+                2,
+                b"retry-after: 3",
+                b"{}",
+            );
+            let (events, attempts) = harness::http_exchange(provider, &data, None).unwrap();
+            let Some(llm_core::AssistantEvent::Error { error, .. }) = events.last() else {
+                panic!("{provider:?}: {:?}", events.last())
+            };
+            assert_eq!(
+                (error.kind, error.status, attempts),
+                (llm_core::ErrorKind::RateLimited, Some(429), 2),
+                "{provider:?}"
+            );
         }
     }
 

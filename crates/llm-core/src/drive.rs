@@ -382,6 +382,21 @@ where
             batch.push(Delta::Error(error));
             return Some(self.finish(batch));
         }
+        if self.policy.refuses_wait(error.retry_after) {
+            // Fails now rather than sleeping for longer than allowed; the asked wait stays
+            // in the error for a caller that wants to come back later.
+            let mut error = error;
+            let asked = error.retry_after.unwrap_or_default();
+            error.message = format!(
+                "{} (the server asked to wait {} s before retrying, more than the {} s allowed)",
+                error.message,
+                asked.as_secs(),
+                self.policy.max_retry_after.as_secs()
+            );
+            let mut batch = std::mem::take(&mut self.pending);
+            batch.push(Delta::Error(error));
+            return Some(self.finish(batch));
+        }
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;

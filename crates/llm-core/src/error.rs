@@ -204,20 +204,42 @@ impl Error {
     }
 }
 
-/// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds; HTTP dates are
-/// ignored) header values into a delay.
+/// Seconds (possibly fractional) as a [`Duration`]: `None` for a negative or NaN value,
+/// [`Duration::MAX`] for one too large to represent (never a panic).
+pub fn duration_from_secs(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+}
+
+/// The wait a server asked for: `retry-after-ms` (milliseconds), else `retry-after`, either
+/// delay-seconds or an HTTP date (RFC 9110: IMF-fixdate, or the obsolete RFC 850 and asctime
+/// forms).
+///
+/// A date is read against the response's own `date` header when it has a valid one, so a
+/// skewed local clock does not change the wait, else against `now`; a date already past is
+/// no wait. Values that are not a wait (negative, NaN, infinite, text) are ignored; a number
+/// too large for a `Duration` gives [`Duration::MAX`] (the retry policy caps what it honours).
 pub fn parse_retry_after(
     retry_after_ms: Option<&str>,
     retry_after: Option<&str>,
+    date: Option<&str>,
+    now: std::time::SystemTime,
 ) -> Option<Duration> {
-    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+    let number = |value: &str| value.trim().parse::<f64>().ok().filter(|n| n.is_finite());
+    if let Some(wait) =
+        retry_after_ms.and_then(number).and_then(|ms| duration_from_secs(ms / 1000.0))
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(wait);
     }
-    let secs = retry_after.and_then(|v| v.trim().parse::<f64>().ok())?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    let value = retry_after?.trim();
+    if let Some(secs) = number(value) {
+        return duration_from_secs(secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let reference = date.and_then(|d| httpdate::parse_http_date(d.trim()).ok()).unwrap_or(now);
+    Some(at.duration_since(reference).unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]
@@ -225,6 +247,71 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// 1994-11-06 08:49:37 UTC, the date of RFC 9110's examples.
+    fn rfc_example_time() -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + Duration::from_secs(784_111_777)
+    }
+
+    #[test]
+    fn retry_after_dates_in_every_rfc_form_are_read_against_the_response_date() {
+        let server_now = Some("Sun, 06 Nov 1994 08:49:37 GMT");
+        // The local clock is a day ahead of the server's: the server's date decides.
+        let skewed = rfc_example_time() + Duration::from_secs(86_400);
+        for value in [
+            "Sun, 06 Nov 1994 08:49:47 GMT",
+            "Sunday, 06-Nov-94 08:49:47 GMT",
+            "Sun Nov  6 08:49:47 1994",
+        ] {
+            assert_eq!(
+                parse_retry_after(None, Some(value), server_now, skewed),
+                Some(Duration::from_secs(10)),
+                "{value}"
+            );
+        }
+        // Without a (valid) date header the local clock is the reference.
+        let local = rfc_example_time() + Duration::from_secs(4);
+        for date in [None, Some("yesterday"), Some("")] {
+            assert_eq!(
+                parse_retry_after(None, Some("Sun, 06 Nov 1994 08:49:47 GMT"), date, local),
+                Some(Duration::from_secs(6)),
+                "{date:?}"
+            );
+        }
+        // A date already past is no wait; one far ahead is kept whole (the policy caps it).
+        assert_eq!(
+            parse_retry_after(None, Some("Sun, 06 Nov 1994 08:00:00 GMT"), server_now, skewed),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after(None, Some("Fri, 31 Dec 9999 23:59:59 GMT"), server_now, skewed),
+            Some(Duration::from_secs(253_402_300_799 - 784_111_777))
+        );
+        // Not a date: ignored.
+        for value in ["Sun, 32 Nov 1994 08:49:47 GMT", "tomorrow", "Sun, 06 Nov 1994"] {
+            assert_eq!(parse_retry_after(None, Some(value), server_now, skewed), None, "{value}");
+        }
+    }
+
+    #[test]
+    fn retry_after_numbers_never_panic_and_ms_wins() {
+        let now = rfc_example_time();
+        let parse = |ms, s| parse_retry_after(ms, s, None, now);
+        assert_eq!(parse(Some("1500"), Some("9")), Some(Duration::from_millis(1500)));
+        assert_eq!(parse(Some("-1"), Some("9")), Some(Duration::from_secs(9)));
+        assert_eq!(parse(Some("junk"), Some("2.5")), Some(Duration::from_millis(2500)));
+        assert_eq!(parse(None, Some(" 7 ")), Some(Duration::from_secs(7)));
+        assert_eq!(parse(None, Some("1e30")), Some(Duration::MAX));
+        assert_eq!(parse(Some("1e300"), None), Some(Duration::MAX));
+        assert_eq!(parse(None, Some("18446744073709551616")), Some(Duration::MAX));
+        for bad in ["-5", "NaN", "inf", "-inf", "", "5s"] {
+            assert_eq!(parse(None, Some(bad)), None, "{bad}");
+            assert_eq!(parse(Some(bad), None), None, "{bad}");
+        }
+        assert_eq!(duration_from_secs(-0.0), Some(Duration::ZERO));
+        assert_eq!(duration_from_secs(f64::MAX), Some(Duration::MAX));
+        assert_eq!(duration_from_secs(f64::NAN), None);
+    }
 
     #[test]
     fn anthropic_refusal_messages_follow_the_spec() {

@@ -128,8 +128,12 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     /// Delay before the first retry.
     pub initial_delay: Duration,
-    /// Cap on any one delay (also caps a server's `retry-after`).
+    /// Cap on any one computed backoff delay.
     pub max_delay: Duration,
+    /// The longest wait a server may ask for (`retry-after`, `retry-after-ms`, a body's
+    /// retry delay). A longer one is not waited for: the request fails at once, and the error
+    /// keeps the asked wait in [`crate::Error::retry_after`].
+    pub max_retry_after: Duration,
     /// Add up to 25% random jitter to computed delays.
     pub jitter: bool,
 }
@@ -140,6 +144,7 @@ impl Default for RetryPolicy {
             max_retries: 2,
             initial_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(60),
+            max_retry_after: Duration::from_secs(60),
             jitter: true,
         }
     }
@@ -151,19 +156,29 @@ impl RetryPolicy {
         RetryPolicy { max_retries: 0, ..RetryPolicy::default() }
     }
 
-    /// Delay before retry number `retry` (0-based): the server's `retry_after` if
-    /// given, else exponential backoff; capped by `max_delay`. `random` in `[0, 1)`
-    /// scales the jitter.
+    /// Whether a server's asked wait is over [`RetryPolicy::max_retry_after`] (then the
+    /// request fails instead of waiting).
+    pub fn refuses_wait(&self, retry_after: Option<Duration>) -> bool {
+        retry_after.is_some_and(|wait| wait > self.max_retry_after)
+    }
+
+    /// Delay before retry number `retry` (0-based): the server's `retry_after` if given
+    /// (at most [`RetryPolicy::max_retry_after`]), else exponential backoff capped by
+    /// `max_delay`. `random` in `[0, 1)` scales the jitter.
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>, random: f64) -> Duration {
-        let base = match retry_after {
-            Some(d) => d,
-            None => {
-                let factor = 2u32.saturating_pow(retry.min(20));
-                let d = self.initial_delay.saturating_mul(factor);
-                if self.jitter { d.mul_f64(1.0 + 0.25 * random.clamp(0.0, 1.0)) } else { d }
-            }
+        if let Some(wait) = retry_after {
+            return wait.min(self.max_retry_after);
+        }
+        let factor = 2u32.saturating_pow(retry.min(20));
+        let d = self.initial_delay.saturating_mul(factor);
+        let d = if self.jitter {
+            // Checked: a huge configured delay saturates instead of panicking.
+            let scaled = d.as_secs_f64() * (1.0 + 0.25 * random.clamp(0.0, 1.0));
+            Duration::try_from_secs_f64(scaled).unwrap_or(Duration::MAX)
+        } else {
+            d
         };
-        base.min(self.max_delay)
+        d.min(self.max_delay)
     }
 }
 
@@ -342,6 +357,24 @@ mod tests {
         assert_eq!(p.delay(30, None, 0.5), Duration::from_secs(60));
         assert_eq!(p.delay(0, Some(Duration::from_secs(7)), 0.5), Duration::from_secs(7));
         assert_eq!(p.delay(0, Some(Duration::from_secs(600)), 0.5), Duration::from_secs(60));
+        // A server's wait is honoured up to its own cap, not the backoff cap.
+        let patient = RetryPolicy {
+            max_delay: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(90),
+            ..p.clone()
+        };
+        assert_eq!(patient.delay(0, Some(Duration::from_secs(80)), 0.5), Duration::from_secs(80));
+        assert_eq!(patient.delay(9, None, 0.5), Duration::from_secs(1));
+        assert!(!patient.refuses_wait(Some(Duration::from_secs(90))));
+        assert!(patient.refuses_wait(Some(Duration::from_millis(90_001))));
+        assert!(!patient.refuses_wait(None));
+        // Absurd configured delays saturate instead of panicking.
+        let huge = RetryPolicy {
+            initial_delay: Duration::MAX,
+            max_delay: Duration::MAX,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(huge.delay(3, None, 0.99), Duration::MAX);
         let j = RetryPolicy::default();
         let d = j.delay(0, None, 0.99);
         assert!(d > Duration::from_millis(500) && d <= Duration::from_millis(625), "{d:?}");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use llm_core::error::is_retryable_status;
+use llm_core::error::{duration_from_secs, is_retryable_status};
 use llm_core::{Error, ErrorKind};
 
 use crate::PROVIDER;
@@ -66,10 +66,13 @@ fn parse_wire_error(error: &Value) -> WireError {
     WireError { code, message, status, reason, retry_delay }
 }
 
-/// A protobuf JSON duration: `"34s"`, `"1.5s"`.
+/// A protobuf JSON duration: `"34s"`, `"1.5s"` (one too large saturates).
 fn parse_duration(s: &str) -> Option<Duration> {
     let secs: f64 = s.trim().strip_suffix('s')?.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    if secs.is_infinite() {
+        return None;
+    }
+    duration_from_secs(secs)
 }
 
 fn is_context_length(message: &str) -> bool {

@@ -325,3 +325,22 @@ async fn live_smoke_tool_round_trip() {
         second.content.iter().any(|c| matches!(c, AssistantContent::Text(t) if !t.text.is_empty()))
     );
 }
+
+/// A `RetryInfo.retryDelay` too large for a `Duration` ends the stream with a typed
+/// rate-limit error that keeps the (saturated) wait, without sleeping: it is over the cap.
+#[tokio::test]
+async fn an_absurd_retry_delay_in_the_body_is_a_typed_error_not_a_panic() {
+    let body = r#"{"error": {"code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED",
+          "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1e30s"}]}}"#;
+    let (base, server) = serve(vec![(429, "application/json", body.to_owned())]).await;
+    let sleeper = Arc::new(RecordingSleeper::new());
+    let options = StreamOptions { sleeper: Some(sleeper.clone()), ..options() };
+    let events = collect(&GoogleProvider::new(), &model(&base), &weather_context(), &options).await;
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else {
+        panic!("no error event: {events:?}")
+    };
+    assert_eq!(error.kind, ErrorKind::RateLimited);
+    assert_eq!(error.retry_after, Some(Duration::MAX));
+    assert_eq!(seen(&server).len(), 1);
+    assert!(sleeper.delays().is_empty(), "{:?}", sleeper.delays());
+}

@@ -6,7 +6,9 @@
 //!
 //! - [`HttpTransport`]: one cached `reqwest` client (rustls) per distinct transport
 //!   configuration ([`TransportConfig`]: the connect timeout, which reqwest fixes per
-//!   client), or the caller's own client;
+//!   client), or the caller's own client; certificates are checked against the bundled roots
+//!   and the platform's (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set), plus any extra roots
+//!   ([`HttpTransport::with_extra_roots`]); redirects are not followed;
 //! - sending, with header values marked sensitive and never echoed in an error;
 //! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
 //! - an error status read under [`MAX_ERROR_BODY_BYTES`], with `retry-after`,
@@ -20,7 +22,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -197,6 +199,8 @@ pub struct HttpTransport {
     given: Option<reqwest::Client>,
     /// Clients built here speak only HTTP/1.1 ([`HttpTransport::http1_only`]).
     http1_only: bool,
+    /// Roots trusted besides the bundled and the platform's ([`HttpTransport::with_extra_roots`]).
+    extra_roots: Arc<[reqwest::Certificate]>,
     /// Clients built here, by configuration and HTTP/1.1 flag (most recently built last).
     cache: Arc<Mutex<Vec<(ClientKey, reqwest::Client)>>>,
 }
@@ -209,6 +213,7 @@ impl fmt::Debug for HttpTransport {
         f.debug_struct("HttpTransport")
             .field("caller_client", &self.given.is_some())
             .field("http1_only", &self.http1_only)
+            .field("extra_roots", &self.extra_roots.len())
             .field("cached_clients", &self.cached_clients())
             .finish()
     }
@@ -223,7 +228,26 @@ impl HttpTransport {
     /// A transport that sends every request with `client` (proxies, custom TLS, pools);
     /// that client's own connect timeout applies.
     pub fn with_client(client: reqwest::Client) -> Self {
-        HttpTransport { given: Some(client), http1_only: false, cache: Arc::default() }
+        HttpTransport { given: Some(client), ..Self::default() }
+    }
+
+    /// A transport whose clients also trust the PEM certificates in `pem` (a private CA, a
+    /// corporate proxy's root) besides the bundled roots and the platform's (which
+    /// `SSL_CERT_FILE` / `SSL_CERT_DIR` replace when set). Its clients are its own (no cache
+    /// shared with `self`). A bundle with no certificate, or one that does not parse, is an
+    /// `invalid_request` error.
+    pub fn with_extra_roots(&self, pem: &[u8]) -> Result<Self, Error> {
+        let invalid = |why: String| {
+            Error::new(ErrorKind::InvalidRequest, "clawcall", why).with_retryable(false)
+        };
+        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+            invalid(format!("Invalid root certificate bundle: {}", e.without_url()))
+        })?;
+        if certs.is_empty() {
+            return Err(invalid("The root certificate bundle holds no certificate".to_owned()));
+        }
+        let extra_roots = self.extra_roots.iter().cloned().chain(certs).collect();
+        Ok(HttpTransport { extra_roots, cache: Arc::default(), ..self.clone() })
     }
 
     /// This transport, sharing its cached clients, but building clients that speak only
@@ -252,9 +276,9 @@ impl HttpTransport {
         if let Some((_, client)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(client.clone());
         }
-        let mut builder = reqwest::Client::builder();
-        if let Some(timeout) = config.connect_timeout {
-            builder = builder.connect_timeout(timeout);
+        let mut builder = client_builder(config);
+        for root in self.extra_roots.iter() {
+            builder = builder.add_root_certificate(root.clone());
         }
         if self.http1_only {
             builder = builder.http1_only();
@@ -352,6 +376,45 @@ impl HttpTransport {
     }
 }
 
+/// A client builder with the settings every provider's client has, for `config`: its connect
+/// timeout, server certificates checked against the bundled (webpki) roots and the platform's
+/// (or, when set, those of `SSL_CERT_FILE` / `SSL_CERT_DIR`), and no redirects (a redirect would resend the body and the credential headers
+/// reqwest does not know as such, `x-api-key` and the like, to the host it names; the 3xx goes
+/// to the provider's error mapping instead). Callers building their own client
+/// ([`HttpTransport::with_client`]) can start from it.
+pub fn client_builder(config: TransportConfig) -> reqwest::ClientBuilder {
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .tls_built_in_native_certs(false);
+    for root in platform_roots() {
+        builder = builder.add_root_certificate(root.clone());
+    }
+    if let Some(timeout) = config.connect_timeout {
+        builder = builder.connect_timeout(timeout);
+    }
+    builder
+}
+
+/// The platform's root certificates (those of `SSL_CERT_FILE` / `SSL_CERT_DIR` instead when
+/// either is set), read once per process: reading and parsing the store takes tens of
+/// milliseconds, too long to repeat for every client. Certificates that are not usable trust
+/// anchors are left out (a store may hold some), and load errors are logged once.
+fn platform_roots() -> &'static [reqwest::Certificate] {
+    static ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let loaded = rustls_native_certs::load_native_certs();
+        for error in &loaded.errors {
+            tracing::warn!(%error, "could not load some of the platform's root certificates");
+        }
+        loaded
+            .certs
+            .into_iter()
+            .filter(|der| rustls::RootCertStore::empty().add(der.clone()).is_ok())
+            .filter_map(|der| reqwest::Certificate::from_der(&der).ok())
+            .collect()
+    })
+}
+
 /// Declares a provider struct that owns an [`HttpTransport`], with `Default`,
 /// `new()` (its own cached clients) and `with_http_client(reqwest::Client)`, so
 /// each provider crate writes only its `Provider` impl.
@@ -389,7 +452,8 @@ macro_rules! http_provider {
 }
 
 /// Sends one attempt. A 2xx returns the body stream (read errors become transport
-/// errors); any other status is read under [`MAX_ERROR_BODY_BYTES`] and mapped by
+/// errors), except an HTML page (`text/html`), which is a `decode` error keeping the page;
+/// any other status is read under [`MAX_ERROR_BODY_BYTES`] and mapped by
 /// `map_error`, then `x-should-retry: true|false` overrides its retry flag.
 pub async fn send(
     client: reqwest::Client,
@@ -406,6 +470,18 @@ pub async fn send(
         .await
         .map_err(|e| transport_error(&provider, "Request failed", e))?;
     let status = response.status().as_u16();
+    if response.status().is_success() && is_html(response.headers()) {
+        // No provider streams HTML: this is a portal, a proxy's page or a wrong base URL.
+        let body = read_error_body(response, &provider).await;
+        return Err(Error::new(
+            ErrorKind::Decode,
+            &*provider,
+            format!("Expected a stream, but the server sent a text/html page (HTTP {status})"),
+        )
+        .with_status(status)
+        .with_retryable(false)
+        .with_body(body));
+    }
     if response.status().is_success() {
         let body = response
             .bytes_stream()
@@ -416,7 +492,12 @@ pub async fn send(
         return Ok(HttpResponse { status, body });
     }
     let headers = ResponseHeaders::from_map(response.headers());
-    let retry_after = parse_retry_after(headers.get("retry-after-ms"), headers.get("retry-after"));
+    let retry_after = parse_retry_after(
+        headers.get("retry-after-ms"),
+        headers.get("retry-after"),
+        headers.get("date"),
+        SystemTime::now(),
+    );
     let should_retry = headers.get("x-should-retry").map(str::to_owned);
     let body = read_error_body(response, &provider).await;
     let mut error = map_error(ErrorResponse { status, headers, retry_after, body });
@@ -427,6 +508,15 @@ pub async fn send(
         _ => {}
     }
     Err(error)
+}
+
+/// Whether the response says it is an HTML page.
+fn is_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/html"))
 }
 
 /// The error body as text, at most [`MAX_ERROR_BODY_BYTES`]. A read failure keeps

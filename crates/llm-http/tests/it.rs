@@ -93,6 +93,41 @@ async fn retry_after_headers_reach_the_mapper() {
     assert_eq!(error.body.as_deref(), Some("slow"));
 }
 
+/// Sends one request to a server answering 429 with the `headers` given; the mapped error.
+async fn error_with_headers(headers: &str) -> Error {
+    let (url, _server) = serve_once(status(429, headers, b"{}")).await;
+    send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err()
+}
+
+#[tokio::test]
+async fn absurd_retry_after_values_never_panic() {
+    // Too large for a `Duration`: the wait saturates (the driver's cap then refuses it).
+    for header in [
+        "retry-after: 1e30\r\n",
+        "retry-after: 18446744073709551616\r\n",
+        "retry-after: 99999999999999999999999999999999999999\r\n",
+        "retry-after-ms: 1e300\r\n",
+        "retry-after-ms: 18446744073709551615999\r\n",
+    ] {
+        let error = error_with_headers(header).await;
+        assert_eq!(error.retry_after, Some(Duration::MAX), "{header:?}");
+        assert_eq!(error.kind, ErrorKind::RateLimited);
+    }
+    // Not a wait at all: ignored.
+    for header in [
+        "retry-after: -5\r\n",
+        "retry-after: NaN\r\n",
+        "retry-after: inf\r\n",
+        "retry-after: -1e30\r\n",
+        "retry-after-ms: -0.5\r\n",
+        "retry-after: 12 seconds\r\n",
+        "retry-after: \r\n",
+    ] {
+        let error = error_with_headers(header).await;
+        assert_eq!(error.retry_after, None, "{header:?}");
+    }
+}
+
 #[tokio::test]
 async fn response_headers_reach_the_mapper_without_secret_values() {
     let head = "x-amzn-ErrorType: ThrottlingException:http://x/\r\n\
@@ -225,4 +260,167 @@ async fn an_http1_only_transport_shares_the_cache_with_its_own_clients() {
     let client = http1.client(config, "test").unwrap();
     send(client, request(url), "test".into(), mapper()).await.unwrap();
     assert!(server.await.unwrap().starts_with("POST /v1/x HTTP/1.1\r\n"));
+}
+
+/// Serves `responses` to successive connections (one each); returns the base URL and the
+/// number of connections accepted.
+async fn serve_each(responses: Vec<Vec<u8>>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/x", listener.local_addr().unwrap());
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        for response in responses {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            socket.write_all(&response).await.ok();
+            socket.shutdown().await.ok();
+        }
+    });
+    (url, accepted)
+}
+
+/// Each `data:` line is text; `[DONE]` ends the stream.
+struct TextDecoder;
+
+impl llm_core::drive::WireDecoder for TextDecoder {
+    fn event(&mut self, event: llm_core::sse::SseEvent, out: &mut Vec<llm_core::Delta>) {
+        if event.data == "[DONE]" {
+            out.push(llm_core::Delta::Done);
+        } else {
+            out.push(llm_core::Delta::Text { key: 0, text: event.data.to_string() });
+        }
+    }
+
+    fn end(&mut self, _out: &mut Vec<llm_core::Delta>) {}
+}
+
+/// Streams one request through the driver; the final event and the recorded waits.
+async fn drive_once(
+    url: String,
+    retry: llm_core::RetryPolicy,
+) -> (llm_core::AssistantEvent, Vec<Duration>) {
+    let sleeper = Arc::new(llm_core::RecordingSleeper::new());
+    let options =
+        StreamOptions { retry, sleeper: Some(sleeper.clone()), ..StreamOptions::default() };
+    let stream = HttpTransport::new().stream_sse(
+        &llm_core::Model::default(),
+        &options,
+        "test",
+        Ok((*request(url)).clone()),
+        |r| (mapper())(r),
+        || TextDecoder,
+    );
+    let events: Vec<_> = stream.collect().await;
+    (events.last().cloned().unwrap(), sleeper.delays())
+}
+
+fn ok_stream() -> Vec<u8> {
+    status(200, "content-type: text/event-stream\r\n", b"data: hi\n\ndata: [DONE]\n\n")
+}
+
+#[tokio::test]
+async fn a_retry_after_date_is_read_against_the_servers_date_header() {
+    // The server's clock is in 1994: only the difference between its two dates counts.
+    let head =
+        "date: Sun, 06 Nov 1994 08:49:37 GMT\r\nretry-after: Sun, 06 Nov 1994 08:49:39 GMT\r\n";
+    let (url, accepted) = serve_each(vec![status(503, head, b"{}"), ok_stream()]).await;
+    let retry = llm_core::RetryPolicy { jitter: false, ..llm_core::RetryPolicy::default() };
+    let (last, waits) = drive_once(url, retry).await;
+    assert!(matches!(last, llm_core::AssistantEvent::Done { .. }), "{last:?}");
+    assert_eq!(waits, [Duration::from_secs(2)]);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_wait_over_the_cap_fails_at_once_with_the_asked_wait() {
+    for head in [
+        "retry-after: 3600\r\n",
+        "retry-after: 1e30\r\n",
+        "date: Sun, 06 Nov 1994 08:49:37 GMT\r\nretry-after: Sun, 06 Nov 1994 09:49:37 GMT\r\n",
+    ] {
+        let (url, accepted) = serve_each(vec![status(429, head, b"{}"), ok_stream()]).await;
+        let (last, waits) = drive_once(url, llm_core::RetryPolicy::default()).await;
+        let llm_core::AssistantEvent::Error { error, .. } = last else { panic!("{last:?}") };
+        assert_eq!(error.kind, ErrorKind::RateLimited, "{head:?}");
+        assert!(error.retry_after.unwrap() >= Duration::from_secs(3600), "{head:?}");
+        assert!(error.message.contains("more than the 60 s allowed"), "{}", error.message);
+        assert!(waits.is_empty(), "{head:?}: {waits:?}");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "{head:?}");
+    }
+    // A larger cap waits for it.
+    let (url, _) = serve_each(vec![status(429, "retry-after: 3600\r\n", b"{}"), ok_stream()]).await;
+    let retry = llm_core::RetryPolicy {
+        max_retry_after: Duration::from_secs(7200),
+        ..llm_core::RetryPolicy::default()
+    };
+    let (last, waits) = drive_once(url, retry).await;
+    assert!(matches!(last, llm_core::AssistantEvent::Done { .. }), "{last:?}");
+    assert_eq!(waits, [Duration::from_secs(3600)]);
+}
+
+/// A redirect is not followed: reqwest would resend the body and every header that is not
+/// `authorization`/`cookie` (so `x-api-key`, `x-goog-api-key`) to whatever host `location`
+/// names. The 3xx is the provider's error instead.
+#[tokio::test]
+async fn a_redirect_is_an_error_and_the_key_never_reaches_its_target() {
+    for code in [301, 302, 303, 307, 308] {
+        let (target, target_server) = serve_once(status(200, "", b"data: 1\n\n")).await;
+        let (url, _server) =
+            serve_once(status(code, &format!("location: {target}\r\n"), b"")).await;
+        let error = send(
+            llm_http::client_builder(TransportConfig { connect_timeout: None }).build().unwrap(),
+            request(url),
+            "test".into(),
+            mapper(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(error.status, Some(code));
+        assert!(!error.retryable);
+        // The target was never contacted (its one accept is still pending).
+        assert!(!target_server.is_finished());
+        target_server.abort();
+    }
+    // The transport's own clients are built the same way.
+    let (target, target_server) = serve_once(status(200, "", b"data: 1\n\n")).await;
+    let (url, _server) = serve_once(status(307, &format!("location: {target}\r\n"), b"")).await;
+    let client =
+        HttpTransport::new().client(TransportConfig { connect_timeout: None }, "test").unwrap();
+    let error = send(client, request(url), "test".into(), mapper()).await.unwrap_err();
+    assert_eq!(error.status, Some(307));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!target_server.is_finished());
+}
+
+/// A 2xx HTML page (a captive portal, a proxy's login page, a wrong base URL) is never a
+/// stream: a typed, non-retryable decode error that keeps the page, not a silent `truncated`.
+#[tokio::test]
+async fn an_html_page_instead_of_a_stream_is_a_decode_error() {
+    for content_type in ["text/html", "Text/HTML; charset=iso-8859-1"] {
+        let page = b"<html><body>Sign in to the guest network</body></html>";
+        let head = format!("content-type: {content_type}\r\n");
+        let (url, _server) = serve_once(status(200, &head, page)).await;
+        let error =
+            send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+        assert_eq!(
+            (error.kind, error.status, error.retryable),
+            (ErrorKind::Decode, Some(200), false),
+            "{content_type}"
+        );
+        assert!(error.message.contains("text/html"), "{}", error.message);
+        assert_eq!(error.body.as_deref().map(str::as_bytes), Some(&page[..]));
+    }
+    // Other content types stream as before (a server may label its stream oddly).
+    let (url, _server) =
+        serve_once(status(200, "content-type: text/plain\r\n", b"data: 1\n\n")).await;
+    assert!(send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.is_ok());
 }
