@@ -754,37 +754,45 @@ fn provider_failure(
 ) -> String {
     let message = failed.and_then(|a| a.error_message.as_deref()).unwrap_or("no details");
     let error_type = failed.and_then(|a| a.error_type.as_deref()).unwrap_or("");
+    // The exact status when the provider's error came with one, else the statuses of the kind.
+    let status = |range: &str| match failed.and_then(|a| a.error_status) {
+        Some(code) => format!("HTTP {code}"),
+        None => format!("HTTP {range}"),
+    };
     let keys = if kind.key_vars().is_empty() {
         "the credentials".to_owned()
     } else {
         kind.key_vars().join(" or ")
     };
     let (what, hint) = match error_type {
-        "auth" => ("refused the credentials (HTTP 401/403)", format!("check {keys}")),
+        "auth" => {
+            (format!("refused the credentials ({})", status("401/403")), format!("check {keys}"))
+        }
         "rate_limited" => (
-            "is rate limiting (HTTP 429)",
+            format!("is rate limiting ({})", status("429")),
             "wait and try again (--retries sets how often claw retries)".to_owned(),
         ),
         "overloaded" => (
-            "is overloaded or failing (HTTP 5xx)",
+            format!("is overloaded or failing ({})", status("5xx")),
             "try again later (--retries sets how often claw retries)".to_owned(),
         ),
         "invalid_request" => (
-            "rejected the request (HTTP 400/404/422)",
+            format!("rejected the request ({})", status("400/404/422")),
             "check the model id (`claw models` lists known ones) and the base URL".to_owned(),
         ),
         "context_length" => (
-            "cannot fit the conversation",
+            "cannot fit the conversation".to_owned(),
             "start a new session, or use a model with a larger context window".to_owned(),
         ),
         "transport" => (
-            "could not be reached",
+            "could not be reached".to_owned(),
             "check that the server is running and the base URL (--base-url)".to_owned(),
         ),
-        "decode" | "truncated" => {
-            ("sent an answer claw could not read", "try again; -vv shows the exchange".to_owned())
-        }
-        _ => ("failed", String::new()),
+        "decode" | "truncated" => (
+            "sent an answer claw could not read".to_owned(),
+            "try again; -vv shows the exchange".to_owned(),
+        ),
+        _ => ("failed".to_owned(), String::new()),
     };
     let place = if model.base_url.trim().is_empty() {
         kind.name().to_owned()

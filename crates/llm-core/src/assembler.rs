@@ -492,6 +492,7 @@ impl MessageAssembler {
         self.message.error_code = error.code.clone();
         self.message.error_type = Some(error.kind.as_str().to_owned());
         self.message.error_body = error.body.clone();
+        self.message.error_status = error.status;
         // The message is moved in by `next_event`.
         self.events.push_back(AssistantEvent::Error {
             reason,

@@ -363,6 +363,9 @@ pub struct AssistantMessage {
     /// Raw provider error body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_body: Option<String>,
+    /// The HTTP status of a provider error, when the error came with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_status: Option<u16>,
     /// Unix time in milliseconds.
     #[serde(default)]
     pub timestamp: u64,
