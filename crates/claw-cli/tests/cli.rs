@@ -2501,7 +2501,14 @@ fn sigterm_at_the_chat_prompt_leaves_the_terminal_as_it_was() {
         server.base_url()
     );
     cmd.args(["-qec", &line, "/dev/null"]).current_dir(env!("CARGO_MANIFEST_DIR"));
-    let (_, shown, _) = run(cmd.stdin(Stdio::piped()));
+    // script's stdin stays open until claw ends: at its end of input script would send
+    // the terminal an end of file, and claw would leave before the signal.
+    let mut child =
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let held = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(held);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(shown.contains("code=143"), "{shown}");
     // Line editing's raw mode is undone: canonical input and echo are back.
     let settings = &shown[shown.find("code=143").unwrap()..];

@@ -21,23 +21,7 @@ use llm_core::{
 use serde_json::{Value, json};
 
 use crate::model;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+use crate::random::Rng;
 
 fn tool(name: &str) -> AgentTool {
     let tool = AgentTool::new(

@@ -19,17 +19,21 @@ use serde_json::json;
 
 use crate::{assert_invariant, end, model, text_turn, tool_turn};
 
-struct Rng(u64);
+/// xorshift64: the same runs from the same seed.
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
     }
 }
 
