@@ -266,12 +266,7 @@ impl World {
                 self.aborted = true;
                 return Some(vec![Input::Abort]);
             }
-            if let Some(id) = self.approvals.pop() {
-                return Some(vec![Input::Approval {
-                    tool_call_id: id,
-                    decision: Approval::Approve,
-                }]);
-            }
+            // The person never answers: the abort alone must end the run.
             return None;
         }
         let i = self.rng.below(self.outstanding.len() as u64) as usize;

@@ -132,10 +132,13 @@ async fn an_abort_answers_a_call_that_waits_for_a_person() {
     let danger = Arc::new(AtomicUsize::new(0));
     let mut run = a.run(ctx(vec![counted("danger", danger.clone())]), vec![Message::user("go")]);
     let mut events = until_approval(&mut run).await;
+    let late = run.approvals();
     run.abort();
-    // A decision that arrives after the abort changes nothing.
-    run.approvals().approve("1");
-    events.extend(collect(run).await);
+    // The abort alone ends the run: nobody answers the question.
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(5), collect(run)).await;
+    events.extend(rest.expect("the run ends without a decision"));
+    // A decision that arrives after the end changes nothing.
+    late.approve("1");
     assert_eq!(danger.load(Ordering::SeqCst), 0);
     let (messages, reason) = end(&events);
     assert_eq!(reason, EndReason::Aborted);
