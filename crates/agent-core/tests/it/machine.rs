@@ -316,7 +316,12 @@ fn run(seed: u64, restore: bool) -> (Vec<AgentEvent>, AgentMachine) {
                 machine.bind_tools(&all_tools());
             }
             now += 1;
+            let abort = matches!(input, Input::Abort);
             machine.handle(input, now, &mut out);
+            assert!(
+                !abort || machine.is_cancelled() || finished > 0,
+                "seed {seed}: abort not kept"
+            );
             for output in out.drain(..) {
                 assert_eq!(finished, 0, "seed {seed}: output after Finished: {output:?}");
                 match output {
