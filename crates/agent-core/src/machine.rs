@@ -500,6 +500,11 @@ impl AgentMachine {
         self.context.messages.get(self.start..).unwrap_or_default()
     }
 
+    /// Whether the run has not started yet ([`Input::Start`] not handled).
+    pub fn is_idle(&self) -> bool {
+        matches!(self.phase, Phase::Idle)
+    }
+
     /// Why the run ended, once it has.
     pub fn reason(&self) -> Option<EndReason> {
         match self.phase {

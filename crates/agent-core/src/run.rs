@@ -237,8 +237,12 @@ impl Agent {
     /// Drives a machine restored from a stored state (its tools bound again with
     /// [`AgentMachine::bind_tools`]) on from where it was stored: the commands it
     /// had outstanding are carried out again (a tool that was running runs again).
+    /// A machine stored before it started starts with no new prompts, as
+    /// [`Agent::continue_run`] does.
     pub fn resume(&self, machine: AgentMachine) -> AgentRun {
-        let mut run = self.drive(machine, None);
+        // Nothing would ever come of a machine that never started.
+        let prompts = machine.is_idle().then(Vec::new);
+        let mut run = self.drive(machine, prompts);
         let outstanding = run.machine.as_ref().map(|m| m.outstanding()).unwrap_or_default();
         let mut inputs = VecDeque::new();
         for command in outstanding {

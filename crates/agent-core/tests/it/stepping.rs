@@ -177,6 +177,27 @@ async fn a_run_waiting_for_approval_is_stored_and_resumed_by_another_agent() {
     assert_invariant(&messages);
 }
 
+#[tokio::test]
+async fn a_machine_stored_before_it_started_starts_when_resumed() {
+    let provider = ScriptedProvider::new("scripted", [text_turn("hello again")]);
+    let a = agent(&provider, |_| {});
+    let context = AgentContext {
+        system_prompt: None,
+        messages: vec![Message::user("hi")],
+        tools: Vec::new(),
+    };
+    let machine =
+        AgentMachine::new(a.settings(), context, Arc::new(crate::model()), Arc::default());
+    let stored = machine.to_json().expect("stores");
+    let restored = AgentMachine::from_json(&stored).expect("restores");
+    let run = a.resume(restored);
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), run.finish())
+        .await
+        .expect("a resumed machine that never started runs");
+    assert_eq!(outcome.reason, EndReason::Completed);
+    assert_eq!(outcome.messages.len(), 1, "{:?}", outcome.messages);
+}
+
 #[test]
 fn a_state_of_another_version_is_refused() {
     let machine = AgentMachine::new(
