@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use llm_bedrock::BedrockProvider;
 use llm_core::{AssistantMessage, Context, Message, Model, Provider, StopReason, StreamOptions};
-use llm_testkit::eventstream::{FrameSource, encode};
+use llm_testkit::eventstream::converse_text;
 use llm_testkit::fixture::{Canned, Responses};
 use llm_testkit::server::{Chunking, Recorded, Server};
 use serde_json::{Value, json};
@@ -22,23 +22,6 @@ const HAIKU_4_5: &str =
 const NOVA: &str = "arn:aws:bedrock:us-west-2::foundation-model/amazon.nova-pro-v1:0";
 const OPUS_4_7: &str =
     "arn:aws:bedrock:us-west-2:123456789012:inference-profile/us.anthropic.claude-opus-4-7-v1:0";
-
-fn frame(event: &str, payload: Value) -> FrameSource {
-    FrameSource { event: Some(event.to_owned()), payload: Some(payload), ..FrameSource::default() }
-}
-
-/// A `ConverseStream` answer saying "ok".
-fn converse_ok() -> Canned {
-    let body = encode(&[
-        frame("messageStart", json!({"role": "assistant"})),
-        frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "ok"}})),
-        frame("contentBlockStop", json!({"contentBlockIndex": 0})),
-        frame("messageStop", json!({"stopReason": "end_turn"})),
-        frame("metadata", json!({"usage": {"inputTokens": 3, "outputTokens": 1}})),
-    ])
-    .unwrap();
-    Canned::new(200, [("content-type", llm_testkit::eventstream::CONTENT_TYPE)], body)
-}
 
 /// A `GetInferenceProfile` answer routing to `models`.
 fn profile(models: &[&str]) -> Canned {
@@ -130,7 +113,7 @@ fn assert_lookup(request: &Recorded) {
 /// retention unset) without asking the control plane.
 #[tokio::test]
 async fn a_claude_profile_name_gets_cache_points_without_a_lookup() {
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let base = format!("http://{}", server.addr);
     let arn =
         "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/my-claude-profile";
@@ -144,7 +127,7 @@ async fn a_claude_profile_name_gets_cache_points_without_a_lookup() {
 /// cache gets no cache points.
 #[tokio::test]
 async fn a_profile_routing_to_a_non_caching_model_gets_no_cache_points() {
-    let server = start(vec![profile(&[SONNET_4_5, NOVA]), converse_ok()]).await;
+    let server = start(vec![profile(&[SONNET_4_5, NOVA]), converse_text("ok").unwrap()]).await;
     let base = format!("http://{}", server.addr);
     ask(&BedrockProvider::new(), &model(OPAQUE_ARN, base.clone()), &options(base)).await;
     let recorded = server.recorded();
@@ -157,7 +140,12 @@ async fn a_profile_routing_to_a_non_caching_model_gets_no_cache_points() {
 /// asked once per ARN and shared by the provider's clones.
 #[tokio::test]
 async fn a_profile_routing_only_to_caching_claude_models_is_looked_up_once() {
-    let server = start(vec![profile(&[SONNET_4_5, HAIKU_4_5]), converse_ok(), converse_ok()]).await;
+    let server = start(vec![
+        profile(&[SONNET_4_5, HAIKU_4_5]),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+    ])
+    .await;
     let base = format!("http://{}", server.addr);
     let provider = BedrockProvider::new();
     let model = model(OPAQUE_ARN, base.clone());
@@ -173,8 +161,13 @@ async fn a_profile_routing_only_to_caching_claude_models_is_looked_up_once() {
 /// Concurrent first requests for one ARN share one lookup.
 #[tokio::test]
 async fn concurrent_first_requests_share_one_lookup() {
-    let server =
-        start(vec![profile(&[SONNET_4_5]), converse_ok(), converse_ok(), converse_ok()]).await;
+    let server = start(vec![
+        profile(&[SONNET_4_5]),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+    ])
+    .await;
     let base = format!("http://{}", server.addr);
     let provider = BedrockProvider::new();
     let model = model(OPAQUE_ARN, base.clone());
@@ -199,11 +192,11 @@ async fn concurrent_first_requests_share_one_lookup() {
 async fn a_failed_lookup_falls_back_to_the_heuristic_and_waits_before_asking_again() {
     let server = start(vec![
         server_error(),
-        converse_ok(),
-        converse_ok(),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
         profile(&[SONNET_4_5]),
-        converse_ok(),
-        converse_ok(),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
     ])
     .await;
     let base = format!("http://{}", server.addr);
@@ -230,7 +223,13 @@ async fn a_failed_lookup_falls_back_to_the_heuristic_and_waits_before_asking_aga
 /// per request.
 #[tokio::test]
 async fn a_failing_control_plane_is_not_asked_on_every_request() {
-    let server = start(vec![server_error(), converse_ok(), converse_ok(), converse_ok()]).await;
+    let server = start(vec![
+        server_error(),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+    ])
+    .await;
     let base = format!("http://{}", server.addr);
     let provider = BedrockProvider::new();
     let model = model(OPAQUE_ARN, base.clone());
@@ -244,7 +243,7 @@ async fn a_failing_control_plane_is_not_asked_on_every_request() {
 /// No lookup when cache retention is `none`: there is nothing to decide.
 #[tokio::test]
 async fn retention_none_sends_no_lookup() {
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let base = format!("http://{}", server.addr);
     let mut options = options(base.clone());
     options.cache_retention = llm_core::CacheRetention::None;
@@ -273,7 +272,7 @@ async fn silent_control_plane() -> (String, tokio::task::JoinHandle<()>) {
 #[tokio::test]
 async fn a_hanging_lookup_times_out_and_the_request_goes_on() {
     let (control_plane, task) = silent_control_plane().await;
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let base = format!("http://{}", server.addr);
     let provider = BedrockProvider::new().with_profile_lookup_timeout(Duration::from_millis(200));
     ask(&provider, &model(OPAQUE_ARN, base), &options(control_plane)).await;
@@ -288,7 +287,7 @@ async fn a_hanging_lookup_times_out_and_the_request_goes_on() {
 #[tokio::test]
 async fn cancelling_the_request_cancels_the_lookup() {
     let (control_plane, task) = silent_control_plane().await;
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let base = format!("http://{}", server.addr);
     let options = options(control_plane);
     let cancel = options.cancel.clone();
@@ -317,7 +316,12 @@ async fn a_profile_routing_to_opus_4_7_drops_temperature() {
     for (models, kept) in
         [(&[SONNET_4_5, OPUS_4_7][..], false), (&[SONNET_4_5, HAIKU_4_5][..], true)]
     {
-        let server = start(vec![profile(models), converse_ok(), converse_ok()]).await;
+        let server = start(vec![
+            profile(models),
+            converse_text("ok").unwrap(),
+            converse_text("ok").unwrap(),
+        ])
+        .await;
         let base = format!("http://{}", server.addr);
         let provider = BedrockProvider::new();
         let model = model(OPAQUE_ARN, base.clone());

@@ -12,7 +12,7 @@ use aws_smithy_types::DateTime;
 use aws_smithy_types::date_time::Format;
 use llm_bedrock::BedrockProvider;
 use llm_core::{AssistantMessage, Context, ErrorKind, Message, Model, Provider, StreamOptions};
-use llm_testkit::eventstream::{FrameSource, encode};
+use llm_testkit::eventstream::converse_text;
 use llm_testkit::fixture::{Canned, Responses};
 use llm_testkit::server::{Chunking, Recorded, Server};
 use serde_json::{Value, json};
@@ -64,21 +64,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn frame(event: &str, payload: Value) -> FrameSource {
-    FrameSource { event: Some(event.to_owned()), payload: Some(payload), ..FrameSource::default() }
-}
-
-fn converse_ok() -> Canned {
-    let body = encode(&[
-        frame("messageStart", json!({"role": "assistant"})),
-        frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "ok"}})),
-        frame("contentBlockStop", json!({"contentBlockIndex": 0})),
-        frame("messageStop", json!({"stopReason": "end_turn"})),
-    ])
-    .unwrap();
-    Canned::new(200, [("content-type", llm_testkit::eventstream::CONTENT_TYPE)], body)
 }
 
 fn json_answer(body: Value) -> Canned {
@@ -145,7 +130,12 @@ async fn credential_process_credentials_are_refreshed_before_they_expire() {
         ("AWS_SECRET_ACCESS_KEY", "environment-secret-EXAMPLE"),
     ]);
     let provider = BedrockProvider::new().with_env(env);
-    let server = start(vec![converse_ok(), converse_ok(), converse_ok()]).await;
+    let server = start(vec![
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+        converse_text("ok").unwrap(),
+    ])
+    .await;
     for _ in 0..2 {
         let message = ask(&provider, &server).await;
         assert_eq!(message.error_message, None);
@@ -186,7 +176,7 @@ async fn web_identity_credentials_come_from_sts() {
              </AssumeRoleWithWebIdentityResponse>"
         ),
     );
-    let server = start(vec![sts, converse_ok()]).await;
+    let server = start(vec![sts, converse_text("ok").unwrap()]).await;
     let endpoint = format!("http://{}", server.addr);
     let env = scratch.env(&[
         ("AWS_WEB_IDENTITY_TOKEN_FILE", &token_file),
@@ -233,7 +223,7 @@ async fn assume_role_profiles_ask_sts_with_the_source_profile() {
              </AssumeRoleResponse>"
         ),
     );
-    let server = start(vec![sts, converse_ok()]).await;
+    let server = start(vec![sts, converse_text("ok").unwrap()]).await;
     let endpoint = format!("http://{}", server.addr);
     let env = scratch.env(&[("AWS_PROFILE", "deploy"), ("AWS_ENDPOINT_URL_STS", &endpoint)]);
     let message = ask(&BedrockProvider::new().with_env(env), &server).await;
@@ -259,7 +249,7 @@ async fn container_credentials_come_from_the_full_uri() {
         "Token": "container-token-EXAMPLE",
         "Expiration": rfc3339(Duration::from_secs(3600)),
     }));
-    let server = start(vec![container, converse_ok()]).await;
+    let server = start(vec![container, converse_text("ok").unwrap()]).await;
     let uri = format!("http://{}/v2/credentials/abc", server.addr);
     let env = scratch.env(&[
         ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
@@ -320,7 +310,7 @@ async fn imds_round_trip(provider: impl FnOnce(u16) -> BedrockProvider) {
         })),
     ])
     .await;
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let mut env = scratch.env(&[]);
     env.remove("AWS_EC2_METADATA_DISABLED");
     env.insert("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), format!("http://{}", metadata.addr));
@@ -378,7 +368,7 @@ async fn sso_credentials_come_from_the_token_cache_and_the_portal() {
         "sessionToken": "sso-token-EXAMPLE",
         "expiration": expiration_ms,
     }}));
-    let server = start(vec![portal, converse_ok()]).await;
+    let server = start(vec![portal, converse_text("ok").unwrap()]).await;
     let endpoint = format!("http://{}", server.addr);
     let env = scratch.env(&[("AWS_PROFILE", "dev"), ("AWS_ENDPOINT_URL_SSO", &endpoint)]);
     let message = ask(&BedrockProvider::new().with_env(env), &server).await;
@@ -403,7 +393,7 @@ async fn sso_credentials_come_from_the_token_cache_and_the_portal() {
 async fn no_credentials_anywhere_names_the_chain() {
     let scratch = Scratch::new();
     let env = scratch.env(&[("AWS_SECRET_ACCESS_KEY", "lonely-secret-EXAMPLE")]);
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let message = ask(&BedrockProvider::new().with_env(env), &server).await;
     assert_eq!(message.error_type.as_deref(), Some(ErrorKind::Auth.as_str()));
     let text = message.error_message.unwrap();
@@ -430,7 +420,7 @@ async fn a_silent_credential_endpoint_is_bounded() {
     let env = scratch.env(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri)]);
     let provider =
         BedrockProvider::new().with_env(env).with_credentials_timeout(Duration::from_millis(500));
-    let server = start(vec![converse_ok()]).await;
+    let server = start(vec![converse_text("ok").unwrap()]).await;
     let started = std::time::Instant::now();
     let message = ask(&provider, &server).await;
     let waited = started.elapsed();

@@ -15,21 +15,23 @@ fn serves_its_api_id() {
     assert_eq!(llm_bedrock::INFO.api, llm_bedrock::API);
 }
 
-fn frame(event: &str, payload: serde_json::Value) -> FrameSource {
-    FrameSource { event: Some(event.to_owned()), payload: Some(payload), ..FrameSource::default() }
-}
-
 /// The whole path (conversion, bearer auth, HTTP, framing, decoding, assembly) over a
 /// loopback server, every chunking; the request's path and headers are Bedrock's.
 #[tokio::test]
 async fn streams_over_loopback_in_every_chunking() {
     let body = encode(&[
-        frame("messageStart", json!({"role": "assistant"})),
-        frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "Hé"}})),
-        frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "llo"}})),
-        frame("contentBlockStop", json!({"contentBlockIndex": 0})),
-        frame("messageStop", json!({"stopReason": "end_turn"})),
-        frame("metadata", json!({"usage": {"inputTokens": 3, "outputTokens": 2}})),
+        FrameSource::event("messageStart", json!({"role": "assistant"})),
+        FrameSource::event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "Hé"}}),
+        ),
+        FrameSource::event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "llo"}}),
+        ),
+        FrameSource::event("contentBlockStop", json!({"contentBlockIndex": 0})),
+        FrameSource::event("messageStop", json!({"stopReason": "end_turn"})),
+        FrameSource::event("metadata", json!({"usage": {"inputTokens": 3, "outputTokens": 2}})),
     ])
     .unwrap_or_default();
     for chunking in Chunking::ALL {
@@ -97,8 +99,11 @@ async fn exceptions_after_content_say_whether_a_session_may_retry() {
     ];
     for (exception, text, expected, retryable, overflow) in cases {
         let body = encode(&[
-            frame("messageStart", json!({"role": "assistant"})),
-            frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "Hi"}})),
+            FrameSource::event("messageStart", json!({"role": "assistant"})),
+            FrameSource::event(
+                "contentBlockDelta",
+                json!({"contentBlockIndex": 0, "delta": {"text": "Hi"}}),
+            ),
             FrameSource {
                 exception: Some(exception.to_owned()),
                 payload: Some(json!({"message": text})),

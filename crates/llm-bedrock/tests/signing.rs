@@ -10,25 +10,10 @@ use llm_bedrock::BedrockProvider;
 use llm_core::{
     AssistantMessage, Context, ErrorKind, Message, Model, Provider, RetryPolicy, StreamOptions,
 };
-use llm_testkit::eventstream::{FrameSource, encode};
+use llm_testkit::eventstream::converse_text;
 use llm_testkit::fixture::{Canned, Responses};
 use llm_testkit::server::{Chunking, Recorded, Server};
-use serde_json::{Value, json};
-
-fn frame(event: &str, payload: Value) -> FrameSource {
-    FrameSource { event: Some(event.to_owned()), payload: Some(payload), ..FrameSource::default() }
-}
-
-fn converse_ok() -> Canned {
-    let body = encode(&[
-        frame("messageStart", json!({"role": "assistant"})),
-        frame("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"text": "ok"}})),
-        frame("contentBlockStop", json!({"contentBlockIndex": 0})),
-        frame("messageStop", json!({"stopReason": "end_turn"})),
-    ])
-    .unwrap();
-    Canned::new(200, [("content-type", llm_testkit::eventstream::CONTENT_TYPE)], body)
-}
+use serde_json::json;
 
 fn exception(status: u16, name: &str, message: &str, date: Option<SystemTime>) -> Canned {
     let mut headers = vec![
@@ -101,7 +86,7 @@ async fn each_attempt_is_signed_when_it_is_sent() {
     let server = Server::start(
         Responses::Sequence(vec![
             exception(500, "InternalServerException", "try again", None),
-            converse_ok(),
+            converse_text("ok").unwrap(),
         ]),
         Chunking::Whole,
     )
@@ -144,8 +129,8 @@ async fn a_signature_rejected_for_clock_skew_is_signed_again_with_the_server_clo
                 "Signature not yet current: is still later than the server time",
                 Some(server_time),
             ),
-            converse_ok(),
-            converse_ok(),
+            converse_text("ok").unwrap(),
+            converse_text("ok").unwrap(),
         ]),
         Chunking::Whole,
     )
@@ -180,7 +165,12 @@ async fn a_second_rejection_for_clock_skew_is_not_retried() {
         Some(server_time),
     );
     let server = Server::start(
-        Responses::Sequence(vec![reject.clone(), reject.clone(), reject, converse_ok()]),
+        Responses::Sequence(vec![
+            reject.clone(),
+            reject.clone(),
+            reject,
+            converse_text("ok").unwrap(),
+        ]),
         Chunking::Whole,
     )
     .await
@@ -203,7 +193,7 @@ async fn a_signature_mismatch_with_agreeing_clocks_is_not_sent_again() {
                 "The request signature we calculated does not match the signature you provided.",
                 Some(SystemTime::now()),
             ),
-            converse_ok(),
+            converse_text("ok").unwrap(),
         ]),
         Chunking::Whole,
     )
@@ -235,7 +225,10 @@ async fn retryable_statuses_and_exceptions_are_retried() {
     };
     for (status, name) in cases {
         let server = Server::start(
-            Responses::Sequence(vec![exception(status, name, "m", None), converse_ok()]),
+            Responses::Sequence(vec![
+                exception(status, name, "m", None),
+                converse_text("ok").unwrap(),
+            ]),
             Chunking::Whole,
         )
         .await

@@ -49,6 +49,34 @@ pub struct FrameSource {
 }
 
 impl FrameSource {
+    /// An `event` message of type `event` with a JSON payload.
+    pub fn event(event: &str, payload: Value) -> Self {
+        FrameSource {
+            event: Some(event.to_owned()),
+            payload: Some(payload),
+            ..FrameSource::default()
+        }
+    }
+}
+
+/// A whole Bedrock `ConverseStream` answer (status 200, event-stream body) whose text is
+/// `text`, with usage, for tests that need a request to succeed.
+pub fn converse_text(text: &str) -> Result<crate::fixture::Canned> {
+    use serde_json::json;
+    let body = encode(&[
+        FrameSource::event("messageStart", json!({"role": "assistant"})),
+        FrameSource::event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": text}}),
+        ),
+        FrameSource::event("contentBlockStop", json!({"contentBlockIndex": 0})),
+        FrameSource::event("messageStop", json!({"stopReason": "end_turn"})),
+        FrameSource::event("metadata", json!({"usage": {"inputTokens": 3, "outputTokens": 1}})),
+    ])?;
+    Ok(crate::fixture::Canned::new(200, [("content-type", CONTENT_TYPE)], body))
+}
+
+impl FrameSource {
     fn header_list(&self) -> Result<Vec<(String, String)>> {
         if let Some(headers) = &self.headers {
             return headers
