@@ -1,4 +1,14 @@
 //! The in-process driver of the agent loop: [`Agent`] and [`AgentRun`] over an [`AgentMachine`].
+//!
+//! [`AgentRun`] is a `Stream` of [`AgentEvent`]s that runs the machine as it is polled.
+//! Hooks run on the polling task, contained: a panic, or a hang past `abort_grace` after an
+//! abort, becomes an answer. Each tool call runs on its own tokio task (tools declared
+//! blocking on the blocking pool), started when the run first polls the call. The run goes
+//! on without waiting as far as it can, but never more than 256 events ahead of its
+//! consumer. Steering and follow-up queues are handed to the machine before each decision.
+//! A tool's progress goes straight to the event queue; its sink is closed before the call's
+//! result reaches the machine, so no update follows a call's end. The stored transcript is
+//! lent to each request, not copied, so a turn costs O(new messages).
 
 use std::collections::VecDeque;
 use std::future::Future;
