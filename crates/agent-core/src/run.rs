@@ -4,8 +4,8 @@
 //! Hooks run on the polling task, contained: a panic, or a hang past `abort_grace` after an
 //! abort, becomes an answer. Each tool call runs on its own tokio task (tools declared
 //! blocking on the blocking pool), started when the run first polls the call. The run goes
-//! on without waiting as far as it can, but never more than 256 events ahead of its
-//! consumer. Steering and follow-up queues are handed to the machine before each decision.
+//! on only while its consumer has no event to read, so it is never a turn ahead of it.
+//! Steering and follow-up queues are handed to the machine before each decision.
 //! A tool's progress goes straight to the event queue; its sink is closed before the call's
 //! result reaches the machine, so no update follows a call's end. The stored transcript is
 //! lent to each request, not copied, so a turn costs O(new messages).
@@ -326,6 +326,7 @@ impl Agent {
             events: EventQueue::default(),
             out: Vec::new(),
             tasks: FuturesUnordered::new(),
+            fresh_tasks: false,
             response: None,
             options: None,
             cancelled: None,
@@ -386,9 +387,6 @@ impl Approvals {
     }
 }
 
-/// How many events a run produces ahead of its consumer before it waits for it.
-const EVENTS_AHEAD: usize = 256;
-
 /// What an in-flight effect of the driver finished with.
 #[allow(
     clippy::large_enum_variant,
@@ -424,6 +422,9 @@ pub struct AgentRun {
     /// What the machine answered the input being handled.
     out: Vec<Output>,
     tasks: FuturesUnordered<BoxFuture<'static, Completion>>,
+    /// Effects pushed since `tasks` was last polled: they start (a tool's task
+    /// is spawned) before the consumer reads the events that announce them.
+    fresh_tasks: bool,
     response: Option<Box<Response>>,
     /// Request options from `prepare_next_turn`; until then the config's.
     options: Option<Box<StreamOptions>>,
@@ -531,7 +532,8 @@ impl AgentRun {
                     Output::Finished => self.end(),
                 }
             }
-            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the run's life.
+            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the
+            // run's life, and a small buffer only until the run waits (`poll_next`).
             if out.capacity() <= 4 {
                 self.out = out;
             }
@@ -736,6 +738,7 @@ impl AgentRun {
 
     fn spawn(&mut self, effect: impl Future<Output = Completion> + Send + 'static) {
         self.tasks.push(Box::pin(effect));
+        self.fresh_tasks = true;
     }
 
     /// A hook's effect: most hooks answer at once, so it is polled once here and
@@ -750,12 +753,14 @@ impl AgentRun {
             // The effect set polls it again with the run's waker.
             Poll::Pending => {
                 self.tasks.push(effect);
+                self.fresh_tasks = true;
                 None
             }
             Poll::Ready(Completion::Input(input)) => Some(input),
             Poll::Ready(Completion::TurnPrepared(answer)) => Some(self.turn_prepared(answer)),
             Poll::Ready(other) => {
                 self.tasks.push(Box::pin(std::future::ready(other)));
+                self.fresh_tasks = true;
                 None
             }
         }
@@ -897,8 +902,7 @@ impl AgentRun {
             self.step(input);
             return true;
         }
-        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
-            self.completed(completion);
+        if self.poll_tasks(cx) {
             return true;
         }
         if !self.told_abort {
@@ -912,6 +916,18 @@ impl AgentRun {
                 self.step(Input::Abort);
                 return true;
             }
+        }
+        false
+    }
+
+    /// Polls the effects in flight; `true` when one finished (and went to the machine).
+    fn poll_tasks(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        self.fresh_tasks = false;
+        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
+            self.completed(completion);
+            // Effects it did not reach in this poll have not started yet.
+            self.fresh_tasks = true;
+            return true;
         }
         false
     }
@@ -964,13 +980,20 @@ impl Stream for AgentRun {
         if this.ended {
             return Poll::Ready(None);
         }
-        // The run goes on as far as it can without waiting, as long as its
-        // consumer is not too far behind.
-        while (this.machine.is_some() || this.prompts.is_some()) && this.events.len() < EVENTS_AHEAD
-        {
+        // The run goes on only while its consumer has nothing to read: a turn's
+        // events (each end event with a copy of its message) are not produced
+        // ahead of a consumer that is behind, which is most of them when many
+        // runs share a few threads.
+        while this.machine.is_some() || this.prompts.is_some() {
+            let behind = this.events.len() != 0;
+            if behind && !this.fresh_tasks {
+                break;
+            }
             // Every callback is contained where it is called; this is the last
             // line of defence against a bug in the loop itself.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| this.drive(cx))) {
+            let step =
+                AssertUnwindSafe(|| if behind { this.poll_tasks(cx) } else { this.drive(cx) });
+            match std::panic::catch_unwind(step) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(panic) => this.internal_error(panic),
@@ -979,7 +1002,11 @@ impl Stream for AgentRun {
         let next = match this.events.poll_recv(cx) {
             Poll::Ready(event) => Some(event),
             Poll::Pending if this.machine.is_none() && this.prompts.is_none() => None,
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => {
+                // A run waits for most of its life: not with room for a burst of outputs.
+                this.out = Vec::new();
+                return Poll::Pending;
+            }
         };
         if next.as_ref().is_none_or(|e| matches!(e, AgentEvent::AgentEnd { .. })) {
             this.ended = true;
