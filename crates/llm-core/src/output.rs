@@ -250,7 +250,8 @@ pub fn plan(
                 )));
             }
             match &options.tool_choice {
-                None | Some(ToolChoice::Auto) | Some(ToolChoice::Required) => {}
+                // `none` (no other tool) is what the forced format tool does anyway.
+                None | Some(ToolChoice::Auto | ToolChoice::Required | ToolChoice::None) => {}
                 Some(ToolChoice::Tool(name)) if *name == format.name => {}
                 Some(other) => {
                     return Err(invalid(format!(
@@ -301,6 +302,45 @@ pub enum StructuredOutcome {
     CutOff(Value),
     /// The request failed or was cancelled.
     Failed(Error),
+}
+
+/// `{"status": "valid", "value"}`, `{"status": "invalid", "value", "violations": [{"path",
+/// "message"}]}`, `{"status": "refused", "error"}`, `{"status": "cut_off", "value"}`,
+/// `{"status": "failed", "error"}` (`error` is the error's text): one JSON line for logs
+/// and `--json` streams.
+impl serde::Serialize for StructuredOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            StructuredOutcome::Valid(value) => {
+                map.serialize_entry("status", "valid")?;
+                map.serialize_entry("value", value)?;
+            }
+            StructuredOutcome::Invalid { value, violations } => {
+                map.serialize_entry("status", "invalid")?;
+                map.serialize_entry("value", value)?;
+                let violations: Vec<Value> = violations
+                    .iter()
+                    .map(|v| serde_json::json!({"path": v.path, "message": v.message}))
+                    .collect();
+                map.serialize_entry("violations", &violations)?;
+            }
+            StructuredOutcome::Refused(error) => {
+                map.serialize_entry("status", "refused")?;
+                map.serialize_entry("error", &error.to_string())?;
+            }
+            StructuredOutcome::CutOff(value) => {
+                map.serialize_entry("status", "cut_off")?;
+                map.serialize_entry("value", value)?;
+            }
+            StructuredOutcome::Failed(error) => {
+                map.serialize_entry("status", "failed")?;
+                map.serialize_entry("error", &error.to_string())?;
+            }
+        }
+        map.end()
+    }
 }
 
 impl StructuredOutcome {
@@ -371,6 +411,50 @@ pub fn outcome(
         },
     };
     validate(format, value)
+}
+
+/// The outcome of a message already collected, its error read from the message itself
+/// (`stop_reason` `error` or `aborted`, with `error_type`, `error_message`,
+/// `error_code` and `error_status`): an agent's final answer, or a stored transcript's.
+pub fn message_outcome(format: &OutputFormat, message: &AssistantMessage) -> StructuredOutcome {
+    let error = match message.stop_reason {
+        StopReason::Aborted => Some(ErrorKind::Aborted),
+        StopReason::Error => {
+            Some(message.error_type.as_deref().and_then(kind_named).unwrap_or(ErrorKind::Provider))
+        }
+        _ => None,
+    }
+    .map(|kind| {
+        let mut error = Error::new(
+            kind,
+            message.provider.clone(),
+            message.error_message.clone().unwrap_or_default(),
+        )
+        .with_retryable(false);
+        error.status = message.error_status;
+        error.code = message.error_code.clone();
+        error
+    });
+    outcome(format, message, error.as_ref())
+}
+
+/// The kind whose [`ErrorKind::as_str`] is `name`.
+fn kind_named(name: &str) -> Option<ErrorKind> {
+    const KINDS: [ErrorKind; 12] = [
+        ErrorKind::Auth,
+        ErrorKind::RateLimited,
+        ErrorKind::Overloaded,
+        ErrorKind::InvalidRequest,
+        ErrorKind::ContextLength,
+        ErrorKind::Transport,
+        ErrorKind::Decode,
+        ErrorKind::Aborted,
+        ErrorKind::Truncated,
+        ErrorKind::Refused,
+        ErrorKind::Unsupported,
+        ErrorKind::Provider,
+    ];
+    KINDS.into_iter().find(|k| k.as_str() == name)
 }
 
 fn invalid_root(value: Option<Value>, message: String) -> StructuredOutcome {
@@ -573,7 +657,9 @@ pub struct Generated<T> {
     pub message: AssistantMessage,
 }
 
-fn typed<T: DeserializeOwned>(outcome: StructuredOutcome) -> Result<T, StructuredError> {
+/// The outcome as a `T`: the valid value deserialized, or the failure as a
+/// [`StructuredError`].
+pub fn typed<T: DeserializeOwned>(outcome: StructuredOutcome) -> Result<T, StructuredError> {
     match outcome {
         StructuredOutcome::Valid(value) => T::deserialize(&value)
             .map_err(|e| StructuredError::Deserialize { message: e.to_string(), value }),
