@@ -118,6 +118,31 @@ impl OutputFormat {
         self
     }
 
+    /// Checks the format before it is used: its name (as [`plan`] does) and its schema,
+    /// which must compile as a JSON Schema (`jsonschema`, offline: a remote `$ref` is an
+    /// error) and describe an object (most APIs take nothing else at the root). The error
+    /// says what is wrong, for the person who wrote the schema.
+    pub fn check(&self) -> Result<(), String> {
+        if !valid_name(&self.name) {
+            return Err(format!(
+                "the name {:?} must be 1 to 64 characters of [A-Za-z0-9_-]",
+                self.name
+            ));
+        }
+        let Some(root) = self.schema.as_object() else {
+            return Err("the schema must be a JSON object".to_owned());
+        };
+        match root.get("type") {
+            Some(Value::String(t)) if t == "object" => {}
+            _ => return Err("the schema's root must be `\"type\": \"object\"`".to_owned()),
+        }
+        jsonschema::options()
+            .offline()
+            .build(&self.schema)
+            .map(drop)
+            .map_err(|e| format!("the schema does not compile: {e}"))
+    }
+
     /// The format as the tool a forced-tool provider sends (name, description, schema).
     pub fn as_tool(&self) -> Tool {
         Tool {
@@ -129,6 +154,13 @@ impl OutputFormat {
             parameters: self.schema.clone(),
         }
     }
+}
+
+/// Whether `name` is a format name every API accepts (`^[A-Za-z0-9_-]{1,64}$`).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// How a model carries an [`OutputFormat`].
@@ -219,10 +251,7 @@ pub fn plan(
     let invalid = |message: String| {
         Error::new(ErrorKind::InvalidRequest, provider, message).with_retryable(false)
     };
-    let valid_name = !format.name.is_empty()
-        && format.name.len() <= MAX_NAME_LEN
-        && format.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !valid_name {
+    if !valid_name(&format.name) {
         return Err(invalid(format!(
             "Output format name {:?} must be 1 to 64 characters of [A-Za-z0-9_-]",
             format.name

@@ -121,6 +121,26 @@ fn bad_names_tool_collisions_and_conflicting_tool_choices_are_invalid_requests()
     assert!(plan(&INFO, "acme", &model("x"), &context, &options, true).unwrap().is_some());
 }
 
+#[test]
+fn check_names_what_is_wrong_with_a_format_before_it_is_used() {
+    assert_eq!(person().check(), Ok(()));
+    let cases = [
+        (OutputFormat { name: "a b".into(), ..person() }, "[A-Za-z0-9_-]"),
+        (OutputFormat::new("f", json!([1])), "JSON object"),
+        (OutputFormat::new("f", json!({"type": "string"})), "root"),
+        (OutputFormat::new("f", json!({"properties": {}})), "root"),
+        (OutputFormat::new("f", json!({"type": "object", "minProperties": "two"})), "compile"),
+        (
+            OutputFormat::new("f", json!({"type": "object", "$ref": "https://example.com/s.json"})),
+            "compile",
+        ),
+    ];
+    for (format, expected) in cases {
+        let error = format.check().unwrap_err();
+        assert!(error.contains(expected), "{:?}: {error}", format.schema);
+    }
+}
+
 fn text_message(text: &str, stop: StopReason) -> AssistantMessage {
     AssistantMessage {
         content: vec![AssistantContent::Text(crate::types::TextContent {
