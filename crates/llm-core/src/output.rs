@@ -197,22 +197,34 @@ pub struct OutputFamily {
     pub mode: OutputMode,
     /// The family in words, for the docs table.
     pub family: &'static str,
+    /// Which of the API's native forms these models take, for an API with more than one
+    /// (Gemini's `responseSchema` where `responseJsonSchema` is not served); `""`: the
+    /// API's default form.
+    pub variant: &'static str,
 }
 
 impl OutputFamily {
     /// A row.
     pub const fn new(contains: &'static str, mode: OutputMode, family: &'static str) -> Self {
-        OutputFamily { contains, mode, family }
+        OutputFamily { contains, mode, family, variant: "" }
+    }
+
+    /// The same row, carried in the API's native form named `variant`.
+    pub const fn variant(mut self, variant: &'static str) -> Self {
+        self.variant = variant;
+        self
     }
 }
 
 impl ProviderInfo {
     /// How `model_id` carries an output format (see [`OutputFamily`]).
     pub fn output_mode(&self, model_id: &str) -> OutputMode {
-        self.output
-            .iter()
-            .find(|row| model_id.contains(row.contains))
-            .map_or(OutputMode::Unsupported, |row| row.mode)
+        self.output_family(model_id).map_or(OutputMode::Unsupported, |row| row.mode)
+    }
+
+    /// The row of the output table that `model_id` falls under, if any.
+    pub fn output_family(&self, model_id: &str) -> Option<&OutputFamily> {
+        self.output.iter().find(|row| model_id.contains(row.contains))
     }
 }
 
