@@ -10,6 +10,21 @@
 //! * `CLAW_WORKSPACE`: the directory the `append_line` tool writes in (default: the
 //!   current directory); `CLAW_TOOL_DELAY_MS`: a pause after each write (default 0),
 //!   which the crash test uses to hold a tool in flight.
+//! * `CLAW_INACTIVITY_TIMEOUT_MS`, `CLAW_ABORT_TIMEOUT_MS`: Restate's timeouts for
+//!   the session's handlers (defaults 15 min and 10 min): a step must end within
+//!   their sum, or Restate aborts the attempt and the step runs again.
+//! * `CLAW_STEP_TIMEOUT_MS`: the per-step ceiling (default 5 min), below those.
+//! * `CLAW_MODEL_RETRY_MS`, `CLAW_MODEL_RETRY_ATTEMPTS`: the durable retry of a
+//!   transiently failed model request (first delay, default 1000; attempts, default 30).
+//! * `CLAW_IDENTITY_KEYS`: Restate request identity public keys (`publickeyv1_...`,
+//!   comma-separated): when set, the worker answers only requests signed by
+//!   that Restate server, not anyone who reaches its port.
+//! * `CLAW_APPROVE`: tools whose calls wait for a person's approval when their
+//!   `line` argument starts with `ask` (the approval path: `AgentSession/<id>/approve`).
+//! * `CLAW_HOOK_LOG`: a file each `before_tool_call` answer appends a line to
+//!   (the tests count how often the hook was asked).
+//! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
+//!   sequential, one call at a time).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,11 +32,56 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{AgentConfig, AgentTool, ToolError, ToolInvocation, ToolOutput};
-use agent_restate::{AgentSession, SessionInbox, SessionParts};
+use agent_core::{
+    AgentConfig, AgentHooks, AgentTool, BeforeToolCall, CallInfo, ExecutionMode, ToolError,
+    ToolInvocation, ToolOutput,
+};
+use agent_restate::{AgentSession, SessionApprovals, SessionInbox, SessionParts, StepLimits};
+use futures_util::future::BoxFuture;
 use llm_core::{ApiKey, Model};
+use restate_sdk::endpoint::{HandlerOptions, ServiceOptions};
 use restate_sdk::prelude::{Endpoint, HttpServer};
+use restate_sdk::service::IntoServiceDefinition;
 use tokio::io::AsyncWriteExt;
+
+/// The example's approval policy: a call whose `line` starts with `ask` waits
+/// for a person; every answer is logged to `log`, if set.
+struct ExampleHooks {
+    ask: bool,
+    log: Option<PathBuf>,
+}
+
+impl AgentHooks for ExampleHooks {
+    fn before_tool_call<'a>(
+        &'a self,
+        info: CallInfo<'a>,
+        args: &'a serde_json::Value,
+    ) -> BoxFuture<'a, BeforeToolCall> {
+        Box::pin(async move {
+            let asks = self.ask && args["line"].as_str().is_some_and(|l| l.starts_with("ask"));
+            if let Some(log) = &self.log {
+                let line = format!("{}\n", info.call.id);
+                if let Ok(mut file) =
+                    tokio::fs::OpenOptions::new().create(true).append(true).open(log).await
+                {
+                    let _ = file.write_all(line.as_bytes()).await;
+                }
+            }
+            if asks {
+                BeforeToolCall::Ask { reason: format!("{} wants approval", info.call.name) }
+            } else {
+                BeforeToolCall::Allow
+            }
+        })
+    }
+}
+
+fn env_ms(name: &str, default: u64) -> Result<Duration, String> {
+    env_or(name, &default.to_string())
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|e| format!("{name}: {e}"))
+}
 
 /// Arguments of the `append_line` tool.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -52,7 +112,7 @@ fn append_line_tool(workspace: PathBuf, delay: Duration) -> AgentTool {
                     .open(&path)
                     .await
                     .map_err(|e| ToolError(format!("cannot open {}: {e}", args.file)))?;
-                let key = agent_restate::current_idempotency_key().unwrap_or_default();
+                let key = inv.idempotency_key.clone().unwrap_or_default();
                 file.write_all(format!("{} {key}\n", args.line).as_bytes())
                     .await
                     .map_err(|e| ToolError(format!("cannot write {}: {e}", args.file)))?;
@@ -99,16 +159,67 @@ fn main() -> ExitCode {
     let api_key = std::env::var("OPENAI_API_KEY").ok().map(ApiKey::new);
     let provider: Arc<dyn llm_core::Provider> =
         Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new());
+    let durations = (|| {
+        Ok::<_, String>((
+            env_ms("CLAW_INACTIVITY_TIMEOUT_MS", 15 * 60_000)?,
+            env_ms("CLAW_ABORT_TIMEOUT_MS", 10 * 60_000)?,
+            env_ms("CLAW_STEP_TIMEOUT_MS", 5 * 60_000)?,
+            env_ms("CLAW_MODEL_RETRY_MS", 1000)?,
+            env_or("CLAW_MODEL_RETRY_ATTEMPTS", "30")
+                .parse::<u32>()
+                .map_err(|e| format!("CLAW_MODEL_RETRY_ATTEMPTS: {e}"))?,
+        ))
+    })();
+    let (inactivity, abort, step_timeout, retry_initial, retry_attempts) = match durations {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("claw-restate-worker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let hooks = Arc::new(ExampleHooks {
+        ask: env_or("CLAW_APPROVE", "") == "1",
+        log: std::env::var_os("CLAW_HOOK_LOG").map(PathBuf::from),
+    });
+    let parallel = env_or("CLAW_PARALLEL", "0") == "1";
     let setup = move |_session: &str| {
         let mut config = AgentConfig::new(model.clone(), provider.clone());
         config.options.api_key = api_key.clone();
         config.max_turns = Some(32);
-        SessionParts {
+        config.hooks = hooks.clone();
+        config.tool_execution =
+            if parallel { ExecutionMode::Parallel } else { ExecutionMode::Sequential };
+        let mut parts = SessionParts::new(
             config,
-            system_prompt: Some("You are a careful assistant.".into()),
-            tools: vec![append_line_tool(workspace.clone(), delay)],
-        }
+            Some("You are a careful assistant.".into()),
+            vec![append_line_tool(workspace.clone(), delay)],
+        );
+        parts.limits = StepLimits {
+            step_timeout,
+            retry_initial,
+            retry_max_delay: retry_initial * 8,
+            retry_max_attempts: retry_attempts,
+        };
+        parts
     };
+    let session_options = ServiceOptions::new()
+        .inactivity_timeout(inactivity)
+        .abort_timeout(abort)
+        .handler("message", HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort));
+    let mut builder = Endpoint::builder()
+        .bind(AgentSession::new(setup).into_service_definition().options(session_options))
+        .bind(SessionInbox)
+        .bind(SessionApprovals);
+    for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        builder = match builder.identity_key(key) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("claw-restate-worker: CLAW_IDENTITY_KEYS: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    }
+    let endpoint = builder.build();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -117,8 +228,6 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let endpoint =
-            Endpoint::builder().bind(AgentSession::new(setup)).bind(SessionInbox).build();
         eprintln!("claw-restate-worker: listening on {addr}");
         HttpServer::new(endpoint).listen_and_serve(addr).await;
     });
