@@ -693,14 +693,21 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         }
     }
 
-    /// Runs the wave's calls: steps journaled in call order, awaited together,
-    /// results fed in call order.
+    /// Runs the wave's calls: their steps journaled in call order, the calls
+    /// themselves running together, results fed in call order.
+    ///
+    /// The steps are awaited one after another (the SDK journals a step when it
+    /// is first polled, and steps awaited together do not all complete), but
+    /// the first step that really runs starts its call and every later call of
+    /// the wave at once, and each later step then waits for its own call. A
+    /// step's entry exists only once the step before it completed, so the
+    /// journaled steps are always a prefix of the wave: on replay those are
+    /// read back, and the calls after them (all in flight at a crash) run again.
     async fn run_wave(&mut self) -> Result<(), HandlerError> {
         let wave = std::mem::take(&mut self.wave);
         let context = self.machine.context().clone();
         let mut names = Vec::with_capacity(wave.len());
         let mut slots = Vec::with_capacity(wave.len());
-        let mut steps = Vec::with_capacity(wave.len());
         for WaveCall { call, tool, args } in &wave {
             let call_id = self.machine.call(*call).map(|c| c.id.clone()).unwrap_or_default();
             let key = self.call_key(*call, &call_id);
@@ -713,23 +720,35 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 progress: ProgressSink::disconnected(),
                 idempotency_key: Some(key.clone()),
             };
-            let name = format!("tool {tool_name} {key}");
-            let kept = Arc::new(Mutex::new(None));
-            let timeout = self.limits.step_timeout;
-            let effect =
-                move || async move { Ok(run_tool(agent_tool, invocation, timeout).await) };
-            steps.push(self.ctx.run(recording(effect, kept.clone())).name(name.clone()));
-            names.push(name);
-            slots.push(kept);
+            names.push(format!("tool {tool_name} {key}"));
+            slots.push(WaveSlot::Waiting(agent_tool, invocation));
         }
-        // Each step's journal entry is made when it is first polled: `join_all`
-        // polls them in call order.
-        let results = futures_util::future::join_all(steps).await;
-        self.take_steering().await?;
-        for (((result, name), kept), WaveCall { call, .. }) in
-            results.into_iter().zip(names).zip(slots).zip(wave)
-        {
+        let count = slots.len();
+        let tasks = Arc::new(Mutex::new(slots));
+        let timeout = self.limits.step_timeout;
+        for (i, (name, WaveCall { call, .. })) in names.into_iter().zip(wave).enumerate() {
+            let kept = Arc::new(Mutex::new(None));
+            let wave_tasks = tasks.clone();
+            let effect = move || async move {
+                let tasks = wave_tasks;
+                let handle = start_from(&tasks, i, timeout);
+                Ok(match handle {
+                    Some(mut running) => match (&mut running.0).await {
+                        Ok(result) => result,
+                        Err(e) if e.is_panic() => RecordedToolResult::error(format!(
+                            "Tool panicked: {}",
+                            panic_text(e.into_panic().as_ref())
+                        )),
+                        Err(_) => RecordedToolResult::error("Tool task was cancelled".into()),
+                    },
+                    None => RecordedToolResult::error("Tool call was lost".into()),
+                })
+            };
+            let result = self.ctx.run(recording(effect, kept.clone())).name(name.clone()).await;
             let recorded: Option<RecordedToolResult> = self.settle(name, result, &kept).await?;
+            if i + 1 == count {
+                self.take_steering().await?;
+            }
             let answer = match recorded {
                 Some(r) => Answer::Done(r.into_result()),
                 None => Answer::Abandoned,
@@ -796,6 +815,43 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             Err(e) => return Err(e.into()),
         }
         Ok(())
+    }
+}
+
+/// A call of a wave: not started yet, or running.
+enum WaveSlot {
+    Waiting(Option<AgentTool>, ToolInvocation),
+    Running(AbortOnDrop),
+    Taken,
+}
+
+/// A running call's task, aborted if the wave is dropped unfinished.
+struct AbortOnDrop(tokio::task::JoinHandle<RecordedToolResult>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts call `i` and every later call of the wave not started yet, and hands
+/// over call `i`'s task.
+fn start_from(tasks: &Mutex<Vec<WaveSlot>>, i: usize, timeout: Duration) -> Option<AbortOnDrop> {
+    let mut slots = tasks.lock().unwrap_or_else(PoisonError::into_inner);
+    for slot in slots.iter_mut().skip(i) {
+        if matches!(slot, WaveSlot::Waiting(..)) {
+            let WaveSlot::Waiting(tool, invocation) = std::mem::replace(slot, WaveSlot::Taken)
+            else {
+                continue;
+            };
+            *slot = WaveSlot::Running(AbortOnDrop(tokio::spawn(run_tool(
+                tool, invocation, timeout,
+            ))));
+        }
+    }
+    match slots.get_mut(i).map(|slot| std::mem::replace(slot, WaveSlot::Taken)) {
+        Some(WaveSlot::Running(task)) => Some(task),
+        _ => None,
     }
 }
 

@@ -235,10 +235,14 @@ impl AgentSession {
             .name("setup fingerprint")
             .await?;
         if recorded != fingerprint {
-            return Err(TerminalError::new(format!(
-                "this invocation started on a worker build with another setup (tools, model or system prompt: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Register each worker version as its own deployment so a started invocation finishes on the build that started it"
-            ))
-            .into());
+            // Not a terminal error: ending the invocation here would itself be a
+            // journal entry the first build never wrote. The attempt fails with
+            // this message (Restate shows it as the invocation's last failure)
+            // until the build that started it serves it again, or someone
+            // cancels or kills the invocation.
+            return Err(HandlerError::from(format!(
+                "this invocation started on a worker build with another setup (tools, model or system prompt: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
+            )));
         }
         let (transcript, mut envelope, legacy) = load_transcript!(&ctx).await?;
         if envelope.bytes > parts.transcript_budget {

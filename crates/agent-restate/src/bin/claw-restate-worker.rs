@@ -23,6 +23,9 @@
 //!   `line` argument starts with `ask` (the approval path: `AgentSession/<id>/approve`).
 //! * `CLAW_HOOK_LOG`: a file each `before_tool_call` answer appends a line to
 //!   (the tests count how often the hook was asked).
+//! * `CLAW_PANIC_WORD`: a user message of exactly this text makes the
+//!   `prepare_next_turn` hook panic (the tests' failure inside the loop).
+//! * `CLAW_SYSTEM_PROMPT`: the system prompt (part of the setup's fingerprint).
 //! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
 //!   sequential, one call at a time).
 
@@ -49,9 +52,27 @@ use tokio::io::AsyncWriteExt;
 struct ExampleHooks {
     ask: bool,
     log: Option<PathBuf>,
+    panic_word: Option<String>,
 }
 
 impl AgentHooks for ExampleHooks {
+    fn prepare_next_turn<'a>(
+        &'a self,
+        info: agent_core::TurnInfo<'a>,
+    ) -> BoxFuture<'a, Option<agent_core::TurnUpdate>> {
+        let last_user = info.context.messages.iter().rev().find_map(|m| match m {
+            llm_core::Message::User(u) => match &u.content {
+                llm_core::UserMessageContent::Text(t) => Some(t.as_str()),
+                _ => None,
+            },
+            _ => None,
+        });
+        if self.panic_word.as_deref().is_some_and(|w| last_user == Some(w)) {
+            panic!("prepare_next_turn was told to panic");
+        }
+        Box::pin(std::future::ready(None))
+    }
+
     fn before_tool_call<'a>(
         &'a self,
         info: CallInfo<'a>,
@@ -180,7 +201,9 @@ fn main() -> ExitCode {
     let hooks = Arc::new(ExampleHooks {
         ask: env_or("CLAW_APPROVE", "") == "1",
         log: std::env::var_os("CLAW_HOOK_LOG").map(PathBuf::from),
+        panic_word: std::env::var("CLAW_PANIC_WORD").ok().filter(|w| !w.is_empty()),
     });
+    let system_prompt = env_or("CLAW_SYSTEM_PROMPT", "You are a careful assistant.");
     let parallel = env_or("CLAW_PARALLEL", "0") == "1";
     let setup = move |_session: &str| {
         let mut config = AgentConfig::new(model.clone(), provider.clone());
@@ -191,7 +214,7 @@ fn main() -> ExitCode {
             if parallel { ExecutionMode::Parallel } else { ExecutionMode::Sequential };
         let mut parts = SessionParts::new(
             config,
-            Some("You are a careful assistant.".into()),
+            Some(system_prompt.clone()),
             vec![append_line_tool(workspace.clone(), delay)],
         );
         parts.limits = StepLimits {
