@@ -34,7 +34,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::session::{SessionApprovalsClient, SessionInboxClient};
+use crate::session::{SessionApprovalsClient, SessionEventsClient, SessionInboxClient};
 
 /// How a durable session bounds its steps.
 #[derive(Debug, Clone, PartialEq)]
@@ -238,7 +238,26 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             if std::mem::take(&mut self.cancel_pending) {
                 self.cancelled();
             }
+            self.flush_events();
         }
+    }
+
+    /// Sends the events gathered since the last flush to the session's events
+    /// object: one one-way call, journaled, so a replay does not send it again
+    /// (the events are made again, identically, and dropped here).
+    pub(crate) fn flush_events(&mut self) {
+        if self.events.is_empty() {
+            return;
+        }
+        let events: Vec<Value> = self
+            .events
+            .drain(..)
+            .filter_map(|event| serde_json::to_value(event).ok())
+            .collect();
+        self.ctx
+            .object_client::<SessionEventsClient>(self.session.clone())
+            .append(Json(events))
+            .send();
     }
 
     /// Restate's cancel surfaced: the run aborts (once).

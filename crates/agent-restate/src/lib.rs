@@ -22,7 +22,8 @@ pub use journal::{
 };
 pub use driver::{StepLimits, call_key};
 pub use session::{
-    AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, INBOX_LIMIT,
+    AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENTS_KEPT,
+    EventPage, INBOX_LIMIT, SessionEvents,
     SessionApprovals, SessionInbox, SessionParts, SessionSetup, TRANSCRIPT_KEY,
     TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply, decode_legacy_transcript,
 };

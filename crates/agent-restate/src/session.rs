@@ -284,6 +284,7 @@ impl AgentSession {
         driver.take_steering().await?;
         driver.feed(Input::Start(vec![Message::user(text.0)]));
         driver.run().await?;
+        driver.flush_events();
 
         let cancelled = driver.cancelled;
         let steered = std::mem::take(&mut driver.steered);
@@ -517,5 +518,64 @@ impl SessionApprovals {
         early.insert(call_id, approval);
         ctx.set(EARLY_KEY, Json(early));
         Ok(Json(false))
+    }
+}
+
+/// State key of a session's recent events, `(sequence number, event)`.
+const EVENTS_KEY: &str = "events";
+/// At most this many recent events are kept per session (the oldest go first).
+pub const EVENTS_KEPT: usize = 4096;
+
+/// Events read from a session: those numbered above the reader's `after`, and
+/// the number to pass next time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventPage {
+    /// `(sequence number, event)`, in order.
+    pub events: Vec<(u64, serde_json::Value)>,
+    /// The highest sequence number so far (pass it as `after` next time).
+    pub last: u64,
+}
+
+/// A session's followable events: the running `message` appends each batch of
+/// its run's events with a one-way call, which is a journal entry of the run,
+/// so a replay does not send it again and a follower never sees an event twice.
+/// Followers poll `read` with the last number they saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionEvents;
+
+#[restate_sdk::object]
+impl SessionEvents {
+    /// Appends events (from the session's run only).
+    #[handler(ingress_private)]
+    async fn append(
+        &self,
+        ctx: ObjectContext<'_>,
+        events: Json<Vec<serde_json::Value>>,
+    ) -> Result<(), HandlerError> {
+        let mut kept: Vec<(u64, serde_json::Value)> =
+            ctx.get::<Json<_>>(EVENTS_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut last = kept.last().map_or(0, |(seq, _)| *seq);
+        for event in events.0 {
+            last += 1;
+            kept.push((last, event));
+        }
+        let over = kept.len().saturating_sub(EVENTS_KEPT);
+        kept.drain(..over);
+        ctx.set(EVENTS_KEY, Json(kept));
+        Ok(())
+    }
+
+    /// The events numbered above `after` (the oldest may have been dropped).
+    #[handler]
+    async fn read(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        after: Json<u64>,
+    ) -> Result<Json<EventPage>, HandlerError> {
+        let kept: Vec<(u64, serde_json::Value)> =
+            ctx.get::<Json<_>>(EVENTS_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let last = kept.last().map_or(0, |(seq, _)| *seq);
+        let events = kept.into_iter().filter(|(seq, _)| *seq > after.0).collect();
+        Ok(Json(EventPage { events, last }))
     }
 }

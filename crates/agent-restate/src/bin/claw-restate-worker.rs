@@ -39,7 +39,9 @@ use agent_core::{
     AgentConfig, AgentHooks, AgentTool, BeforeToolCall, CallInfo, ExecutionMode, ToolError,
     ToolInvocation, ToolOutput,
 };
-use agent_restate::{AgentSession, SessionApprovals, SessionInbox, SessionParts, StepLimits};
+use agent_restate::{
+    AgentSession, SessionApprovals, SessionEvents, SessionInbox, SessionParts, StepLimits,
+};
 use futures_util::future::BoxFuture;
 use llm_core::{ApiKey, Model};
 use restate_sdk::endpoint::{HandlerOptions, ServiceOptions};
@@ -232,7 +234,8 @@ fn main() -> ExitCode {
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)
-        .bind(SessionApprovals);
+        .bind(SessionApprovals)
+        .bind(SessionEvents);
     for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty()) {
         builder = match builder.identity_key(key) {
             Ok(b) => b,

@@ -146,6 +146,25 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
     assert_eq!(marker_lines(&workspace.0, "r2"), ["r2 replay/1/call_2_1"]);
     let messages = transcript(server.call(&http, "replay", "transcript", &Value::Null).await?)?;
     assert!(check_tool_results(&messages).is_empty(), "{:?}", check_tool_results(&messages));
+
+    // A follower sees every event of the run once, numbered without gaps,
+    // though the run was replayed twice.
+    let page = http
+        .post(format!("{}/SessionEvents/replay/read", server.ingress))
+        .json(&json!(0))
+        .send()
+        .await?
+        .json::<Value>()
+        .await?;
+    let events = page["events"].as_array().cloned().unwrap_or_default();
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e[0].as_u64()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "{page}");
+    let count = |kind: &str| events.iter().filter(|e| e[1]["type"] == kind).count();
+    assert_eq!(count("agent_start"), 1, "{page}");
+    assert_eq!(count("agent_end"), 1, "{page}");
+    assert_eq!(count("tool_execution_start"), 2, "{page}");
+    assert_eq!(count("tool_execution_end"), 2, "{page}");
+    assert_eq!(count("turn_end"), 2, "{page}");
     Ok(())
 }
 
