@@ -444,3 +444,44 @@ async fn a_tool_past_the_step_ceiling_gets_an_error_result_and_the_run_goes_on()
     assert!(results.len() == 1 && results[0].0 && results[0].1.contains("did not finish"), "{results:?}");
     Ok(())
 }
+
+/// A transcript as the previous version stored it: the whole transcript as
+/// one state value under `transcript` (written by hand from that format).
+const LEGACY_TRANSCRIPT: &str = include_str!("../fixtures/transcript-v1.json");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> TestResult {
+    let legacy = agent_restate::decode_legacy_transcript(LEGACY_TRANSCRIPT.as_bytes())?;
+    assert_eq!(legacy.len(), 4);
+    assert!(check_tool_results(&legacy).is_empty());
+
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &[])?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    // Restate's admin API writes the old layout's state, as the old build left it.
+    let state = json!({
+        "object_key": "legacy",
+        "new_state": { "transcript": LEGACY_TRANSCRIPT.as_bytes() },
+    });
+    let written =
+        http.post(format!("{}/services/AgentSession/state", server.admin)).json(&state).send().await?;
+    assert!(written.status().is_success(), "state: {}", written.text().await?);
+    let before = transcript(server.call(&http, "legacy", "transcript", &Value::Null).await?)?;
+    assert_eq!(before, legacy);
+
+    let reply = server.call(&http, "legacy", "message", &json!("next")).await?;
+    assert_eq!(reply["text"], "echo: next", "{reply}");
+    let after = transcript(server.call(&http, "legacy", "transcript", &Value::Null).await?)?;
+    assert_eq!(after.len(), 6, "{after:?}");
+    assert_eq!(after[..4], legacy[..]);
+    // Moved to the incremental layout: a second turn appends to it.
+    server.call(&http, "legacy", "message", &json!("again")).await?;
+    let again = transcript(server.call(&http, "legacy", "transcript", &Value::Null).await?)?;
+    assert_eq!(again.len(), 8);
+    assert_eq!(again[..6], after[..]);
+    Ok(())
+}
