@@ -119,7 +119,7 @@ struct RecordedAfter {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum RecordedResponse {
-    Message(AssistantMessage),
+    Message(Box<AssistantMessage>),
     Failed(RequestFailure),
 }
 
@@ -232,8 +232,10 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 self.await_approval(&call_id).await?;
             } else {
                 // The machine waits for nothing this driver could give it.
-                return Err(TerminalError::new("the agent machine is stuck: no command outstanding")
-                    .into());
+                return Err(TerminalError::new(
+                    "the agent machine is stuck: no command outstanding",
+                )
+                .into());
             }
             if std::mem::take(&mut self.cancel_pending) {
                 self.cancelled();
@@ -249,11 +251,8 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         if self.events.is_empty() {
             return;
         }
-        let events: Vec<Value> = self
-            .events
-            .drain(..)
-            .filter_map(|event| serde_json::to_value(event).ok())
-            .collect();
+        let events: Vec<Value> =
+            self.events.drain(..).filter_map(|event| serde_json::to_value(event).ok()).collect();
         self.ctx
             .object_client::<SessionEventsClient>(self.session.clone())
             .append(Json(events))
@@ -466,7 +465,9 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                     })
                     .await?;
                 let answer = match answer {
-                    Some(Answer::Done(RecordedBefore::Allow)) => Answer::Done(BeforeToolCall::Allow),
+                    Some(Answer::Done(RecordedBefore::Allow)) => {
+                        Answer::Done(BeforeToolCall::Allow)
+                    }
                     Some(Answer::Done(RecordedBefore::Block(why))) => {
                         Answer::Done(BeforeToolCall::Block(why))
                     }
@@ -526,12 +527,14 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 let answer: Option<Answer<bool>> = self
                     .step(name, move || async move {
                         let Some(message) = message else { return Ok(Answer::Done(false)) };
-                        Ok(match std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            hooks.should_stop_after_turn(&message, &results)
-                        })) {
-                            Ok(stop) => Answer::Done(stop),
-                            Err(panic) => Answer::Panicked(panic_text(panic.as_ref())),
-                        })
+                        Ok(
+                            match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                hooks.should_stop_after_turn(&message, &results)
+                            })) {
+                                Ok(stop) => Answer::Done(stop),
+                                Err(panic) => Answer::Panicked(panic_text(panic.as_ref())),
+                            },
+                        )
                     })
                     .await?;
                 self.take_steering().await?;
@@ -540,8 +543,9 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             // Execute commands are gathered into waves by `feed`; a new kind of
             // command is not one this driver can answer.
             _ => {
-                return Err(TerminalError::new("the agent machine asked for an unknown command")
-                    .into());
+                return Err(
+                    TerminalError::new("the agent machine asked for an unknown command").into()
+                );
             }
         }
         Ok(())
@@ -661,7 +665,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                     message.error_message.as_deref().unwrap_or("unknown")
                 ));
             }
-            Ok(RecordedResponse::Message(message))
+            Ok(RecordedResponse::Message(Box::new(message)))
         };
         let result = self
             .ctx
@@ -678,13 +682,13 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                     self.limits.retry_max_attempts,
                     e.message()
                 ));
-                Some(RecordedResponse::Message(message))
+                Some(RecordedResponse::Message(Box::new(message)))
             }
             result => self.settle(name, result, &kept).await?,
         };
         match answer {
             Some(RecordedResponse::Message(message)) => {
-                self.feed(Input::ResponseEnded(message));
+                self.feed(Input::ResponseEnded(*message));
             }
             Some(RecordedResponse::Failed(failure)) => self.feed(Input::RequestFailed(failure)),
             None => {
@@ -740,7 +744,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 idempotency_key: Some(key.clone()),
             };
             names.push(format!("tool {tool_name} {key}"));
-            slots.push(WaveSlot::Waiting(agent_tool, invocation));
+            slots.push(WaveSlot::Waiting(Box::new((agent_tool, invocation))));
         }
         let count = slots.len();
         let tasks = Arc::new(Mutex::new(slots));
@@ -839,7 +843,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
 
 /// A call of a wave: not started yet, or running.
 enum WaveSlot {
-    Waiting(Option<AgentTool>, ToolInvocation),
+    Waiting(Box<(Option<AgentTool>, ToolInvocation)>),
     Running(AbortOnDrop),
     Taken,
 }
@@ -859,13 +863,12 @@ fn start_from(tasks: &Mutex<Vec<WaveSlot>>, i: usize, timeout: Duration) -> Opti
     let mut slots = tasks.lock().unwrap_or_else(PoisonError::into_inner);
     for slot in slots.iter_mut().skip(i) {
         if matches!(slot, WaveSlot::Waiting(..)) {
-            let WaveSlot::Waiting(tool, invocation) = std::mem::replace(slot, WaveSlot::Taken)
-            else {
+            let WaveSlot::Waiting(waiting) = std::mem::replace(slot, WaveSlot::Taken) else {
                 continue;
             };
-            *slot = WaveSlot::Running(AbortOnDrop(tokio::spawn(run_tool(
-                tool, invocation, timeout,
-            ))));
+            let (tool, invocation) = *waiting;
+            *slot =
+                WaveSlot::Running(AbortOnDrop(tokio::spawn(run_tool(tool, invocation, timeout))));
         }
     }
     match slots.get_mut(i).map(|slot| std::mem::replace(slot, WaveSlot::Taken)) {
@@ -892,8 +895,9 @@ where
         Box::pin(async move {
             // A retryable failure: Restate runs the step again (with its retry policy).
             let value = effect().await.map_err(HandlerError::from)?;
-            let value = serde_json::to_value(value)
-                .map_err(|e| TerminalError::new(format!("a step's answer does not serialize: {e}")))?;
+            let value = serde_json::to_value(value).map_err(|e| {
+                TerminalError::new(format!("a step's answer does not serialize: {e}"))
+            })?;
             let stamped = Stamped { at: now_millis(), value };
             *kept.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(Stamped { at: stamped.at, value: stamped.value.clone() });
@@ -939,7 +943,12 @@ struct RecordedToolResult {
 
 impl RecordedToolResult {
     fn error(text: String) -> Self {
-        RecordedToolResult { content: Vec::new(), details: None, terminate: false, error: Some(text) }
+        RecordedToolResult {
+            content: Vec::new(),
+            details: None,
+            terminate: false,
+            error: Some(text),
+        }
     }
 
     fn into_result(self) -> Result<ToolOutput, ToolError> {
@@ -970,7 +979,9 @@ async fn run_tool(
         tokio::spawn(async move {
             match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
                 Ok(fut) => fut.await,
-                Err(panic) => Err(ToolError(format!("Tool panicked: {}", panic_text(panic.as_ref())))),
+                Err(panic) => {
+                    Err(ToolError(format!("Tool panicked: {}", panic_text(panic.as_ref()))))
+                }
             }
         })
     };
@@ -990,10 +1001,7 @@ async fn run_tool(
         Ok(Err(_)) => RecordedToolResult::error("Tool task was cancelled".into()),
         Err(_) => {
             abort.abort();
-            RecordedToolResult::error(format!(
-                "Tool did not finish within {} s",
-                timeout.as_secs()
-            ))
+            RecordedToolResult::error(format!("Tool did not finish within {} s", timeout.as_secs()))
         }
     }
 }

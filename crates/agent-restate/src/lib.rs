@@ -17,14 +17,14 @@ mod journal;
 mod session;
 mod wrap;
 
+pub use driver::{StepLimits, call_key};
 pub use journal::{
     Effect, Journal, PassThrough, StepError, current_idempotency_key, idempotency_key, step,
 };
-pub use driver::{StepLimits, call_key};
 pub use session::{
     AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENTS_KEPT,
-    EventPage, INBOX_LIMIT, SessionEvents,
-    SessionApprovals, SessionInbox, SessionParts, SessionSetup, TRANSCRIPT_KEY,
-    TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply, decode_legacy_transcript,
+    EventPage, INBOX_LIMIT, SessionApprovals, SessionEvents, SessionInbox, SessionParts,
+    SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply,
+    decode_legacy_transcript,
 };
 pub use wrap::{JournaledProvider, journaled_tool};

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, AgentContext, AgentMachine, AgentTool, Approval, Input, MachineSettings};
+use agent_core::{
+    AgentConfig, AgentContext, AgentMachine, AgentTool, Approval, Input, MachineSettings,
+};
 use llm_core::validation::ValidatorCache;
 use llm_core::{AssistantContent, Message, now_millis};
 use restate_sdk::prelude::*;
@@ -230,10 +232,8 @@ impl AgentSession {
         .map_err(|_| HandlerError::from("the session setup panicked"))?;
         let fingerprint = setup_fingerprint(&parts);
         let current = fingerprint.clone();
-        let recorded: String = ctx
-            .run(move || async move { Ok(current) })
-            .name("setup fingerprint")
-            .await?;
+        let recorded: String =
+            ctx.run(move || async move { Ok(current) }).name("setup fingerprint").await?;
         if recorded != fingerprint {
             // Not a terminal error: ending the invocation here would itself be a
             // journal entry the first build never wrote. The attempt fails with
@@ -338,7 +338,11 @@ impl AgentSession {
         call_id: Json<String>,
     ) -> Result<Json<bool>, HandlerError> {
         let decision = Decision { call_id: call_id.0, deny: None };
-        Ok(ctx.object_client::<SessionApprovalsClient>(ctx.key()).decide(Json(decision)).call().await?)
+        Ok(ctx
+            .object_client::<SessionApprovalsClient>(ctx.key())
+            .decide(Json(decision))
+            .call()
+            .await?)
     }
 
     /// Denies a waiting call: `{"callId": ..., "reason": ...}`.
@@ -350,7 +354,11 @@ impl AgentSession {
     ) -> Result<Json<bool>, HandlerError> {
         let DenyRequest { call_id, reason } = request.0;
         let decision = Decision { call_id, deny: Some(reason.unwrap_or_default()) };
-        Ok(ctx.object_client::<SessionApprovalsClient>(ctx.key()).decide(Json(decision)).call().await?)
+        Ok(ctx
+            .object_client::<SessionApprovalsClient>(ctx.key())
+            .decide(Json(decision))
+            .call()
+            .await?)
     }
 
     /// The session's transcript.
@@ -513,7 +521,9 @@ impl SessionApprovals {
         let mut early: BTreeMap<String, Approval> =
             ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
         if early.len() >= EARLY_LIMIT && !early.contains_key(&call_id) {
-            return Err(TerminalError::new("too many decisions for calls that are not waiting").into());
+            return Err(
+                TerminalError::new("too many decisions for calls that are not waiting").into()
+            );
         }
         early.insert(call_id, approval);
         ctx.set(EARLY_KEY, Json(early));

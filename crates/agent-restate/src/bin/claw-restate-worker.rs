@@ -227,16 +227,18 @@ fn main() -> ExitCode {
         };
         parts
     };
-    let session_options = ServiceOptions::new()
-        .inactivity_timeout(inactivity)
-        .abort_timeout(abort)
-        .handler("message", HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort));
+    let session_options =
+        ServiceOptions::new().inactivity_timeout(inactivity).abort_timeout(abort).handler(
+            "message",
+            HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort),
+        );
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)
         .bind(SessionApprovals)
         .bind(SessionEvents);
-    for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty()) {
+    for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty())
+    {
         builder = match builder.identity_key(key) {
             Ok(b) => b,
             Err(e) => {

@@ -127,8 +127,13 @@ impl RestateServer {
         self.wait_healthy().await
     }
 
-    fn spawn(binary: &Path, dir: &Path, (ingress, admin, fabric): (u16, u16, u16)) -> TestResult<Child> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log"))?;
+    fn spawn(
+        binary: &Path,
+        dir: &Path,
+        (ingress, admin, fabric): (u16, u16, u16),
+    ) -> TestResult<Child> {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log"))?;
         let child = Command::new(binary)
             .arg("--no-logo")
             .env("RESTATE_BASE_DIR", dir.join("data"))
@@ -376,16 +381,16 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
         }
     } else {
         match user_text.strip_prefix("markers ") {
-        Some(list) => {
-            let markers: Vec<&str> =
-                list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
-            match markers.get(answered) {
-                Some(marker) => tool_call_chunks(&format!("call_{}", messages.len()), marker),
-                None => text_chunks("done"),
+            Some(list) => {
+                let markers: Vec<&str> =
+                    list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+                match markers.get(answered) {
+                    Some(marker) => tool_call_chunks(&format!("call_{}", messages.len()), marker),
+                    None => text_chunks("done"),
+                }
             }
+            None => text_chunks(&format!("echo: {user_text}")),
         }
-        None => text_chunks(&format!("echo: {user_text}")),
-    }
     };
     let mut sse = String::new();
     for chunk in chunks {

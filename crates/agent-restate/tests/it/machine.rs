@@ -196,8 +196,8 @@ async fn a_cancel_while_a_tool_runs_keeps_the_tools_result() -> TestResult {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_restarted()
--> TestResult {
+async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_restarted() -> TestResult
+{
     let Some((mut server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
         return Ok(());
     };
@@ -250,15 +250,19 @@ async fn a_denied_call_tells_the_model_and_the_run_goes_on() -> TestResult {
     server.register(&format!("http://{addr}")).await?;
     let http = reqwest::Client::new();
     // Decided before the call asks: kept, and applied when it does.
-    let early =
-        server.call(&http, "deny", "deny", &json!({"callId": "call_2", "reason": "not today"})).await?;
+    let early = server
+        .call(&http, "deny", "deny", &json!({"callId": "call_2", "reason": "not today"}))
+        .await?;
     assert_eq!(early, json!(false));
     let reply = server.call(&http, "deny", "message", &json!("markers ask1")).await?;
     assert_eq!(reply["text"], "done", "{reply}");
     assert!(marker_lines(&workspace.0, "ask1").is_empty());
     let messages = transcript(server.call(&http, "deny", "transcript", &Value::Null).await?)?;
     let results = tool_results(&messages);
-    assert!(results.len() == 1 && results[0].0 && results[0].1.contains("not today"), "{results:?}");
+    assert!(
+        results.len() == 1 && results[0].0 && results[0].1.contains("not today"),
+        "{results:?}"
+    );
     Ok(())
 }
 
@@ -310,8 +314,10 @@ async fn a_failed_run_keeps_the_sessions_stored_turns() -> TestResult {
     let reply = server.call(&http, "fail", "message", &json!("explode")).await?;
     assert_eq!(reply["reason"], "Failed", "{reply}");
     let messages = transcript(server.call(&http, "fail", "transcript", &Value::Null).await?)?;
-    let roles: Vec<Value> =
-        messages.iter().map(|m| serde_json::to_value(m).map(|v| v["role"].clone())).collect::<Result<_, _>>()?;
+    let roles: Vec<Value> = messages
+        .iter()
+        .map(|m| serde_json::to_value(m).map(|v| v["role"].clone()))
+        .collect::<Result<_, _>>()?;
     // The stored turn is kept, and the failed run's own messages follow it.
     assert_eq!(roles, [json!("user"), json!("assistant"), json!("user"), json!("assistant")]);
     let failed = serde_json::to_value(&messages[3])?;
@@ -398,7 +404,8 @@ async fn a_retry_on_a_build_with_another_setup_fails_with_a_clear_error() -> Tes
     let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
     // The attempt fails with the clear error, and keeps failing until the
     // invocation is killed (or served by the build that started it).
-    let query = json!({"query": format!("SELECT last_failure FROM sys_invocation WHERE id = '{id}'")});
+    let query =
+        json!({"query": format!("SELECT last_failure FROM sys_invocation WHERE id = '{id}'")});
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let state = http
@@ -441,7 +448,10 @@ async fn a_tool_past_the_step_ceiling_gets_an_error_result_and_the_run_goes_on()
     assert!(begun.elapsed() < Duration::from_secs(30), "{:?}", begun.elapsed());
     let messages = transcript(server.call(&http, "slow", "transcript", &Value::Null).await?)?;
     let results = tool_results(&messages);
-    assert!(results.len() == 1 && results[0].0 && results[0].1.contains("did not finish"), "{results:?}");
+    assert!(
+        results.len() == 1 && results[0].0 && results[0].1.contains("did not finish"),
+        "{results:?}"
+    );
     Ok(())
 }
 
@@ -467,8 +477,11 @@ async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> Test
         "object_key": "legacy",
         "new_state": { "transcript": LEGACY_TRANSCRIPT.as_bytes() },
     });
-    let written =
-        http.post(format!("{}/services/AgentSession/state", server.admin)).json(&state).send().await?;
+    let written = http
+        .post(format!("{}/services/AgentSession/state", server.admin))
+        .json(&state)
+        .send()
+        .await?;
     assert!(written.status().is_success(), "state: {}", written.text().await?);
     let before = transcript(server.call(&http, "legacy", "transcript", &Value::Null).await?)?;
     assert_eq!(before, legacy);

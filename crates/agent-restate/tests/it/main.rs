@@ -4,6 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 mod durable;
-mod machine;
 mod harness;
+mod machine;
 mod steps;
