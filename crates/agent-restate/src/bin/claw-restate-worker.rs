@@ -26,6 +26,9 @@
 //! * `CLAW_PANIC_WORD`: a user message of exactly this text makes the
 //!   `prepare_next_turn` hook panic (the tests' failure inside the loop).
 //! * `CLAW_SYSTEM_PROMPT`: the system prompt (part of the setup's fingerprint).
+//! * `CLAW_LEDGER`: `host:port` of a ledger on loopback: `append_line` then also
+//!   posts `{"key": <idempotency key>, "line": ...}` to `/apply` there (the chaos
+//!   test's ledger applies each key once).
 //! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
 //!   sequential, one call at a time).
 
@@ -115,6 +118,31 @@ struct AppendLine {
     line: String,
 }
 
+/// Posts one effect to the ledger at `addr` (plain HTTP/1.1 on loopback).
+async fn post_to_ledger(addr: &str, key: &str, line: &str) -> Result<(), ToolError> {
+    use tokio::io::AsyncReadExt;
+    let body = serde_json::json!({ "key": key, "line": line }).to_string();
+    let request = format!(
+        "POST /apply HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(head)
+    };
+    match tokio::time::timeout(Duration::from_secs(10), exchange).await {
+        Ok(Ok(head)) if head.starts_with(b"HTTP/1.1 200") => Ok(()),
+        Ok(Ok(head)) => {
+            Err(ToolError(format!("ledger answered {}", String::from_utf8_lossy(&head))))
+        }
+        Ok(Err(e)) => Err(ToolError(format!("ledger: {e}"))),
+        Err(_) => Err(ToolError("ledger: no answer within 10 s".into())),
+    }
+}
+
 fn append_line_tool(workspace: PathBuf, delay: Duration) -> AgentTool {
     AgentTool::typed(
         "append_line",
@@ -136,6 +164,9 @@ fn append_line_tool(workspace: PathBuf, delay: Duration) -> AgentTool {
                     .await
                     .map_err(|e| ToolError(format!("cannot open {}: {e}", args.file)))?;
                 let key = inv.idempotency_key.clone().unwrap_or_default();
+                if let Ok(ledger) = std::env::var("CLAW_LEDGER") {
+                    post_to_ledger(&ledger, &key, &args.line).await?;
+                }
                 file.write_all(format!("{} {key}\n", args.line).as_bytes())
                     .await
                     .map_err(|e| ToolError(format!("cannot write {}: {e}", args.file)))?;
