@@ -329,7 +329,7 @@ async fn chaos(
         || (one_of_each && (worker_kills == 0 || node_kills == 0))
     {
         tokio::time::sleep(Duration::from_millis(if one_of_each { 1500 } else { 4000 })).await;
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             let w = (round / 2) % 3;
             if let Some(mut worker) = workers[w].take() {
                 worker.kill();
