@@ -29,6 +29,7 @@
 //! * `CLAW_LEDGER`: `host:port` of a ledger on loopback: `append_line` then also
 //!   posts `{"key": <idempotency key>, "line": ...}` to `/apply` there (the chaos
 //!   test's ledger applies each key once).
+//! * `CLAW_WORKER_THREADS`: the async runtime's threads (default: one per core).
 //! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
 //!   sequential, one call at a time).
 
@@ -143,6 +144,23 @@ async fn post_to_ledger(addr: &str, key: &str, line: &str) -> Result<(), ToolErr
     }
 }
 
+/// Arguments of the `hold` tool.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Hold {
+    /// How long to hold the thread, in milliseconds (at most a minute).
+    ms: u64,
+}
+
+/// A blocking tool: holds its thread (as a synchronous library call would),
+/// declared `blocking` so it runs on the blocking pool.
+fn hold_tool() -> AgentTool {
+    AgentTool::typed("hold", "Holds its thread for a while", |args: Hold, _inv: ToolInvocation| {
+        std::thread::sleep(Duration::from_millis(args.ms.min(60_000)));
+        std::future::ready(Ok(ToolOutput::text(format!("held {} ms", args.ms))))
+    })
+    .blocking()
+}
+
 fn append_line_tool(workspace: PathBuf, delay: Duration) -> AgentTool {
     AgentTool::typed(
         "append_line",
@@ -248,7 +266,7 @@ fn main() -> ExitCode {
         let mut parts = SessionParts::new(
             config,
             Some(system_prompt.clone()),
-            vec![append_line_tool(workspace.clone(), delay)],
+            vec![append_line_tool(workspace.clone(), delay), hold_tool()],
         );
         parts.limits = StepLimits {
             step_timeout,
@@ -279,7 +297,11 @@ fn main() -> ExitCode {
         };
     }
     let endpoint = builder.build();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Ok(threads) = env_or("CLAW_WORKER_THREADS", "").parse::<usize>() {
+        runtime.worker_threads(threads.max(1));
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("claw-restate-worker: cannot start the async runtime: {e}");

@@ -284,6 +284,7 @@ pub(crate) struct Arrival {
 /// * `parallel a,b,...`: one response calling `append_line` for every marker;
 ///   after their results, text `done`;
 /// * `reuse a,b,...`: as `markers`, but every call has the id `call_same`;
+/// * `hold <ms>`: one call of the blocking `hold` tool; after its result, `done`;
 /// * `flaky <n>`: HTTP 503 for the first `n` requests with this text, then the echo;
 /// * any other user text: text `echo: <text>`.
 ///
@@ -367,7 +368,17 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
     let markers_of = |list: &str| -> Vec<String> {
         list.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
     };
-    let chunks = if let Some(list) = user_text.strip_prefix("parallel ") {
+    let chunks = if let Some(ms) = user_text.strip_prefix("hold ") {
+        if answered == 0 {
+            let arguments = json!({ "ms": ms.trim().parse::<u64>().unwrap_or(0) }).to_string();
+            vec![
+                json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_hold", "type": "function", "function": {"name": "hold", "arguments": arguments}}]}, "finish_reason": null}]}),
+                json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            ]
+        } else {
+            text_chunks("done")
+        }
+    } else if let Some(list) = user_text.strip_prefix("parallel ") {
         if answered == 0 {
             let markers = markers_of(list);
             parallel_call_chunks(messages.len(), &markers)

@@ -500,3 +500,40 @@ async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> Test
     assert_eq!(again[..6], after[..]);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_tool_stalls_no_other_session() -> TestResult {
+    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    // One runtime thread: a tool run on it would stall every other session.
+    let env = [("CLAW_WORKER_THREADS", "1".to_owned())];
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let held = send(&http, &server.ingress, "holder", "hold 6000").await?;
+    next_arrival(&mut arrivals, |_| true).await?;
+    // Let the model step end and the tool start holding its thread.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let begun = Instant::now();
+    let reply = server.call(&http, "other", "message", &json!("meanwhile")).await?;
+    let other = begun.elapsed();
+    assert_eq!(reply["text"], "echo: meanwhile");
+    let (status, body) = attach(&http, &server.ingress, &held).await?;
+    let holding = begun.elapsed();
+    assert!(status.is_success(), "HTTP {status}: {body}");
+    assert_eq!(serde_json::from_str::<Value>(&body)?["text"], "done");
+    println!(
+        "blocking tool: another session's turn took {} ms while it held its thread",
+        other.as_millis()
+    );
+    // The other session did not wait for the held thread: the tool holds it
+    // for about 5 s more after `begun` (a stalled turn took 5.2 s when the
+    // driver ran the tool on the handler's thread; 0.08 s on the blocking pool).
+    assert!(
+        other < Duration::from_millis(2500) && other < holding,
+        "the other turn took {other:?}, the held one ended after {holding:?}"
+    );
+    Ok(())
+}
