@@ -369,6 +369,14 @@ async fn a_retried_client_message_runs_once_and_the_inbox_is_private() -> TestRe
     let messages = transcript(server.call(&http, "idem", "transcript", &Value::Null).await?)?;
     assert_eq!(messages.len(), 2);
 
+    // The inbox is bounded: a steer past its limit fails instead of growing it.
+    for i in 0..agent_restate::INBOX_LIMIT {
+        server.call(&http, "full", "steer", &json!(format!("steer {i}"))).await?;
+    }
+    let over = server.call(&http, "full", "steer", &json!("one too many")).await;
+    let error = over.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(error.contains("inbox holds"), "{error}");
+
     for (object, handler, body) in [
         ("SessionInbox", "since", json!(0)),
         ("SessionInbox", "ack", json!(100)),
