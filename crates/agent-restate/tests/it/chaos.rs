@@ -1,6 +1,7 @@
 //! Chaos: a 3-node Restate cluster (replicated log and metadata, replication 2),
 //! 3 workers behind a load balancer and a ledger that applies each idempotency
-//! key once, while a driver SIGKILLs a worker or a Restate node and restarts it.
+//! key once, while a driver SIGKILLs a worker or a Restate node and restarts it;
+//! every fourth session has a call that waits for approval across the kills.
 //!
 //! The short form (one kill of each kind) runs with the other tests; the long
 //! form is `CHAOS_MINUTES=5 CHAOS_SESSIONS=200 cargo test -p agent-restate --test it
@@ -227,12 +228,42 @@ async fn register_and_wait_for_leaders(
 struct ChaosReport {
     sessions: usize,
     turns: usize,
+    approvals: usize,
     elapsed: Duration,
     worker_kills: usize,
     node_kills: usize,
     latencies: Vec<Duration>,
     applied: usize,
     raw_attempts: u64,
+}
+
+/// Approves the third turn's call (`call_11`: the transcript holds 9 messages,
+/// and the request the system prompt and the new prompt) after a while, through
+/// whichever node answers, until a node took the decision. A decision that
+/// arrives before the call asks is kept for it.
+async fn approve_later(
+    http: reqwest::Client,
+    ingresses: Vec<String>,
+    session: String,
+    deadline: Instant,
+) {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut attempt = 0usize;
+    while Instant::now() < deadline {
+        let ingress = &ingresses[attempt % ingresses.len()];
+        attempt += 1;
+        let answered = http
+            .post(format!("{ingress}/AgentSession/{session}/approve"))
+            .json(&json!("call_11"))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if answered {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// A turn sent to whichever node answers, retried with the same
@@ -283,7 +314,11 @@ async fn chaos(
     let (provider, _arrivals) = LoopbackProvider::start().await?;
     let (ledger_addr, ledger) = start_ledger().await?;
     let workspace = Scratch::new("chaos")?;
-    let env = [("CLAW_PARALLEL", "1".to_owned()), ("CLAW_LEDGER", ledger_addr.to_string())];
+    let env = [
+        ("CLAW_PARALLEL", "1".to_owned()),
+        ("CLAW_LEDGER", ledger_addr.to_string()),
+        ("CLAW_APPROVE", "1".to_owned()),
+    ];
     let mut addrs = Vec::new();
     let mut workers = Vec::new();
     for _ in 0..3 {
@@ -306,8 +341,15 @@ async fn chaos(
         clients.spawn(async move {
             let session = format!("chaos-{s}");
             let mut latencies = Vec::new();
-            // Two turns: a parallel batch of two calls, then one call.
-            for text in [format!("parallel {s}a,{s}b"), format!("markers {s}c")] {
+            // Two turns: a parallel batch of two calls, then one call; every
+            // fourth session a third turn whose call waits for approval.
+            let mut texts = vec![format!("parallel {s}a,{s}b"), format!("markers {s}c")];
+            if s % 4 == 0 {
+                texts.push(format!("markers ask{s}"));
+                let (http, ingresses, session) = (http.clone(), ingresses.clone(), session.clone());
+                tokio::spawn(approve_later(http, ingresses, session, deadline));
+            }
+            for text in texts {
                 let sent = Instant::now();
                 let reply = turn(&http, &ingresses, &session, &text, deadline).await?;
                 if reply["text"] != "done" {
@@ -381,10 +423,14 @@ async fn chaos(
             "{session}: {:?}",
             check_tool_results(&messages)
         );
-        assert_eq!(messages.len(), 9, "{session}: {messages:?}");
+        let approvals = s % 4 == 0;
+        assert_eq!(messages.len(), if approvals { 13 } else { 9 }, "{session}: {messages:?}");
         expected.insert(format!("{session}/1/call_2_0"));
         expected.insert(format!("{session}/1/call_2_1"));
         expected.insert(format!("{session}/6/call_7"));
+        if approvals {
+            expected.insert(format!("{session}/10/call_11"));
+        }
     }
     let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
     let applied: BTreeSet<String> = ledger.applied.iter().cloned().collect();
@@ -393,7 +439,8 @@ async fn chaos(
     let raw_attempts: u64 = ledger.attempts.values().sum();
     Ok(Some(ChaosReport {
         sessions,
-        turns: sessions * 2,
+        turns: sessions * 2 + sessions.div_ceil(4),
+        approvals: sessions.div_ceil(4),
         elapsed,
         worker_kills,
         node_kills,
@@ -410,9 +457,10 @@ fn print(report: &mut ChaosReport) {
         l[((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1].as_millis()
     };
     println!(
-        "chaos: {} sessions, {} turns in {:.1} s ({:.1} turns/s); kills: {} workers, {} Restate nodes; per turn p50 {} ms, p99 {} ms; effects applied {}, raw attempts {} ({} duplicates), lost 0",
+        "chaos: {} sessions, {} turns ({} with an approval) in {:.1} s ({:.1} turns/s); kills: {} workers, {} Restate nodes; per turn p50 {} ms, p99 {} ms; effects applied {}, raw attempts {} ({} duplicates), lost 0",
         report.sessions,
         report.turns,
+        report.approvals,
         report.elapsed.as_secs_f64(),
         report.turns as f64 / report.elapsed.as_secs_f64(),
         report.worker_kills,
