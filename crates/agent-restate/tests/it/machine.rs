@@ -545,3 +545,49 @@ async fn a_blocking_tool_stalls_no_other_session() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_sent_to_a_cancelled_run_reaches_the_next_message() -> TestResult {
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 3000, &[])?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let id = send(&http, &server.ingress, "steered", "markers s1,s2").await?;
+    wait_for("the first tool's write", || !marker_lines(&workspace.0, "s1").is_empty()).await?;
+    // Steering queued while the tool holds, then the run is cancelled before
+    // the steering reached the transcript.
+    server.call(&http, "steered", "steer", &json!("remember me")).await?;
+    let cancel = http.patch(format!("{}/invocations/{id}/cancel", server.admin)).send().await?;
+    assert!(cancel.status().is_success(), "cancel: {}", cancel.text().await?);
+    let (status, _) = attach(&http, &server.ingress, &id).await?;
+    assert!(!status.is_success());
+    let messages = transcript(server.call(&http, "steered", "transcript", &Value::Null).await?)?;
+    let texts = |messages: &[Message]| -> Vec<String> {
+        messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::User(u) => match &u.content {
+                    llm_core::UserMessageContent::Text(t) => Some(t.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(!texts(&messages).contains(&"remember me".to_owned()), "{messages:?}");
+
+    // The next message delivers it: after its own turn, as steering.
+    let reply = server.call(&http, "steered", "message", &json!("hello")).await?;
+    assert_eq!(reply["text"], "echo: remember me", "{reply}");
+    let messages = transcript(server.call(&http, "steered", "transcript", &Value::Null).await?)?;
+    let users = texts(&messages);
+    assert_eq!(users.iter().filter(|t| *t == "remember me").count(), 1, "{users:?}");
+    assert_eq!(users.last().map(String::as_str), Some("remember me"), "{users:?}");
+    // Acknowledged with that transcript: a third message does not see it again.
+    let reply = server.call(&http, "steered", "message", &json!("again")).await?;
+    assert_eq!(reply["text"], "echo: again", "{reply}");
+    Ok(())
+}
