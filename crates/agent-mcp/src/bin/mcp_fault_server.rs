@@ -155,7 +155,10 @@ impl ServerHandler for FaultServer {
             "echo" => {
                 let echoed = args.get("text").and_then(Value::as_str).unwrap_or_default();
                 // The idempotency key, when the client sent one, so tests see it arrive.
-                match request.meta.as_ref().and_then(|m| m.get("io.clawcall/idempotencyKey")) {
+                // rmcp hands a request's `_meta` to the handler in the context.
+                const KEY: &str = "io.clawcall/idempotencyKey";
+                let key = request.meta.as_ref().and_then(|m| m.get(KEY)).or(context.meta.get(KEY));
+                match key {
                     Some(Value::String(key)) => text(format!("{echoed} [key {key}]")),
                     _ => text(echoed),
                 }
