@@ -724,6 +724,7 @@ impl AgentRun {
                     arguments: args,
                     cancel: cancel.child(),
                     progress: sink.0.clone(),
+                    idempotency_key: None,
                 };
                 let (executor, blocking) = (agent_tool.executor.clone(), agent_tool.blocking);
                 drop(context);
