@@ -60,6 +60,11 @@ impl ProviderEntry {
         ProviderEntry { name: info.name, info, make, make_with: None }
     }
 
+    /// The entry of a provider of the `clawcall` registry.
+    pub const fn from_registry(entry: &'static clawcall::ProviderEntry) -> Self {
+        ProviderEntry::new(entry.info, entry.make).with_env(entry.make_with)
+    }
+
     /// The entry with a constructor for fixtures with `env` or `keepHost` (a provider
     /// that reads no environment ignores `env`).
     pub const fn with_env(mut self, make_with: MakeWith) -> Self {
