@@ -730,7 +730,7 @@ fn exit_code(
     match outcome.reason {
         _ if stopped.is_some() => stopped.map_or(exit::INTERRUPTED, Stop::code),
         EndReason::Error => {
-            let failed = outcome.messages.iter().rev().find_map(|m| match m {
+            let failed = outcome.messages().iter().rev().find_map(|m| match m {
                 Message::Assistant(a) if a.error_message.is_some() => Some(a),
                 _ => None,
             });
@@ -1113,7 +1113,7 @@ async fn chat(
             _ => exit::OK,
         };
         last_results = outcome
-            .messages
+            .messages()
             .iter()
             .filter_map(|m| match m {
                 Message::ToolResult(r) => Some(r.clone()),
