@@ -17,7 +17,10 @@ const ALL: [ProviderEntry; count(None)] = table(None);
 const BENCHED_TABLE: [ProviderEntry; count(Some(BENCHED_NAMES))] = table(Some(BENCHED_NAMES));
 
 /// Whether registry entry `i` is a crate's own `INFO` (a fixtures column) among `names`.
-#[allow(clippy::indexing_slicing, reason = "const evaluation: an index out of range fails the build")]
+#[allow(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build"
+)]
 const fn selected(i: usize, names: Option<&[&str]>) -> bool {
     let entry = &clawcall::PROVIDERS[i];
     if !entry.primary {
@@ -48,7 +51,10 @@ const fn count(names: Option<&[&str]>) -> usize {
 
 /// The selected entries in registry order, built at compile time so the tables stay
 /// `const` slices.
-#[allow(clippy::indexing_slicing, reason = "const evaluation: an index out of range fails the build")]
+#[allow(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build"
+)]
 const fn table<const N: usize>(names: Option<&[&str]>) -> [ProviderEntry; N] {
     let registry = clawcall::PROVIDERS;
     let mut out = [ProviderEntry::from_registry(&registry[0]); N];
@@ -64,7 +70,10 @@ const fn table<const N: usize>(names: Option<&[&str]>) -> [ProviderEntry; N] {
     out
 }
 
-#[allow(clippy::indexing_slicing, reason = "const evaluation: an index out of range fails the build")]
+#[allow(
+    clippy::indexing_slicing,
+    reason = "const evaluation: an index out of range fails the build"
+)]
 const fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {

@@ -28,7 +28,8 @@ fn streamed_call(arguments: &str, fragment_len: usize) -> ScriptedTurn {
 async fn each_argument_delta_reads_the_parsed_value_it_changed_in_step_with_the_event() {
     let content = "line one of a file that streams in small pieces, ".repeat(8);
     let arguments = json!({"path": "notes.txt", "content": content}).to_string();
-    let provider = ScriptedProvider::new("scripted", [streamed_call(&arguments, 5), text_turn("done")]);
+    let provider =
+        ScriptedProvider::new("scripted", [streamed_call(&arguments, 5), text_turn("done")]);
     let write = AgentTool::new(
         Tool { name: "write".into(), description: "writes".into(), parameters: open_schema() },
         |_inv: ToolInvocation| async { Ok(ToolOutput::text("ok")) },
@@ -38,8 +39,9 @@ async fn each_argument_delta_reads_the_parsed_value_it_changed_in_step_with_the_
     let mut received = String::new();
     let mut checked = 0;
     while let Some(event) = run.next().await {
-        let AgentEvent::MessageUpdate { event: AssistantEvent::ToolCallDelta { delta, changed, .. } } =
-            &event
+        let AgentEvent::MessageUpdate {
+            event: AssistantEvent::ToolCallDelta { delta, changed, .. },
+        } = &event
         else {
             continue;
         };
@@ -122,8 +124,10 @@ async fn a_provider_error_is_the_outcomes_error() {
         Delta::Error(failure),
     ]);
     let provider = ScriptedProvider::new("scripted", [turn]);
-    let outcome =
-        agent(&provider, |_| {}).run(AgentContext::default(), vec![Message::user("hi")]).finish().await;
+    let outcome = agent(&provider, |_| {})
+        .run(AgentContext::default(), vec![Message::user("hi")])
+        .finish()
+        .await;
     assert_eq!(outcome.reason, EndReason::Error);
     let Some(AgentError::Provider { message, status, code }) = &outcome.error else {
         panic!("{:?}", outcome.error)

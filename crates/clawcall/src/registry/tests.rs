@@ -27,11 +27,16 @@ fn an_unknown_model_names_the_closest_known_ids() {
     let err = resolve("openai/gpt-4o-mini").expect_err("not in the catalog");
     let Error::UnknownModel { id, close } = &err else { panic!("{err:?}") };
     assert_eq!(id, "openai/gpt-4o-mini");
-    assert_eq!(close.first().map(String::as_str), Some("openai-completions/gpt-5-mini"), "{close:?}");
+    assert_eq!(
+        close.first().map(String::as_str),
+        Some("openai-completions/gpt-5-mini"),
+        "{close:?}"
+    );
     let err = resolve("anthropic/claude-sonet-4-5").expect_err("typo");
     assert!(err.to_string().contains("anthropic/claude-sonnet-4-5"), "{err}");
     // Nothing close: nothing suggested, rather than a random id.
-    let Error::UnknownModel { close, .. } = resolve("mistral/zzzzzzzzzzzzzzzzzzzzzz").expect_err("far")
+    let Error::UnknownModel { close, .. } =
+        resolve("mistral/zzzzzzzzzzzzzzzzzzzzzz").expect_err("far")
     else {
         panic!("not an unknown model")
     };
@@ -76,7 +81,10 @@ fn no_key_is_an_error_naming_the_variables_unless_the_provider_finds_its_own() {
     let err = Resolved { entry: &NO_KEY, model: model.clone() }.agent_config().expect_err("no key");
     assert_eq!(
         err,
-        Error::MissingKey { provider: "nokey", variables: &["CLAWCALL_REGISTRY_TEST_KEY_NEVER_SET"] }
+        Error::MissingKey {
+            provider: "nokey",
+            variables: &["CLAWCALL_REGISTRY_TEST_KEY_NEVER_SET"]
+        }
     );
     assert_eq!(err.to_string(), "no API key for nokey: set CLAWCALL_REGISTRY_TEST_KEY_NEVER_SET");
     static OPTIONAL: ProviderEntry = NO_KEY.key_optional(&[]);
@@ -113,7 +121,13 @@ fn the_crate_docs_list_every_catalog_id() {
 
 #[test]
 fn distance_is_the_edit_distance() {
-    for (a, b, d) in [("", "", 0), ("abc", "", 3), ("", "ab", 2), ("kitten", "sitting", 3), ("gpt-4o", "gpt-5", 2)] {
+    for (a, b, d) in [
+        ("", "", 0),
+        ("abc", "", 3),
+        ("", "ab", 2),
+        ("kitten", "sitting", 3),
+        ("gpt-4o", "gpt-5", 2),
+    ] {
         assert_eq!(distance(a, b), d, "{a} {b}");
         assert_eq!(distance(b, a), d, "{b} {a}");
     }
