@@ -167,7 +167,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             };
             let written = xtask::new_provider::scaffold(&root, name)?;
             let registered: Vec<&str> =
-                xtask::new_provider::registrations(name).iter().map(|(f, _)| *f).collect();
+                xtask::new_provider::registrations(name).iter().map(|(f, _, _)| *f).collect();
             for path in &written {
                 let relative = path.strip_prefix(&root).unwrap_or(path);
                 let verb = if registered.iter().any(|f| relative == std::path::Path::new(f)) {
