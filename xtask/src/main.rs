@@ -64,7 +64,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
     let root = workspace_root();
     match command.as_str() {
         "conformance" => {
-            let mut options = conformance::Options::from_env(root.join("fixtures"));
+            let mut options = conformance::options_from_env(root.join("fixtures"));
             let mut iter = rest.iter();
             while let Some(flag) = iter.next() {
                 let value = || -> xtask::Result<String> {

@@ -85,7 +85,11 @@ pub fn registrations(name: &str) -> Vec<(&'static str, String, String)> {
     vec![
         ("Cargo.toml", marker(""), format!("llm-{name} = {{ path = \"crates/llm-{name}\" }}")),
         ("crates/clawcall/Cargo.toml", marker(" (default feature)"), format!("    \"{name}\",")),
-        ("crates/clawcall/Cargo.toml", marker(" (feature)"), format!("{name} = [\"dep:llm-{name}\"]")),
+        (
+            "crates/clawcall/Cargo.toml",
+            marker(" (feature)"),
+            format!("{name} = [\"dep:llm-{name}\"]"),
+        ),
         (
             "crates/clawcall/Cargo.toml",
             marker(""),

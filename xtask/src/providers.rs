@@ -16,6 +16,11 @@ const BENCHED_NAMES: &[&str] =
 const ALL: [ProviderEntry; count(None)] = table(None);
 const BENCHED_TABLE: [ProviderEntry; count(Some(BENCHED_NAMES))] = table(Some(BENCHED_NAMES));
 
+/// The suite's entry of a provider of the `clawcall` registry.
+const fn from_registry(entry: &'static clawcall::ProviderEntry) -> ProviderEntry {
+    ProviderEntry::new(entry.info, entry.make).with_env(entry.make_with)
+}
+
 /// Whether registry entry `i` is a crate's own `INFO` (a fixtures column) among `names`.
 #[allow(
     clippy::indexing_slicing,
@@ -57,12 +62,12 @@ const fn count(names: Option<&[&str]>) -> usize {
 )]
 const fn table<const N: usize>(names: Option<&[&str]>) -> [ProviderEntry; N] {
     let registry = clawcall::PROVIDERS;
-    let mut out = [ProviderEntry::from_registry(&registry[0]); N];
+    let mut out = [from_registry(&registry[0]); N];
     let mut i = 0;
     let mut j = 0;
     while i < registry.len() {
         if selected(i, names) {
-            out[j] = ProviderEntry::from_registry(&registry[i]);
+            out[j] = from_registry(&registry[i]);
             j += 1;
         }
         i += 1;

@@ -47,7 +47,9 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn conformance_suite_passes() {
-    let report = conformance::run(&Options::from_env(workspace_root().join("fixtures"))).unwrap();
+    let report =
+        conformance::run(&conformance::options_from_env(workspace_root().join("fixtures")))
+            .unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "conformance failures:\n{text}");
