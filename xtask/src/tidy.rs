@@ -10,7 +10,7 @@
 //! - `rust-toolchain.toml`'s channel matches every crate's `rust-version`;
 //! - no crate has a normal dependency on `xtask`, and `claw-cli` pulls in neither
 //!   `xtask` nor `axum` (the shipped binary carries no dev tooling);
-//! - every provider crate is registered (`xtask/src/providers.rs`), has
+//! - every provider crate is registered (the `clawcall` registry), has
 //!   `fixtures/<name>/` with every shared scenario its capabilities make apply,
 //!   and at least one shared scenario that is not skipped;
 //! - every provider crate has the one layout ([`PROVIDER_SRC_FILES`] under `src/`,
@@ -357,7 +357,7 @@ fn check_fixture_folders(
         }
         let Some(entry) = crate::providers::PROVIDERS.iter().find(|e| e.name == provider) else {
             problems.push(format!(
-                "llm-{provider} is not registered in xtask/src/providers.rs (cargo xtask new-provider adds it)"
+                "llm-{provider} is not registered in crates/clawcall/src/registry.rs (cargo xtask new-provider adds it)"
             ));
             continue;
         };
