@@ -16,6 +16,16 @@
 //! one result, in call order, before the next request; nothing is output after
 //! [`Output::Finished`]; inputs that answer nothing outstanding (late, repeated
 //! or unknown) change nothing.
+//!
+//! A batch goes through stages. First every call is resolved, prepared and
+//! validated, before any runs; a call whose arguments were cut off mid-JSON
+//! (`ToolCall::arguments_incomplete`) fails here. In parallel mode each call is
+//! then announced and asked `before_tool_call` in order, and the allowed calls
+//! run at most `max_concurrency` at once. In sequential mode one call at a time
+//! goes through its whole life, and its result is written at once. A call whose
+//! hook answers `Ask` parks while the rest of the batch goes on; an approval,
+//! a denial or an abort resumes it. Repeated call ids in one response get fresh
+//! ids, so each result names one call.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -318,8 +328,10 @@ enum CallState {
     Parked { tool: usize, args: Value },
     /// Allowed; waiting for a slot.
     Ready { tool: usize, args: Value },
-    /// Running (the arguments kept, so a restored run can run it again).
-    Running { tool: usize, args: Arc<Value> },
+    /// Running. The arguments are kept so a restored run can run it again:
+    /// `None` when they are the call's own in the transcript (the usual case;
+    /// a run in flight then holds them once there and once in the tool's hands).
+    Running { tool: usize, args: Option<Value> },
     /// Between two states while one input is handled.
     Moving,
     /// `after_tool_call` asked.
@@ -620,7 +632,10 @@ impl AgentMachine {
                         CallState::Running { tool, args } => Some(Command::Execute {
                             call,
                             tool: *tool,
-                            args: (**args).clone(),
+                            args: match args {
+                                Some(args) => args.clone(),
+                                None => self.call(call).map(|c| c.arguments.clone())?,
+                            },
                             mode: if batch.sequential {
                                 ExecutionMode::Sequential
                             } else {
@@ -1100,6 +1115,13 @@ impl AgentMachine {
         self.batch().and_then(|b| b.calls.get(index)).map(|c| &c.state)
     }
 
+    /// Takes a call's state when `want` says it is the one expected, leaving
+    /// `Moving` (no copy of the arguments it holds).
+    fn take_state(&mut self, index: usize, want: impl Fn(&CallState) -> bool) -> Option<CallState> {
+        let c = self.batch_mut().and_then(|b| b.calls.get_mut(index))?;
+        want(&c.state).then(|| std::mem::replace(&mut c.state, CallState::Moving))
+    }
+
     fn set_state(&mut self, index: usize, state: CallState) {
         if let Some(c) = self.batch_mut().and_then(|b| b.calls.get_mut(index)) {
             c.state = state;
@@ -1404,8 +1426,11 @@ impl AgentMachine {
                 && self.call(self.call_ref(*i)).is_some_and(|call| call.id == tool_call_id)
         });
         let Some((index, _)) = found else { return };
-        let Some(CallState::Parked { tool, args }) = self.state(index).cloned() else { return };
-        self.set_state(index, CallState::Moving);
+        let Some(CallState::Parked { tool, args }) =
+            self.take_state(index, |s| matches!(s, CallState::Parked { .. }))
+        else {
+            return;
+        };
         match decision {
             Approval::Approve => self.allowed(index, tool, args, out),
             Approval::Deny { reason } => {
@@ -1443,7 +1468,9 @@ impl AgentMachine {
             let Some(index) = b.queue.pop_front() else { return };
             let mode =
                 if b.sequential { ExecutionMode::Sequential } else { ExecutionMode::Parallel };
-            let Some(CallState::Ready { tool, args }) = self.state(index).cloned() else {
+            let Some(CallState::Ready { tool, args }) =
+                self.take_state(index, |s| matches!(s, CallState::Ready { .. }))
+            else {
                 continue;
             };
             if self.cancelled {
@@ -1457,12 +1484,12 @@ impl AgentMachine {
                     tool_name: tool_call.name.clone(),
                 }));
             }
-            let kept = Arc::new(args);
-            self.set_state(index, CallState::Running { tool, args: kept.clone() });
+            let own = self.call(call).is_some_and(|c| c.arguments == args);
+            let kept = if own { None } else { Some(args.clone()) };
+            self.set_state(index, CallState::Running { tool, args: kept });
             if let Some(b) = self.batch_mut() {
                 b.running += 1;
             }
-            let args = Arc::try_unwrap(kept).unwrap_or_else(|shared| (*shared).clone());
             out.push(Output::Command(Command::Execute { call, tool, args, mode }));
         }
     }

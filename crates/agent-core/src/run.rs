@@ -1,4 +1,14 @@
 //! The in-process driver of the agent loop: [`Agent`] and [`AgentRun`] over an [`AgentMachine`].
+//!
+//! [`AgentRun`] is a `Stream` of [`AgentEvent`]s that runs the machine as it is polled.
+//! Hooks run on the polling task, contained: a panic, or a hang past `abort_grace` after an
+//! abort, becomes an answer. Each tool call runs on its own tokio task (tools declared
+//! blocking on the blocking pool), started when the run first polls the call. The run goes
+//! on only while its consumer has no event to read, so it is never a turn ahead of it.
+//! Steering and follow-up queues are handed to the machine before each decision.
+//! A tool's progress goes straight to the event queue; its sink is closed before the call's
+//! result reaches the machine, so no update follows a call's end. The stored transcript is
+//! lent to each request, not copied, so a turn costs O(new messages).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -361,6 +371,7 @@ impl Agent {
             events: EventQueue::default(),
             out: Vec::new(),
             tasks: FuturesUnordered::new(),
+            fresh_tasks: false,
             response: None,
             options: None,
             cancelled: None,
@@ -421,9 +432,6 @@ impl Approvals {
     }
 }
 
-/// How many events a run produces ahead of its consumer before it waits for it.
-const EVENTS_AHEAD: usize = 256;
-
 /// What an in-flight effect of the driver finished with.
 #[allow(
     clippy::large_enum_variant,
@@ -459,6 +467,9 @@ pub struct AgentRun {
     /// What the machine answered the input being handled.
     out: Vec<Output>,
     tasks: FuturesUnordered<BoxFuture<'static, Completion>>,
+    /// Effects pushed since `tasks` was last polled: they start (a tool's task
+    /// is spawned) before the consumer reads the events that announce them.
+    fresh_tasks: bool,
     response: Option<Box<Response>>,
     /// Request options from `prepare_next_turn`; until then the config's.
     options: Option<Box<StreamOptions>>,
@@ -527,9 +538,9 @@ impl AgentRun {
     }
 
     /// The response streaming now, as assembled so far: open tool calls show their
-    /// arguments as parsed so far (a borrowed view, no second parse). While a response
-    /// streams the run reads it no further ahead than the event it just handed out, so
-    /// the view is the state after that event.
+    /// arguments as parsed so far (a borrowed view, no second parse). The run reads
+    /// the response no further while an event waits for its consumer, so the view is
+    /// the state after the event just handed out.
     pub fn partial(&self) -> Option<PartialMessage<'_>> {
         self.response.as_ref().map(|r| r.stream.partial())
     }
@@ -558,12 +569,6 @@ impl AgentRun {
         };
         let call = self.partial()?.tool_call(*content_index)?;
         call.arguments.pointer(pointer)
-    }
-
-    /// How many events the run may queue before its consumer reads them: one while a
-    /// response streams (so [`AgentRun::partial`] matches the last event handed out).
-    fn ahead(&self) -> usize {
-        if self.response.is_some() { 1 } else { EVENTS_AHEAD }
     }
 
     /// The outcome, once the stream has ended.
@@ -606,7 +611,8 @@ impl AgentRun {
                     Output::Finished => self.end(),
                 }
             }
-            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the run's life.
+            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the
+            // run's life, and a small buffer only until the run waits (`poll_next`).
             if out.capacity() <= 4 {
                 self.out = out;
             }
@@ -811,6 +817,7 @@ impl AgentRun {
 
     fn spawn(&mut self, effect: impl Future<Output = Completion> + Send + 'static) {
         self.tasks.push(Box::pin(effect));
+        self.fresh_tasks = true;
     }
 
     /// A hook's effect: most hooks answer at once, so it is polled once here and
@@ -825,12 +832,14 @@ impl AgentRun {
             // The effect set polls it again with the run's waker.
             Poll::Pending => {
                 self.tasks.push(effect);
+                self.fresh_tasks = true;
                 None
             }
             Poll::Ready(Completion::Input(input)) => Some(input),
             Poll::Ready(Completion::TurnPrepared(answer)) => Some(self.turn_prepared(answer)),
             Poll::Ready(other) => {
                 self.tasks.push(Box::pin(std::future::ready(other)));
+                self.fresh_tasks = true;
                 None
             }
         }
@@ -972,8 +981,7 @@ impl AgentRun {
             self.step(input);
             return true;
         }
-        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
-            self.completed(completion);
+        if self.poll_tasks(cx) {
             return true;
         }
         if !self.told_abort {
@@ -987,6 +995,18 @@ impl AgentRun {
                 self.step(Input::Abort);
                 return true;
             }
+        }
+        false
+    }
+
+    /// Polls the effects in flight; `true` when one finished (and went to the machine).
+    fn poll_tasks(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        self.fresh_tasks = false;
+        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
+            self.completed(completion);
+            // Effects it did not reach in this poll have not started yet.
+            self.fresh_tasks = true;
+            return true;
         }
         false
     }
@@ -1039,13 +1059,20 @@ impl Stream for AgentRun {
         if this.ended {
             return Poll::Ready(None);
         }
-        // The run goes on as far as it can without waiting, as long as its
-        // consumer is not too far behind.
-        while (this.machine.is_some() || this.prompts.is_some()) && this.events.len() < this.ahead()
-        {
+        // The run goes on only while its consumer has nothing to read: a turn's
+        // events (each end event with a copy of its message) are not produced
+        // ahead of a consumer that is behind, which is most of them when many
+        // runs share a few threads.
+        while this.machine.is_some() || this.prompts.is_some() {
+            let behind = this.events.len() != 0;
+            if behind && !this.fresh_tasks {
+                break;
+            }
             // Every callback is contained where it is called; this is the last
             // line of defence against a bug in the loop itself.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| this.drive(cx))) {
+            let step =
+                AssertUnwindSafe(|| if behind { this.poll_tasks(cx) } else { this.drive(cx) });
+            match std::panic::catch_unwind(step) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(panic) => this.internal_error(panic),
@@ -1054,7 +1081,11 @@ impl Stream for AgentRun {
         let next = match this.events.poll_recv(cx) {
             Poll::Ready(event) => Some(event),
             Poll::Pending if this.machine.is_none() && this.prompts.is_none() => None,
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => {
+                // A run waits for most of its life: not with room for a burst of outputs.
+                this.out = Vec::new();
+                return Poll::Pending;
+            }
         };
         if next.as_ref().is_none_or(|e| matches!(e, AgentEvent::AgentEnd { .. })) {
             this.ended = true;

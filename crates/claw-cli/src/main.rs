@@ -5,6 +5,8 @@
 //! recorded session through the real provider adapter and the real agent loop,
 //! against a replay server on 127.0.0.1, executing the real tools.
 //! `docs/claw.md` documents every command, flag and the safety model.
+//!
+//! SIGINT, SIGTERM and SIGHUP become a cancelled run that is still saved.
 
 mod approval;
 mod calc;
