@@ -55,12 +55,9 @@ async fn program(config: AgentConfig) -> (clawcall::AgentOutcome, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_string_switches_the_provider() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    for (id, streams_arguments) in [
-        ("anthropic/claude-sonnet-4-5", true),
-        ("openai-completions/gpt-5-mini", true),
-        // Gemini sends each call's arguments whole: no fragment, nothing partial to show.
-        ("google/gemini-2.5-flash", false),
-    ] {
+    for id in
+        ["anthropic/claude-sonnet-4-5", "openai-completions/gpt-5-mini", "google/gemini-2.5-flash"]
+    {
         let resolved = clawcall::resolve(id).unwrap();
         let session = llm_testkit::replay::Session::load(
             &fixtures.join(resolved.entry.name()).join("agent-session"),
@@ -91,6 +88,8 @@ async fn one_string_switches_the_provider() {
             "{id}: {}",
             outcome.cost()
         );
-        assert_eq!(printed.is_empty(), !streams_arguments, "{id}: {printed:?}");
+        // Every recorded session calls tools: their arguments were shown as they were parsed
+        // (Gemini sends each call's arguments whole: one value per call).
+        assert!(!printed.is_empty(), "{id}: no partial arguments shown");
     }
 }
