@@ -93,9 +93,9 @@ struct DepKind {
     kind: Option<String>,
 }
 
-/// The `llm-*` crates that are not providers: the core, the shared HTTP exchange
-/// and the test kit.
-pub const SUPPORT_CRATES: &[&str] = &["llm-core", "llm-http", "llm-testkit"];
+/// The `llm-*` crates that are not providers: the core, the shared HTTP exchange,
+/// the test kit and the conformance suite.
+pub const SUPPORT_CRATES: &[&str] = &["llm-core", "llm-http", "llm-testkit", "llm-conformance"];
 
 /// Whether `name` is a provider crate (`llm-*` except [`SUPPORT_CRATES`]).
 pub fn is_provider_crate(name: &str) -> bool {
