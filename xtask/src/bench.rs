@@ -35,7 +35,7 @@ use llm_core::{
 };
 use serde_json::{Value, json};
 
-use crate::conformance::PROVIDERS;
+use crate::providers::BENCHED as PROVIDERS;
 use crate::{Error, Result};
 
 const MIB: usize = 1024 * 1024;

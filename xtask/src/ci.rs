@@ -79,7 +79,7 @@ pub fn run(root: &Path) -> Result<()> {
             }
             Step::Conformance => {
                 let report =
-                    conformance::run(&conformance::Options::from_env(root.join("fixtures")))?;
+                    conformance::run(&conformance::options_from_env(root.join("fixtures")))?;
                 print!("{}", report.render());
                 if report.failed() == 0 {
                     Ok(())

@@ -67,7 +67,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
     let root = workspace_root();
     match command.as_str() {
         "conformance" => {
-            let mut options = conformance::Options::from_env(root.join("fixtures"));
+            let mut options = conformance::options_from_env(root.join("fixtures"));
             let mut iter = rest.iter();
             while let Some(flag) = iter.next() {
                 let value = || -> xtask::Result<String> {
@@ -175,7 +175,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             };
             let written = xtask::new_provider::scaffold(&root, name)?;
             let registered: Vec<&str> =
-                xtask::new_provider::registrations(name).iter().map(|(f, _)| *f).collect();
+                xtask::new_provider::registrations(name).iter().map(|(f, _, _)| *f).collect();
             for path in &written {
                 let relative = path.strip_prefix(&root).unwrap_or(path);
                 let verb = if registered.iter().any(|f| relative == std::path::Path::new(f)) {

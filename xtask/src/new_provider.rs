@@ -74,38 +74,49 @@ fn fill(template: &str, name: &str) -> String {
         .replace("{{UPPER}}", &snake.to_ascii_uppercase())
 }
 
-/// The registration lines for provider `name`: `(file under the workspace root, line)`,
-/// each inserted above the file's [`MARKER`] line. These are the only edits outside
-/// the new crate: everything else is read from the crate's `INFO`.
-pub fn registrations(name: &str) -> Vec<(&'static str, String)> {
+/// The registration lines for provider `name`: `(file under the workspace root, marker,
+/// line)`, each inserted above the file's line ending in that marker ([`MARKER`], or
+/// [`MARKER`] with a suffix where a file has several lists). These are the only edits
+/// outside the new crate: the `clawcall` registry is what claw, xtask and the docs read.
+pub fn registrations(name: &str) -> Vec<(&'static str, String, String)> {
     let snake = name.replace('-', "_");
     let camel = camel(name);
+    let marker = |suffix: &str| format!("{MARKER}{suffix}");
     vec![
-        ("Cargo.toml", format!("llm-{name} = {{ path = \"crates/llm-{name}\" }}")),
-        ("xtask/Cargo.toml", format!("llm-{name}.workspace = true")),
+        ("Cargo.toml", marker(""), format!("llm-{name} = {{ path = \"crates/llm-{name}\" }}")),
+        ("crates/clawcall/Cargo.toml", marker(" (default feature)"), format!("    \"{name}\",")),
         (
-            "xtask/src/providers.rs",
+            "crates/clawcall/Cargo.toml",
+            marker(" (feature)"),
+            format!("{name} = [\"dep:llm-{name}\"]"),
+        ),
+        (
+            "crates/clawcall/Cargo.toml",
+            marker(""),
+            format!("llm-{name} = {{ workspace = true, optional = true }}"),
+        ),
+        (
+            "crates/clawcall/src/registry.rs",
+            marker(""),
             format!(
-                "    ProviderEntry::new(&llm_{snake}::INFO, || Arc::new(llm_{snake}::{camel}Provider::new())),"
+                "    #[cfg(feature = \"{name}\")]\n    ProviderEntry::new(&llm_{snake}::INFO, || Arc::new(llm_{snake}::{camel}Provider::new()),\n        |client, _env| Arc::new(llm_{snake}::{camel}Provider::with_http_client(client))),"
             ),
         ),
-        ("crates/claw-cli/Cargo.toml", format!("llm-{name}.workspace = true")),
         (
-            "crates/claw-cli/src/providers.rs",
-            format!(
-                "    Registered {{ info: &llm_{snake}::INFO, make: || Arc::new(llm_{snake}::{camel}Provider::new()) }},"
-            ),
+            "crates/clawcall/src/lib.rs",
+            marker(" (re-export)"),
+            format!("#[cfg(feature = \"{name}\")]\npub use llm_{snake};"),
         ),
     ]
 }
 
-/// Inserts `line` above the [`MARKER`] line of `text` (keeping its indentation and
-/// comment style), or fails when the marker is missing.
-pub fn insert_above_marker(text: &str, line: &str) -> Option<String> {
+/// Inserts `line` above the line of `text` that ends with `marker` (keeping its
+/// comment style), or `None` when there is no such line.
+pub fn insert_above_marker(text: &str, marker: &str, line: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len() + line.len() + 1);
     let mut done = false;
     for l in text.split_inclusive('\n') {
-        if !done && l.contains(MARKER) {
+        if !done && l.trim_end().ends_with(marker) {
             out.push_str(line);
             out.push('\n');
             done = true;
@@ -129,12 +140,16 @@ pub fn scaffold(root: &Path, name: &str) -> Result<Vec<PathBuf>> {
             return Err(Error::Msg(format!("{} already exists", dir.display())));
         }
     }
-    let mut edits = Vec::new();
-    for (file, line) in registrations(name) {
+    // Several lines may go into one file: each edit applies to the text edited so far.
+    let mut edits: Vec<(PathBuf, String)> = Vec::new();
+    for (file, marker, line) in registrations(name) {
         let path = root.join(file);
-        let text = crate::read_to_string(&path)?;
-        let edited = insert_above_marker(&text, &line).ok_or_else(|| {
-            Error::Msg(format!("{}: no `{MARKER}` line to register the crate at", path.display()))
+        let text = match edits.iter().position(|(p, _)| *p == path) {
+            Some(i) => edits.swap_remove(i).1,
+            None => crate::read_to_string(&path)?,
+        };
+        let edited = insert_above_marker(&text, &marker, &line).ok_or_else(|| {
+            Error::Msg(format!("{}: no `{marker}` line to register the crate at", path.display()))
         })?;
         edits.push((path, edited));
     }
@@ -174,6 +189,7 @@ publish.workspace = true
 llm-core = { workspace = true, features = ["tokio"] }
 llm-http.workspace = true
 reqwest.workspace = true
+serde.workspace = true
 serde_json.workspace = true
 
 [dev-dependencies]
@@ -387,19 +403,41 @@ const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::D
 //! `{"type": "tool_call_delta", "index", "arguments"}`, `{"type": "usage", "input",
 //! "output"}`, `{"type": "stop", "reason"}`, `{"type": "error", "message"}`, then
 //! `[DONE]`. Unknown types are ignored; malformed JSON is a `decode` error.
+//!
+//! Text and argument fragments are read as `WireText` and joined by one
+//! `SurrogateJoiner`: a server that builds its stream from UTF-16 strings may split a
+//! surrogate pair across two events, and a plain `String` field would fail the event.
 
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
-use llm_core::{Delta, StopReason, Usage};
+use llm_core::{Channel, Delta, StopReason, SurrogateJoiner, Usage, WireText};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::stream_error;
+
+/// One event of the scaffold format (every field optional, unknown fields ignored).
+#[derive(Debug, Deserialize)]
+struct WireEvent {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<WireText>,
+    arguments: Option<WireText>,
+    index: Option<u64>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<u64>,
+    output: Option<u64>,
+    reason: Option<String>,
+}
 
 /// The wire state machine (one per attempt).
 #[derive(Debug, Default)]
 pub struct Decoder {
     /// Whether a stop reason arrived (a `[DONE]` without one is a truncation).
     stopped: bool,
+    /// Surrogate halves split across events.
+    surrogates: SurrogateJoiner,
 }
 
 /// Block key of the text block; tool call `i` is block `i + 1`.
@@ -410,19 +448,16 @@ impl Decoder {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl WireDecoder for Decoder {
-    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
-        let data = event.data.trim();
+    fn decode(&mut self, data: &str, out: &mut Vec<Delta>) {
         if data == "[DONE]" {
             if self.stopped {
                 out.push(Delta::Done);
             }
             return;
         }
-        let value: Value = match serde_json::from_str(data) {
-            Ok(value) => value,
+        let event: WireEvent = match serde_json::from_str(data) {
+            Ok(event) => event,
             Err(e) => {
                 out.push(Delta::Error(
                     llm_core::Error::new(
@@ -435,34 +470,56 @@ impl WireDecoder for Decoder {
                 return;
             }
         };
-        let str_of = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-        let key = || value.get("index").and_then(Value::as_u64).unwrap_or(0).saturating_add(1);
-        match value.get("type").and_then(Value::as_str) {
-            Some("text") => out.push(Delta::Text { key: TEXT, text: str_of("text") }),
+        let key = event.index.unwrap_or(0).saturating_add(1);
+        match event.kind.as_deref() {
+            Some("text") => {
+                let text = self.surrogates.join(TEXT, Channel::Text, event.text.unwrap_or_default());
+                if !text.is_empty() {
+                    out.push(Delta::Text { key: TEXT, text });
+                }
+            }
             Some("tool_call") => out.push(Delta::ToolCallStart {
-                key: key(),
-                id: str_of("id"),
-                name: str_of("name"),
+                key,
+                id: event.id.unwrap_or_default(),
+                name: event.name.unwrap_or_default(),
                 arguments: None,
             }),
             Some("tool_call_delta") => {
-                out.push(Delta::ToolCallArgs { key: key(), fragment: str_of("arguments") })
+                let arguments = event.arguments.unwrap_or_default();
+                let fragment = self.surrogates.join(key, Channel::ToolArgs, arguments);
+                if !fragment.is_empty() {
+                    out.push(Delta::ToolCallArgs { key, fragment });
+                }
             }
-            Some("usage") => {
-                let n = |k: &str| value.get(k).and_then(Value::as_u64).unwrap_or(0);
-                out.push(Delta::Usage(Usage { input: n("input"), output: n("output"), ..Usage::default() }));
-            }
+            Some("usage") => out.push(Delta::Usage(Usage {
+                input: event.input.unwrap_or(0),
+                output: event.output.unwrap_or(0),
+                ..Usage::default()
+            })),
             Some("stop") => {
                 self.stopped = true;
-                out.push(Delta::Stop(match value.get("reason").and_then(Value::as_str) {
+                out.push(Delta::Stop(match event.reason.as_deref() {
                     Some("tool_use") => StopReason::ToolUse,
                     Some("length") => StopReason::Length,
                     _ => StopReason::Stop,
                 }));
             }
-            Some("error") => out.push(Delta::Error(stream_error(&value))),
+            Some("error") => {
+                // Rare: the error body is read again as a whole value.
+                let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+                out.push(Delta::Error(stream_error(&value)));
+            }
             _ => {}
         }
+    }
+}
+
+impl WireDecoder for Decoder {
+    fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
+        let from = out.len();
+        self.decode(event.data.trim(), out);
+        // A half still waiting when its block or the stream ends becomes U+FFFD there.
+        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, _out: &mut Vec<Delta>) {
@@ -503,7 +560,7 @@ pub(crate) fn stream_error(event: &Value) -> Error {
 }
 "#;
 
-const IT_RS: &str = r#"//! Integration tests for llm-{{name}}.
+const IT_RS: &str = r##"//! Integration tests for llm-{{name}}.
 
 use llm_core::Provider;
 
@@ -511,6 +568,27 @@ use llm_core::Provider;
 fn serves_its_api_id() {
     assert_eq!(llm_{{snake}}::{{Camel}}Provider::new().api(), llm_{{snake}}::API);
     assert_eq!(llm_{{snake}}::INFO.api, llm_{{snake}}::API);
+}
+
+/// A server that builds its stream from UTF-16 strings may split a surrogate pair across
+/// two events: the decoder joins it into one character instead of failing either event.
+#[test]
+fn a_surrogate_pair_split_across_events_is_one_character() {
+    use llm_core::drive::WireDecoder;
+    let mut decoder = llm_{{snake}}::Decoder::new();
+    let mut out = Vec::new();
+    for data in [r#"{"type":"text","text":"a\ud83d"}"#, r#"{"type":"text","text":"\ude00b"}"#] {
+        let event = llm_core::sse::SseEvent { event: None, data: data.to_owned(), id: None };
+        decoder.event(event, &mut out);
+    }
+    let text: String = out
+        .iter()
+        .map(|d| match d {
+            llm_core::Delta::Text { text, .. } => text.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(text, "a\u{1F600}b");
 }
 
 /// One live round trip; runs only when `{{UPPER}}_API_KEY` is set.
@@ -535,7 +613,7 @@ async fn live_smoke() {
     let message = llm_{{snake}}::{{Camel}}Provider::new().complete(&model, &context, &options).await;
     assert!(message.error_message.is_none(), "{:?}", message.error_message);
 }
-"#;
+"##;
 
 const EXAMPLE_CARGO_TOML: &str = r#"[package]
 name = "example-{{name}}"
@@ -546,11 +624,9 @@ rust-version.workspace = true
 license.workspace = true
 publish = false
 
-# llm-core, agent-core and exactly one provider crate (`cargo xtask tidy` checks it).
+# The front door with exactly one provider crate (`cargo xtask tidy` checks it).
 [dependencies]
-agent-core.workspace = true
-llm-core.workspace = true
-llm-{{name}} = { path = "../../crates/llm-{{name}}" }
+clawcall = { workspace = true, default-features = false, features = ["{{name}}"] }
 serde_json.workspace = true
 tokio = { workspace = true, features = ["rt", "macros"] }
 
@@ -558,45 +634,39 @@ tokio = { workspace = true, features = ["rt", "macros"] }
 workspace = true
 "#;
 
-const EXAMPLE_MAIN_RS: &str = r#"//! A one-tool agent on the {{name}} API.
+const EXAMPLE_MAIN_RS: &str = r#"//! A one-tool agent on the {{name}} API, through the front door (`clawcall`).
 //!
 //! ```text
 //! {{UPPER}}_API_KEY=... cargo run -p example-{{name}} -- "What time is it in UTC?"
 //! ```
 //!
-//! Without `{{UPPER}}_API_KEY` it says so and exits successfully, sending nothing.
+//! Without `{{UPPER}}_API_KEY`, or while `llm_{{snake}}::INFO` lists no model, it says so
+//! and exits successfully, sending nothing.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentTool, ToolError, ToolInvocation, ToolOutput,
-};
-use llm_core::{ApiKey, Message, Model, Tool};
+use clawcall::{Agent, AgentContext, AgentTool, Message, ToolError, ToolInvocation, ToolOutput};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let Ok(key) = std::env::var("{{UPPER}}_API_KEY") else {
-        println!("skipped: set {{UPPER}}_API_KEY to run this example");
+    // The catalog's first model (`{{name}}/<model id>` once INFO lists one).
+    let Some(model) = clawcall::llm_{{snake}}::INFO.models.first() else {
+        println!("skipped: llm_{{snake}}::INFO lists no model yet");
         return ExitCode::SUCCESS;
     };
-    let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
-
-    // An empty base URL means the provider's public endpoint.
-    let model = Model {
-        id: "{{name}}-model".to_owned(),
-        api: llm_{{snake}}::API.to_owned(),
-        provider: "{{name}}".to_owned(),
-        max_tokens: 1024,
-        ..Model::default()
+    let mut config = match clawcall::agent_config(&format!("{{name}}/{}", model.id)) {
+        Ok(config) => config,
+        Err(e) => {
+            println!("skipped: {e}");
+            return ExitCode::SUCCESS;
+        }
     };
-    let mut config = AgentConfig::new(model, Arc::new(llm_{{snake}}::{{Camel}}Provider::new()));
-    config.options.api_key = Some(ApiKey::new(key));
+    let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
     config.max_turns = Some(4);
 
     let clock = AgentTool::new(
-        Tool {
+        clawcall::llm_core::Tool {
             name: "unix_time".to_owned(),
             description: "The current time as seconds since 1970-01-01T00:00:00Z.".to_owned(),
             parameters: serde_json::json!({"type": "object", "properties": {}}),
@@ -621,19 +691,16 @@ async fn main() -> ExitCode {
                 for call in reply.tool_calls() {
                     println!("-> {}({})", call.name, call.arguments);
                 }
-                if let Some(error) = &reply.error_message {
-                    println!("error: {error}");
-                }
-                let text = reply.text();
-                if !text.is_empty() {
-                    println!("{text}");
-                }
             }
             Message::ToolResult(result) => println!("<- {}", result.text()),
             Message::User(_) => {}
         }
     }
-    println!("({:?})", outcome.reason);
+    if let Some(error) = &outcome.error {
+        println!("error: {error}");
+    }
+    println!("{}", outcome.text());
+    println!("({:?}, {} tokens, ${:.4})", outcome.reason, outcome.usage().total_tokens, outcome.cost());
     ExitCode::SUCCESS
 }
 "#;

@@ -1,3 +1,3 @@
 //! The loopback replay server, from `llm-testkit` (plain tokio TCP, no axum).
 
-pub(crate) use llm_testkit::server::{Chunking, Recorded, Server, split_stream};
+pub(crate) use llm_testkit::server::{Chunking, Server, split_stream};

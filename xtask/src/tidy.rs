@@ -5,12 +5,12 @@
 //!   provider crates depend on no other provider, `tool-planner` or `agent-core`;
 //!   `llm-core` depends on no provider and has no HTTP client; `agent-core` and
 //!   `tool-planner` use providers only as dev-dependencies; every example depends
-//!   on `llm-core`, `agent-core` and exactly one provider;
+//!   on `clawcall` (the front door) and pulls in exactly one provider;
 //! - no key-shaped secret in `fixtures/`;
 //! - `rust-toolchain.toml`'s channel matches every crate's `rust-version`;
 //! - no crate has a normal dependency on `xtask`, and `claw-cli` pulls in neither
 //!   `xtask` nor `axum` (the shipped binary carries no dev tooling);
-//! - every provider crate is registered (`xtask/src/providers.rs`), has
+//! - every provider crate is registered (the `clawcall` registry), has
 //!   `fixtures/<name>/` with every shared scenario its capabilities make apply,
 //!   and at least one shared scenario that is not skipped;
 //! - every provider crate has the one layout ([`PROVIDER_SRC_FILES`] under `src/`,
@@ -53,6 +53,16 @@ struct Package {
 struct Dependency {
     name: String,
     kind: Option<String>,
+    /// The features it turns on (`clawcall`'s name the provider crates).
+    #[serde(default)]
+    features: Vec<String>,
+    /// Whether it keeps the dependency's default features.
+    #[serde(default = "yes")]
+    uses_default_features: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,9 +93,9 @@ struct DepKind {
     kind: Option<String>,
 }
 
-/// The `llm-*` crates that are not providers: the core, the shared HTTP exchange
-/// and the test kit.
-pub const SUPPORT_CRATES: &[&str] = &["llm-core", "llm-http", "llm-testkit"];
+/// The `llm-*` crates that are not providers: the core, the shared HTTP exchange,
+/// the test kit and the conformance suite.
+pub const SUPPORT_CRATES: &[&str] = &["llm-core", "llm-http", "llm-testkit", "llm-conformance"];
 
 /// Whether `name` is a provider crate (`llm-*` except [`SUPPORT_CRATES`]).
 pub fn is_provider_crate(name: &str) -> bool {
@@ -182,6 +192,8 @@ fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<Strin
     let names: BTreeMap<&str, &str> =
         metadata.packages.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect();
     let examples_dir = root.join("examples");
+    // The provider crates each example pulls in (through `clawcall`'s features).
+    let mut example_providers: BTreeSet<String> = BTreeSet::new();
     for package in members(metadata) {
         let name = package.name.as_str();
         let kind_of = |d: &Dependency| d.kind.clone().unwrap_or_else(|| "normal".to_owned());
@@ -241,13 +253,28 @@ fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<Strin
                 .filter(|d| d.kind.is_none())
                 .map(|d| d.name.as_str())
                 .collect();
-            for needed in ["llm-core", "agent-core"] {
-                if !direct.contains(needed) {
-                    problems.push(format!("example {name} must depend on {needed}"));
+            if !direct.contains("clawcall") {
+                problems.push(format!("example {name} must depend on clawcall (the front door)"));
+            }
+            // The resolve graph unifies features over the workspace, so an example's
+            // providers are read from what it asks of `clawcall` (and any direct one).
+            let mut providers: BTreeSet<String> = BTreeSet::new();
+            for dep in package.dependencies.iter().filter(|d| d.kind.is_none()) {
+                if is_provider_crate(&dep.name) {
+                    providers.insert(dep.name.clone());
+                } else if dep.name == "clawcall" {
+                    if dep.uses_default_features || dep.features.iter().any(|f| f == "default") {
+                        problems.push(format!(
+                            "example {name} must take clawcall with `default-features = false` and one provider feature"
+                        ));
+                    }
+                    providers.extend(
+                        dep.features.iter().filter(|f| *f != "default").map(|f| format!("llm-{f}")),
+                    );
                 }
             }
-            let providers: Vec<&str> =
-                closure_names.iter().copied().filter(|n| is_provider_crate(n)).collect();
+            example_providers.extend(providers.iter().cloned());
+            let providers: Vec<String> = providers.into_iter().collect();
             if providers.len() != 1 {
                 problems.push(format!(
                     "example {name} must depend on exactly one provider crate (it pulls in {})",
@@ -257,15 +284,8 @@ fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<Strin
         }
     }
     // One example per provider crate.
-    let examples: Vec<&Package> = members(metadata)
-        .into_iter()
-        .filter(|p| p.manifest_path.starts_with(&examples_dir))
-        .collect();
     for provider in members(metadata).iter().filter(|p| is_provider_crate(&p.name)) {
-        let has_example = examples
-            .iter()
-            .any(|e| e.dependencies.iter().any(|d| d.name == provider.name && d.kind.is_none()));
-        if !has_example {
+        if !example_providers.contains(&provider.name) {
             problems.push(format!(
                 "{} has no example: add examples/{}/ (see docs/adding-a-provider.md)",
                 provider.name,
@@ -337,7 +357,7 @@ fn check_fixture_folders(
         }
         let Some(entry) = crate::providers::PROVIDERS.iter().find(|e| e.name == provider) else {
             problems.push(format!(
-                "llm-{provider} is not registered in xtask/src/providers.rs (cargo xtask new-provider adds it)"
+                "llm-{provider} is not registered in crates/clawcall/src/registry.rs (cargo xtask new-provider adds it)"
             ));
             continue;
         };
@@ -757,7 +777,7 @@ mod tests {
                 serde_json::json!({
                     "name": name, "id": name, "manifest_path": manifest(name), "rust_version": "1.95",
                     "targets": [],
-                    "dependencies": deps.iter().map(|(d, k)| serde_json::json!({"name": d, "kind": k})).collect::<Vec<_>>(),
+                    "dependencies": deps.iter().map(|(d, k)| dependency(d, *k)).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -766,7 +786,7 @@ mod tests {
             .map(|(name, deps)| {
                 serde_json::json!({
                     "id": name,
-                    "deps": deps.iter().map(|(d, k)| serde_json::json!({"pkg": d, "dep_kinds": [{"kind": k}]})).collect::<Vec<_>>(),
+                    "deps": deps.iter().map(|(d, k)| serde_json::json!({"pkg": d.split('[').next(), "dep_kinds": [{"kind": k}]})).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -775,6 +795,18 @@ mod tests {
             "packages": packages_json, "workspace_members": ids, "resolve": {"nodes": nodes},
         }))
         .unwrap()
+    }
+
+    /// `name[f,g]`: a dependency without its default features, turning on `f` and `g`.
+    fn dependency(spec: &str, kind: Option<&str>) -> serde_json::Value {
+        match spec.split_once('[') {
+            Some((name, features)) => {
+                let features: Vec<&str> =
+                    features.trim_end_matches(']').split(',').filter(|f| !f.is_empty()).collect();
+                serde_json::json!({"name": name, "kind": kind, "features": features, "uses_default_features": false})
+            }
+            None => serde_json::json!({"name": spec, "kind": kind}),
+        }
     }
 
     fn dependency_problems(packages: &[Pkg<'_>]) -> Vec<String> {
@@ -790,7 +822,8 @@ mod tests {
             ("llm-a", &[("llm-core", None), ("reqwest", None)]),
             ("tool-planner", &[("llm-core", None), ("llm-a", Some("dev"))]),
             ("agent-core", &[("llm-core", None), ("tool-planner", None), ("llm-a", Some("dev"))]),
-            ("example-a", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
+            ("clawcall", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
+            ("example-a", &[("clawcall[a]", None)]),
             ("serde", &[]),
             ("tokio", &[]),
             ("reqwest", &[("hyper", None)]),
@@ -806,7 +839,11 @@ mod tests {
             ("llm-a", &[("llm-core", None), ("llm-b", None), ("agent-core", Some("dev"))]),
             ("llm-b", &[("llm-core", None)]),
             ("agent-core", &[("llm-core", None), ("llm-b", None)]),
-            ("example-two", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
+            ("example-two", &[("clawcall[a]", None), ("llm-b", None)]),
+            ("example-all", &[("clawcall", None)]),
+            ("example-old", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
+            ("clawcall", &[("llm-core", None), ("agent-core", None), ("llm-b", None)]),
+            ("llm-c", &[("llm-core", None)]),
             ("reqwest", &[]),
         ]);
         let want = [
@@ -816,7 +853,10 @@ mod tests {
             "llm-a must not depend on agent-core (dev dependency",
             "agent-core must not depend on llm-b (normal dependency",
             "example example-two must depend on exactly one provider crate (it pulls in llm-a, llm-b)",
-            "llm-b has no example: add examples/b/",
+            "example example-old must depend on clawcall",
+            "example example-all must take clawcall with `default-features = false`",
+            "example example-all must depend on exactly one provider crate (it pulls in none)",
+            "llm-c has no example: add examples/c/",
         ];
         for w in want {
             assert!(problems.iter().any(|p| p.starts_with(w)), "{w}\nnot in {problems:#?}");

@@ -47,7 +47,9 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn conformance_suite_passes() {
-    let report = conformance::run(&Options::from_env(workspace_root().join("fixtures"))).unwrap();
+    let report =
+        conformance::run(&conformance::options_from_env(workspace_root().join("fixtures")))
+            .unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "conformance failures:\n{text}");
@@ -270,8 +272,9 @@ fn new_provider_scaffolds_registers_and_shows_its_skips() {
     let fixtures = tmp.0.join("fixtures");
     std::fs::create_dir_all(&fixtures).unwrap();
     std::fs::copy(root.join("fixtures/SCENARIOS.md"), fixtures.join("SCENARIOS.md")).unwrap();
-    let registration_files: Vec<&str> =
-        new_provider::registrations("acme-ai").iter().map(|(f, _)| *f).collect();
+    let mut registration_files: Vec<&str> =
+        new_provider::registrations("acme-ai").iter().map(|(f, _, _)| *f).collect();
+    registration_files.dedup();
     for file in &registration_files {
         let to = tmp.0.join(file);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -299,10 +302,20 @@ fn new_provider_scaffolds_registers_and_shows_its_skips() {
 
     // Registered above every marker, from the crate's INFO; the docs list the same files.
     let docs = std::fs::read_to_string(root.join("docs/adding-a-provider.md")).unwrap();
-    for (file, line) in new_provider::registrations("acme-ai") {
+    for (file, marker, line) in new_provider::registrations("acme-ai") {
         let text = std::fs::read_to_string(tmp.0.join(file)).unwrap();
-        let at = text.find(&line).unwrap_or_else(|| panic!("{file} lacks {line}"));
-        assert!(at < text.find(new_provider::MARKER).unwrap(), "{file}: not above the marker");
+        let at = text.find(&format!("{line}\n")).unwrap_or_else(|| panic!("{file} lacks {line}"));
+        let marker_line = text
+            .split_inclusive('\n')
+            .scan(0, |start, l| {
+                let here = *start;
+                *start += l.len();
+                Some((here, l))
+            })
+            .find(|(_, l)| l.trim_end().ends_with(&marker))
+            .map(|(here, _)| here)
+            .unwrap_or_else(|| panic!("{file} lacks {marker}"));
+        assert_eq!(at + line.len() + 1, marker_line, "{file}: not right above {marker}");
         assert!(docs.contains(&format!("`{file}`")), "the docs' registration table lacks {file}");
     }
     for file in new_provider::CRATE_FILES {
@@ -318,7 +331,7 @@ fn new_provider_scaffolds_registers_and_shows_its_skips() {
     let stream = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/stream.rs")).unwrap();
     assert!(stream.contains("ErrorKind::Decode"), "malformed JSON is an error, not a drop");
     let example = std::fs::read_to_string(tmp.0.join("examples/acme-ai/Cargo.toml")).unwrap();
-    assert!(example.contains("llm-acme-ai = { path = \"../../crates/llm-acme-ai\" }"), "{example}");
+    assert!(example.contains("features = [\"acme-ai\"]"), "{example}");
 
     // No fixture yet: every shared scenario is a visible skip, and tidy fails.
     let entry = conformance::ProviderEntry::new(&ACME_INFO, || {

@@ -960,6 +960,7 @@ impl AgentMachine {
         let has_calls = message.tool_calls().next().is_some();
         match stop_reason {
             StopReason::Error | StopReason::Aborted => {
+                let failure = (stop_reason == StopReason::Error).then(|| provider_error(message));
                 let why = if stop_reason == StopReason::Aborted {
                     "Tool call was not executed: the response was aborted".to_owned()
                 } else {
@@ -973,6 +974,7 @@ impl AgentMachine {
                 let reason = if stop_reason == StopReason::Aborted {
                     EndReason::Aborted
                 } else {
+                    self.error = failure;
                     EndReason::Error
                 };
                 return self.finish(reason, out);
@@ -1706,6 +1708,15 @@ fn end_event(call: &ToolCall, r: &CallResult) -> AgentEvent {
 }
 
 /// The turn-level hooks an error can name (stored as text, read back as these).
+/// The outcome's error of a response that failed: what its message says.
+fn provider_error(message: &AssistantMessage) -> AgentError {
+    AgentError::Provider {
+        message: message.error_message.clone().unwrap_or_else(|| "unknown error".to_owned()),
+        status: message.error_status,
+        code: message.error_code.clone(),
+    }
+}
+
 pub(crate) fn hook_name(name: &str) -> &'static str {
     const HOOKS: [&str; 4] =
         ["prepare_next_turn", "api_key", "transform_context", "should_stop_after_turn"];

@@ -25,7 +25,7 @@ use llm_core::output::StructuredOutcome;
 use llm_core::validation::ValidatorCache;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, AssistantStream, CancellationToken, Context, Message,
-    Model, Provider, StopReason, StreamOptions, now_millis,
+    Model, PartialMessage, Provider, StopReason, StreamOptions, Usage, now_millis,
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -122,7 +122,7 @@ pub enum ContinueError {
     EndsWithAssistant,
 }
 
-/// Why a run ended with [`EndReason::Failed`].
+/// Why a run ended with [`EndReason::Failed`] (or [`EndReason::Error`]: the provider's error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -155,6 +155,19 @@ pub enum AgentError {
         /// The panic message.
         message: String,
     },
+    /// The provider failed ([`EndReason::Error`]); the turn's assistant message keeps
+    /// the rest (error type, body).
+    #[error("The provider failed: {message}")]
+    Provider {
+        /// The provider's error message.
+        message: String,
+        /// The HTTP status, when the provider answered with one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// The provider's error code, when it sent one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
 }
 
 /// The result of a finished run.
@@ -168,7 +181,7 @@ pub struct AgentOutcome {
     pub context: AgentContext,
     /// Why it ended.
     pub reason: EndReason,
-    /// What failed, when `reason` is [`EndReason::Failed`].
+    /// What failed, when `reason` is [`EndReason::Failed`] or [`EndReason::Error`].
     pub error: Option<AgentError>,
     /// Steering and follow-up messages still queued when the run ended (by the
     /// turn limit, a stop hook, an abort, ...), in the order they would have
@@ -184,6 +197,34 @@ impl AgentOutcome {
     /// Messages this run added, in order: the end of `context.messages`.
     pub fn messages(&self) -> &[Message] {
         self.context.messages.get(self.first_new..).unwrap_or_default()
+    }
+
+    /// The run's token usage and cost: every response of this run summed.
+    pub fn usage(&self) -> Usage {
+        let mut total = Usage::default();
+        for message in self.messages() {
+            if let Message::Assistant(reply) = message {
+                total += &reply.usage;
+            }
+        }
+        total
+    }
+
+    /// The run's cost in dollars, from the model's prices ([`AgentOutcome::usage`]).
+    pub fn cost(&self) -> f64 {
+        self.usage().cost.total
+    }
+
+    /// The text of the run's last assistant message (empty when it has none).
+    pub fn text(&self) -> String {
+        self.messages()
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant(reply) => Some(reply.text()),
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     /// The outcome of a run that ended before the machine could say more
@@ -232,6 +273,7 @@ enum StoredAgentError {
     HookPanicked { hook: String, message: String },
     HookFailed { hook: String, message: String },
     Internal { message: String },
+    Provider { message: String, status: Option<u16>, code: Option<String> },
 }
 
 impl<'de> serde::Deserialize<'de> for AgentError {
@@ -252,6 +294,9 @@ impl From<StoredAgentError> for AgentError {
                 AgentError::HookFailed { hook: hook_name(&hook), message }
             }
             StoredAgentError::Internal { message } => AgentError::Internal { message },
+            StoredAgentError::Provider { message, status, code } => {
+                AgentError::Provider { message, status, code }
+            }
         }
     }
 }
@@ -534,6 +579,40 @@ impl AgentRun {
             Some(o) => *o,
             None => AgentOutcome::failed(AgentContext::default(), 0, EndReason::Aborted, None),
         }
+    }
+
+    /// The response streaming now, as assembled so far: open tool calls show their
+    /// arguments as parsed so far (a borrowed view, no second parse). The run reads
+    /// the response no further while an event waits for its consumer, so the view is
+    /// the state after the event just handed out.
+    pub fn partial(&self) -> Option<PartialMessage<'_>> {
+        self.response.as_ref().map(|r| r.stream.partial())
+    }
+
+    /// The parsed partial arguments a `toolcall_delta` event just changed: the value at
+    /// its `changed` pointer in the call's arguments so far (`None` for any other event,
+    /// or when nothing shown changed). Read it right after the event, before the next.
+    ///
+    /// ```no_run
+    /// # use agent_core::{AgentEvent, AgentRun};
+    /// # use futures_util::StreamExt;
+    /// # async fn show(mut run: AgentRun) {
+    /// while let Some(event) = run.next().await {
+    ///     if let Some(part) = run.changed_arguments(&event) {
+    ///         println!("arguments now: {part}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn changed_arguments(&self, event: &AgentEvent) -> Option<&Value> {
+        let AgentEvent::MessageUpdate {
+            event: AssistantEvent::ToolCallDelta { content_index, changed: Some(pointer), .. },
+        } = event
+        else {
+            return None;
+        };
+        let call = self.partial()?.tool_call(*content_index)?;
+        call.arguments.pointer(pointer)
     }
 
     /// The outcome, once the stream has ended.

@@ -571,6 +571,10 @@ async fn run(args: Args) -> u8 {
         Ok(t) => t,
         Err(e) => return fail(exit::CONFIG_ERROR, e),
     };
+    if !setup.kind.declares_tools() {
+        warn(format_args!("{} declares no tool support: running without tools", setup.kind));
+        toolbox.set_provider_tools(false);
+    }
     let mcp_configs = match plan::server_configs(&config.mcp.servers, &args.mcp, args.trust_mcp) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, e),

@@ -1,13 +1,13 @@
 //! The providers `claw` offers and their models, read from each crate's `INFO`
 //! (registered in [`PROVIDERS`]), with claw's own behaviour on top: older
-//! spellings ([`ALIASES`]), dated model ids priced as their alias, unknown ids
+//! spellings (the entries' aliases), dated model ids priced as their alias, unknown ids
 //! used with a warning.
 
 use std::sync::{Arc, LazyLock};
 
 use llm_core::{InputModality, Model, ModelInfo, Provider, ProviderInfo};
 
-use crate::providers::{ALIASES, PROVIDERS, Registered};
+use crate::providers::{PROVIDERS, Registered};
 
 /// The system prompt of live runs.
 pub(crate) const SYSTEM_PROMPT: &str =
@@ -15,7 +15,7 @@ pub(crate) const SYSTEM_PROMPT: &str =
 
 /// A provider `claw` can talk to: an entry of [`PROVIDERS`] (names, key
 /// variables and models come from the crate's exported `INFO`), under the
-/// name it was chosen by (its `INFO.name` or an alias of [`ALIASES`]).
+/// name it was chosen by (its `INFO.name` or an alias of its entry).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ProviderKind {
     registered: &'static Registered,
@@ -35,10 +35,8 @@ impl Eq for ProviderKind {}
 static KINDS: LazyLock<Vec<ProviderKind>> = LazyLock::new(|| {
     let mut kinds: Vec<ProviderKind> =
         PROVIDERS.iter().map(|r| ProviderKind { registered: r, name: r.info.name }).collect();
-    for (alias, target) in ALIASES {
-        if let Some(r) = PROVIDERS.iter().find(|r| r.info.name == *target) {
-            kinds.push(ProviderKind { registered: r, name: alias });
-        }
+    for r in PROVIDERS {
+        kinds.extend(r.aliases.iter().map(|alias| ProviderKind { registered: r, name: alias }));
     }
     kinds
 });
@@ -108,19 +106,14 @@ impl ProviderKind {
     }
 
     /// The key variables and the other secret variables the crate reads
-    /// ([`crate::providers::OTHER_SECRETS`]).
+    /// ([`clawcall::ProviderEntry::other_secrets`]).
     pub(crate) fn secret_vars(self) -> impl Iterator<Item = &'static str> {
-        let name = self.info().name;
-        let others = crate::providers::OTHER_SECRETS
-            .iter()
-            .filter(move |(provider, _)| *provider == name)
-            .flat_map(|(_, vars)| vars.iter());
-        self.key_vars().iter().chain(others).copied()
+        self.key_vars().iter().chain(self.registered.other_secrets).copied()
     }
 
-    /// Whether the crate authenticates without a key ([`crate::providers::KEY_OPTIONAL`]).
+    /// Whether the crate authenticates without a key ([`clawcall::ProviderEntry::key_optional`]).
     pub(crate) fn key_optional(self) -> bool {
-        crate::providers::KEY_OPTIONAL.contains(&self.info().name)
+        self.registered.key_optional
     }
 
     /// Whether the provider can run with what the environment gives it
@@ -142,6 +135,11 @@ impl ProviderKind {
         self.info().output_mode(model_id)
     }
 
+    /// Whether the crate declares tool support (a provider that does not is sent no tools).
+    pub(crate) fn declares_tools(self) -> bool {
+        self.info().capabilities.contains(llm_core::Capability::Tools)
+    }
+
     /// The provider's own API base URL.
     pub(crate) fn default_base_url(self) -> &'static str {
         self.info().default_base_url
@@ -150,7 +148,7 @@ impl ProviderKind {
 
 /// The provider implementation for `kind`.
 pub(crate) fn provider(kind: ProviderKind) -> Arc<dyn Provider> {
-    (kind.registered.make)()
+    kind.registered.provider()
 }
 
 /// Whether `id` is `alias` followed by a date (`-20250929`, `-2025-08-07`).

@@ -63,6 +63,8 @@ pub(crate) struct Toolbox {
     pub(crate) mcp: Option<McpServers>,
     /// The notes file's full path (what `append_note` writes to).
     notes_target: std::path::PathBuf,
+    /// Whether the provider declares tool support: a provider that does not is sent none.
+    provider_tools: bool,
 }
 
 /// One plan's outcome.
@@ -110,6 +112,7 @@ impl Toolbox {
             secrets: env.secrets.clone(),
             mcp: None,
             notes_target: env.workspace.root().join(&env.notes),
+            provider_tools: true,
         })
     }
 
@@ -118,8 +121,17 @@ impl Toolbox {
         &self.notes_target
     }
 
+    /// Whether the provider declares tool support ([`llm_core::Capability::Tools`]): every
+    /// plan of a provider that does not is empty, as a request with tools would fail.
+    pub(crate) fn set_provider_tools(&mut self, declared: bool) {
+        self.provider_tools = declared;
+    }
+
     /// Plans the built-in and MCP tools together (a down server's tools are hidden).
     pub(crate) fn plan(&self) -> Result<Planned, String> {
+        if !self.provider_tools {
+            return Ok(Planned { tools: Vec::new(), mcp_approval: BTreeMap::new() });
+        }
         let mut env = self.env.clone();
         let mcp = self.mcp.as_ref().map(|servers| {
             servers.apply_availability(&mut env);

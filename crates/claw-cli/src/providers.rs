@@ -1,44 +1,11 @@
-//! The provider crates `claw` offers, one line each, built from the crate's exported
-//! `INFO` (`cargo xtask new-provider` adds the line and the dependency).
+//! The providers `claw` offers: the `clawcall` registry (one entry per provider crate,
+//! built from its exported `INFO`), plus claw's own checks of the environment.
 
-use std::sync::Arc;
-
-use llm_core::{Provider, ProviderInfo};
-
-/// One provider crate: its metadata and a constructor.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Registered {
-    /// What the crate declares (name, API id, base URL, key variables, models).
-    pub(crate) info: &'static ProviderInfo,
-    /// A fresh provider.
-    pub(crate) make: fn() -> Arc<dyn Provider>,
-}
+/// One provider crate: its metadata, constructors, aliases and secrets.
+pub(crate) type Registered = clawcall::ProviderEntry;
 
 /// Every provider `claw --provider` takes; the first is the default.
-#[rustfmt::skip]
-pub(crate) const PROVIDERS: &[Registered] = &[
-    Registered { info: &llm_anthropic::INFO, make: || Arc::new(llm_anthropic::AnthropicProvider::new()) },
-    Registered { info: &llm_openai_completions::INFO, make: || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()) },
-    Registered { info: &llm_openai_responses::INFO, make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()) },
-    Registered { info: &llm_openai_responses::AZURE_INFO, make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::azure()) },
-    Registered { info: &llm_google::INFO, make: || Arc::new(llm_google::GoogleProvider::new()) },
-    Registered { info: &llm_mistral::INFO, make: || Arc::new(llm_mistral::MistralProvider::new()) },
-    Registered { info: &llm_bedrock::INFO, make: || Arc::new(llm_bedrock::BedrockProvider::new()) },
-    // new-provider: insert above
-];
-
-/// Older `--provider` spellings still accepted: `(alias, crate name)`.
-pub(crate) const ALIASES: &[(&str, &str)] = &[("openai", "openai-completions")];
-
-/// Providers whose crate finds credentials itself when no key is given (`INFO.name`):
-/// Bedrock signs with SigV4 from the AWS environment or a shared-config profile, so
-/// `claw` sends no key rather than refusing to start.
-pub(crate) const KEY_OPTIONAL: &[&str] = &["bedrock"];
-
-/// Secret variables a provider crate reads besides its `INFO.key_env`: kept out of tool
-/// output and MCP servers' environments like the keys (`(INFO.name, variables)`).
-pub(crate) const OTHER_SECRETS: &[(&str, &[&str])] =
-    &[("bedrock", &["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"])];
+pub(crate) const PROVIDERS: &[Registered] = clawcall::PROVIDERS;
 
 /// A provider's check of its environment (see [`PREFLIGHT`]).
 pub(crate) type Preflight = fn(&llm_core::Model, &llm_core::StreamOptions) -> Result<(), String>;

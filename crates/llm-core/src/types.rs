@@ -309,6 +309,22 @@ pub struct Usage {
     pub cost: Cost,
 }
 
+/// Sums two responses' usage (a run's total): counts saturate, costs add.
+impl std::ops::AddAssign<&Usage> for Usage {
+    fn add_assign(&mut self, other: &Usage) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.cost.input += other.cost.input;
+        self.cost.output += other.cost.output;
+        self.cost.cache_read += other.cost.cache_read;
+        self.cost.cache_write += other.cost.cache_write;
+        self.cost.total += other.cost.total;
+    }
+}
+
 impl Usage {
     /// Recomputes `total_tokens` and `cost` from the token counts and the model's prices.
     pub fn recompute(&mut self, prices: &ModelCost) {

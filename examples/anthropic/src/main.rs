@@ -1,4 +1,4 @@
-//! A one-tool agent on Anthropic's Messages API.
+//! A one-tool agent on Anthropic's Messages API, through the front door (`clawcall`).
 //!
 //! ```text
 //! ANTHROPIC_API_KEY=... cargo run -p example-anthropic -- "What time is it in UTC?"
@@ -7,36 +7,31 @@
 //! Without `ANTHROPIC_API_KEY` it says so and exits successfully, sending nothing.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentTool, ToolError, ToolInvocation, ToolOutput,
-};
-use llm_core::{ApiKey, Message, Model, Tool};
+use clawcall::{Agent, AgentContext, AgentTool, Message, ToolError, ToolInvocation, ToolOutput};
+
+/// The catalog id: its provider, prices and limits come from `llm-anthropic`'s `INFO`.
+const MODEL: &str = "anthropic/claude-sonnet-4-5";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let Ok(key) = std::env::var("ANTHROPIC_API_KEY") else {
-        println!("skipped: set ANTHROPIC_API_KEY to run this example");
-        return ExitCode::SUCCESS;
+    let mut config = match clawcall::agent_config(MODEL) {
+        Ok(config) => config,
+        Err(clawcall::Error::MissingKey { variables, .. }) => {
+            println!("skipped: set {} to run this example", variables.join(" or "));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
     };
     let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
-
-    // An empty base URL means the provider's public endpoint.
-    let model = Model {
-        id: "claude-sonnet-4-5".to_owned(),
-        api: llm_anthropic::API.to_owned(),
-        provider: "anthropic".to_owned(),
-        max_tokens: 1024,
-        ..Model::default()
-    };
-    let mut config = AgentConfig::new(model, Arc::new(llm_anthropic::AnthropicProvider::new()));
-    config.options.api_key = Some(ApiKey::new(key));
     config.max_turns = Some(4);
 
     let clock = AgentTool::new(
-        Tool {
+        clawcall::llm_core::Tool {
             name: "unix_time".to_owned(),
             description: "The current time as seconds since 1970-01-01T00:00:00Z.".to_owned(),
             parameters: serde_json::json!({"type": "object", "properties": {}}),
@@ -61,18 +56,20 @@ async fn main() -> ExitCode {
                 for call in reply.tool_calls() {
                     println!("-> {}({})", call.name, call.arguments);
                 }
-                if let Some(error) = &reply.error_message {
-                    println!("error: {error}");
-                }
-                let text = reply.text();
-                if !text.is_empty() {
-                    println!("{text}");
-                }
             }
             Message::ToolResult(result) => println!("<- {}", result.text()),
             Message::User(_) => {}
         }
     }
-    println!("({:?})", outcome.reason);
+    if let Some(error) = &outcome.error {
+        println!("error: {error}");
+    }
+    println!("{}", outcome.text());
+    println!(
+        "({:?}, {} tokens, ${:.4})",
+        outcome.reason,
+        outcome.usage().total_tokens,
+        outcome.cost()
+    );
     ExitCode::SUCCESS
 }

@@ -19,11 +19,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentHooks, AgentTool, ToolError, ToolInvocation, ToolOutput,
+use clawcall::agent_core::AgentHooks;
+use clawcall::llm_core::{ApiKey, Tool};
+use clawcall::llm_openai_responses::{AZURE_INFO, OpenAiResponsesProvider};
+use clawcall::{
+    Agent, AgentConfig, AgentContext, AgentTool, Message, ToolError, ToolInvocation, ToolOutput,
 };
-use llm_core::{ApiKey, Message, Model, Tool};
-use llm_openai_responses::{AZURE_API, AZURE_PROVIDER, OpenAiResponsesProvider};
 
 /// Fetches a fresh token (blocking; run on the blocking pool).
 type TokenSource = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
@@ -74,14 +75,15 @@ fn config(
 ) -> AgentConfig {
     // The base URL may also stay empty: the provider reads AZURE_OPENAI_BASE_URL or
     // AZURE_OPENAI_RESOURCE_NAME.
-    let model = Model {
-        id: deployment.to_owned(),
-        api: AZURE_API.to_owned(),
-        provider: AZURE_PROVIDER.to_owned(),
-        base_url: base_url.to_owned(),
-        max_tokens: 1024,
-        ..Model::default()
-    };
+    // A deployment has its own name: it serves a catalog model (gpt-5-mini unless the
+    // name is another catalog id), whose prices and limits it keeps.
+    let catalog = AZURE_INFO.model(deployment).or_else(|| AZURE_INFO.default_model());
+    let mut model = catalog.unwrap_or_default();
+    model.id = deployment.to_owned();
+    model.api = AZURE_INFO.api.to_owned();
+    model.provider = AZURE_INFO.provider.to_owned();
+    model.base_url = base_url.to_owned();
+    model.max_tokens = 1024;
     let mut config = AgentConfig::new(model, Arc::new(provider));
     config.options.api_key = key.map(ApiKey::new);
     if let Some(source) = entra {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_core::EndReason;
+use clawcall::EndReason;
 use llm_testkit::fixture::{Canned, Responses};
 use llm_testkit::server::{Chunking, Server};
 

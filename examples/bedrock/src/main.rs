@@ -7,16 +7,14 @@
 //!
 //! With a Bedrock API key it sends it as a bearer token; with AWS keys (or `AWS_PROFILE`)
 //! it signs with SigV4. With neither it says so and exits successfully, sending nothing.
-//! `BEDROCK_MODEL` picks another model id (default: the first of `llm_bedrock::INFO`).
+//! `BEDROCK_MODEL` picks another catalog model (default: the first of `llm_bedrock::INFO`).
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::{
-    Agent, AgentConfig, AgentContext, AgentTool, ToolError, ToolInvocation, ToolOutput,
-};
-use llm_core::{Message, Tool};
+use clawcall::llm_bedrock;
+use clawcall::llm_core::Tool;
+use clawcall::{Agent, AgentContext, AgentTool, Message, ToolError, ToolInvocation, ToolOutput};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -30,17 +28,18 @@ async fn main() -> ExitCode {
     }
     let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
 
-    // The model list and endpoint come from the crate's metadata; the crate resolves the
-    // region (`AWS_REGION`) and the credentials itself, so no key is set here.
-    let Some(mut model) = llm_bedrock::INFO.default_model() else {
-        println!("llm_bedrock::INFO lists no model");
-        return ExitCode::FAILURE;
+    // The model comes from the crate's catalog; the crate resolves the region
+    // (`AWS_REGION`) and the credentials itself, so no key is needed here.
+    let default = llm_bedrock::INFO.models.first().map_or("", |m| m.id);
+    let id = std::env::var("BEDROCK_MODEL").unwrap_or_else(|_| default.to_owned());
+    let mut config = match clawcall::agent_config(&format!("bedrock/{id}")) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
     };
-    if let Ok(id) = std::env::var("BEDROCK_MODEL") {
-        model.id = id;
-    }
-    model.max_tokens = 1024;
-    let mut config = AgentConfig::new(model, Arc::new(llm_bedrock::BedrockProvider::new()));
+    config.model.max_tokens = 1024;
     config.max_turns = Some(4);
 
     let clock = AgentTool::new(

@@ -9,12 +9,10 @@
 //! it stops after the listing, sending nothing.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use agent_core::{Agent, AgentConfig, AgentContext};
 use agent_mcp::{McpServerConfig, McpServers, ServerStatus};
-use llm_core::{ApiKey, AssistantContent, Message, Model};
-use tool_planner::AvailabilityEnv;
+use clawcall::tool_planner::AvailabilityEnv;
+use clawcall::{Agent, AgentContext, AssistantContent, Message};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -49,20 +47,12 @@ async fn main() -> ExitCode {
         println!("  {exposed}  ->  {} on {}", target.tool_name, target.server_id);
     }
 
-    let Ok(key) = std::env::var("ANTHROPIC_API_KEY") else {
+    let Ok(mut config) = clawcall::agent_config("anthropic/claude-sonnet-4-5") else {
         println!("set ANTHROPIC_API_KEY to run the agent with these tools");
         servers.shutdown().await;
         return ExitCode::SUCCESS;
     };
-    let model = Model {
-        id: "claude-sonnet-4-5".to_owned(),
-        api: llm_anthropic::API.to_owned(),
-        provider: "anthropic".to_owned(),
-        max_tokens: 1024,
-        ..Model::default()
-    };
-    let mut config = AgentConfig::new(model, Arc::new(llm_anthropic::AnthropicProvider::new()));
-    config.options.api_key = Some(ApiKey::new(key));
+    config.model.max_tokens = 1024;
     config.max_turns = Some(6);
 
     // The planner shows only the tools of servers that are up.

@@ -9,8 +9,9 @@
 
 use std::process::ExitCode;
 
-use llm_core::output::{TypedEvent, stream_typed};
-use llm_core::{ApiKey, Context, Message, Model, StreamOptions};
+use clawcall::Message;
+use clawcall::llm_core::Context;
+use clawcall::llm_core::output::{TypedEvent, stream_typed};
 
 /// What to extract. Every field has a default, so partial values deserialize early.
 #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -26,30 +27,25 @@ struct Person {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let Ok(key) = std::env::var("OPENAI_API_KEY") else {
-        println!("skipped: set OPENAI_API_KEY to run this example");
-        return ExitCode::SUCCESS;
+    // The model, its provider and the key (OPENAI_API_KEY), from the catalog id.
+    let config = match clawcall::agent_config("openai-completions/gpt-5-mini") {
+        Ok(config) => config,
+        Err(e) => {
+            println!("skipped: {e}");
+            return ExitCode::SUCCESS;
+        }
     };
     let text =
         std::env::args().nth(1).unwrap_or_else(|| "Ada Lovelace, born 1815 in London".to_owned());
 
-    // An empty base URL means the provider's public endpoint.
-    let model = Model {
-        id: "gpt-4o-mini".to_owned(),
-        api: llm_openai_completions::API.to_owned(),
-        provider: "openai".to_owned(),
-        max_tokens: 1024,
-        ..Model::default()
-    };
-    let provider = llm_openai_completions::OpenAiCompletionsProvider::new();
     let context = Context {
         system_prompt: Some("Extract the person the user describes.".to_owned()),
         messages: vec![Message::user(text)],
         tools: Vec::new(),
     };
-    let options = StreamOptions { api_key: Some(ApiKey::new(key)), ..StreamOptions::default() };
 
-    let mut stream = stream_typed::<Person>(&provider, &model, &context, &options);
+    let mut stream =
+        stream_typed::<Person>(&*config.provider, &config.model, &context, &config.options);
     while let Some(event) = stream.next().await {
         match event {
             TypedEvent::Partial(person) => println!("partial: {person:?}"),

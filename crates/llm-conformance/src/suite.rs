@@ -1,5 +1,5 @@
-//! `cargo xtask conformance`: replays every fixture of `fixtures/` through its
-//! provider crate over real HTTP and prints the scenario grid.
+//! The suite: replays every fixture of a `fixtures/` folder through its provider
+//! crate over real HTTP and prints the scenario grid (`cargo xtask conformance`).
 //!
 //! For each `fixtures/<provider>/<scenario>/` (format: `fixtures/README.md`) the
 //! runner starts the llm-testkit server on 127.0.0.1:0 that records every request and
@@ -31,11 +31,11 @@ use llm_core::{
 use serde_json::Value;
 
 use crate::diff::line_diff;
-use crate::fixture::{
+use crate::{Error, Result, subdirs};
+use llm_testkit::fixture::{
     self, ExpectedRequest, ExpectedRequests, Fixture, InputOptions, Responses, Scenario,
 };
-use crate::server::{Chunking, Recorded, Server};
-use crate::{Error, Result, subdirs};
+use llm_testkit::server::{Chunking, Recorded, Server};
 
 /// One provider crate as the runner knows it.
 #[derive(Debug, Clone, Copy)]
@@ -73,10 +73,6 @@ impl ProviderEntry {
     }
 }
 
-/// The provider table, from the registration list `xtask/src/providers.rs`
-/// (which `cargo xtask new-provider` extends).
-pub const PROVIDERS: &[ProviderEntry] = crate::providers::PROVIDERS;
-
 /// How a failure for a scenario folder that does not exist starts.
 const MISSING: &str = "missing:";
 
@@ -104,7 +100,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// All providers and scenarios of `fixtures_root`; `update` from
+    /// Every scenario of `fixtures_root`, no provider yet; `update` from
     /// `UPDATE_EXPECT=1`, `write_missing` unless `CI` is set.
     pub fn from_env(fixtures_root: impl Into<PathBuf>) -> Self {
         let update = std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1");
@@ -115,7 +111,7 @@ impl Options {
             scenario: None,
             update,
             write_missing: !ci,
-            providers: PROVIDERS.to_vec(),
+            providers: Vec::new(),
         }
     }
 }
@@ -305,7 +301,7 @@ pub fn run(options: &Options) -> Result<Report> {
     if options.update {
         // Binary bodies follow their readable sources before anything is replayed.
         for path in llm_testkit::eventstream::regenerate(root)? {
-            println!("encoded {}", display_path(&path));
+            println!("encoded {}", display_path(root, &path));
         }
     }
     let shared = crate::shared_scenarios(root)?;
@@ -399,7 +395,8 @@ pub fn run(options: &Options) -> Result<Report> {
     }
     let results = runtime.block_on(async {
         futures_util::stream::iter(jobs.into_iter().map(|(index, entry, fixture)| {
-            let handle = tokio::spawn(run_fixture(entry, fixture, update, write_missing));
+            let handle =
+                tokio::spawn(run_fixture(entry, fixture, update, write_missing, root.clone()));
             async move { (index, handle.await) }
         }))
         .buffer_unordered(PARALLEL)
@@ -430,6 +427,7 @@ async fn run_fixture(
     fixture: Box<Fixture>,
     update: bool,
     write_missing: bool,
+    fixtures_root: PathBuf,
 ) -> (Outcome, Vec<String>) {
     let modes: &[Chunking] =
         if fixture.is_streaming() { &Chunking::ALL } else { &[Chunking::Whole] };
@@ -472,7 +470,7 @@ async fn run_fixture(
     }
     if let Some(actual) = whole {
         let path = fixture.expected_path();
-        let shown = display_path(&path);
+        let shown = display_path(&fixtures_root, &path);
         match &fixture.expected {
             Some(expected) if *expected == actual => {}
             Some(expected) if !update => problems.push(format!(
@@ -498,23 +496,22 @@ async fn run_fixture(
     }
 }
 
-/// `path` relative to the workspace root when it is inside it.
-fn display_path(path: &Path) -> String {
-    let root = crate::workspace_root();
-    path.strip_prefix(&root).unwrap_or(path).display().to_string()
+/// `path` relative to the folder holding `fixtures_root` (the workspace or crate root).
+fn display_path(fixtures_root: &Path, path: &Path) -> String {
+    let root = fixtures_root.parent().unwrap_or(fixtures_root);
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
 }
 
 /// The fixture's base URL with its scheme and host replaced by the loopback
 /// server's (the path is kept: `https://api.openai.com/v1` becomes
 /// `http://127.0.0.1:<port>/v1`).
-pub(crate) fn loopback_base_url(original: &str, addr: SocketAddr) -> String {
+pub fn loopback_base_url(original: &str, addr: SocketAddr) -> String {
     llm_testkit::loopback_base_url(original, addr)
 }
 
-pub(crate) fn stream_options(
-    input: &InputOptions,
-    sleeper: Arc<RecordingSleeper>,
-) -> StreamOptions {
+/// The request options a fixture's input asks for, sleeping on `sleeper` (which
+/// records the retry waits instead of waiting).
+pub fn stream_options(input: &InputOptions, sleeper: Arc<RecordingSleeper>) -> StreamOptions {
     StreamOptions {
         api_key: input.api_key.clone().map(ApiKey::new),
         headers: input.headers.clone(),
@@ -620,7 +617,7 @@ async fn run_once(entry: ProviderEntry, fixture: &Fixture, mode: Chunking) -> Re
 /// The fixture's model pointed at the loopback server at `addr`, and a fresh provider:
 /// with `env` or `keepHost`, one made by the entry's `make_with` on the fixture's
 /// environment (URL-valued provider options in `options` keep their host too).
-pub(crate) fn fixture_provider(
+pub fn fixture_provider(
     entry: ProviderEntry,
     fixture: &Fixture,
     addr: SocketAddr,
