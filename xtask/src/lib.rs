@@ -30,6 +30,7 @@ mod rawserver;
 pub mod replay;
 pub mod secrets;
 mod server;
+pub mod structured_bench;
 pub mod tidy;
 
 /// The conformance suite (`llm-conformance`), with this workspace's provider table.

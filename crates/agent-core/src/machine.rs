@@ -44,6 +44,8 @@ use crate::hooks::{AfterToolCall, BeforeToolCall};
 use crate::run::{ABORTED_TEXT, AgentError, BLOCKED_TEXT};
 use crate::tool::{AgentTool, ExecutionMode, ToolError, ToolOutput};
 
+mod answer;
+
 /// The version of the stored state; a state of another version is refused.
 pub const STATE_VERSION: u32 = 1;
 
@@ -414,6 +416,9 @@ pub struct AgentMachine {
     phase: Phase,
     /// The time of the input being handled (Unix milliseconds): the machine reads no clock.
     now: u64,
+    /// The schema the final answer must match, and how far the answer is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<Box<answer::OutputState>>,
     #[serde(skip)]
     validators: Arc<ValidatorCache>,
 }
@@ -458,6 +463,7 @@ impl AgentMachine {
             follow_up: VecDeque::new(),
             phase: Phase::Idle,
             now: 0,
+            output: None,
             validators,
         }
     }
@@ -867,6 +873,9 @@ impl AgentMachine {
             }
             let follow = Self::take(&mut self.follow_up, self.settings.follow_up_mode);
             if follow.is_empty() {
+                if self.ask_answer() {
+                    continue;
+                }
                 return self.finish(self.last_reason, out);
             }
             self.pending = follow;
@@ -945,6 +954,7 @@ impl AgentMachine {
     }
 
     fn response_stored(&mut self, at: usize, out: &mut Vec<Output>) {
+        self.note_answer(at);
         let Some(message) = self.assistant(at) else { return };
         let stop_reason = message.stop_reason;
         let has_calls = message.tool_calls().next().is_some();
@@ -980,6 +990,9 @@ impl AgentMachine {
                 return self.finish(EndReason::Length, out);
             }
             StopReason::Stop | StopReason::ToolUse => {}
+        }
+        if self.answer_call(at, out) {
+            return;
         }
         self.more_tools = false;
         self.last_reason = EndReason::Completed;
@@ -1053,7 +1066,10 @@ impl AgentMachine {
             }
         }
         if self.max_turns_reached() {
-            let more = self.more_tools || !self.steering.is_empty() || !self.follow_up.is_empty();
+            let more = self.more_tools
+                || !self.steering.is_empty()
+                || !self.follow_up.is_empty()
+                || self.answer_owed();
             let reason = if more { EndReason::MaxTurns } else { self.last_reason };
             return self.finish(reason, out);
         }

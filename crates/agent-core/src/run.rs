@@ -21,11 +21,14 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
+use llm_core::output::StructuredOutcome;
 use llm_core::validation::ValidatorCache;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, AssistantStream, CancellationToken, Context, Message,
     Model, PartialMessage, Provider, StopReason, StreamOptions, Usage, now_millis,
 };
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{AgentContext, MessageQueue, QueueMode};
@@ -35,6 +38,7 @@ use crate::machine::{
     AgentMachine, Answer, Approval, CallRef, Command, Input, MachineSettings, Output,
     RequestFailure, TurnChange,
 };
+use crate::output::{AgentOutput, TypedRun};
 use crate::queue::EventQueue;
 use crate::tool::{ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
@@ -72,6 +76,8 @@ pub struct AgentConfig {
     /// what they return in time stands. Needs a tokio runtime with timers
     /// (without one the grace is zero).
     pub abort_grace: Duration,
+    /// The schema every run's final answer must match (`None`: a free answer).
+    pub output: Option<AgentOutput>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -100,6 +106,7 @@ impl AgentConfig {
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             abort_grace: DEFAULT_ABORT_GRACE,
+            output: None,
         }
     }
 }
@@ -180,6 +187,8 @@ pub struct AgentOutcome {
     /// turn limit, a stop hook, an abort, ...), in the order they would have
     /// been sent: hand them to the next run.
     pub queued: Vec<Message>,
+    /// The structured answer, when the run asked for one ([`AgentConfig::output`]).
+    pub output: Option<StructuredOutcome>,
     /// Where this run's messages start in `context.messages`.
     first_new: usize,
 }
@@ -226,7 +235,7 @@ impl AgentOutcome {
         reason: EndReason,
         error: Option<AgentError>,
     ) -> Self {
-        AgentOutcome { context, reason, error, queued: Vec::new(), first_new }
+        AgentOutcome { context, reason, error, queued: Vec::new(), output: None, first_new }
     }
 }
 
@@ -235,7 +244,10 @@ impl AgentOutcome {
 impl serde::Serialize for AgentOutcome {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let fields = 3 + usize::from(self.error.is_some()) + usize::from(!self.queued.is_empty());
+        let fields = 3
+            + usize::from(self.error.is_some())
+            + usize::from(!self.queued.is_empty())
+            + usize::from(self.output.is_some());
         let mut st = s.serialize_struct("AgentOutcome", fields)?;
         st.serialize_field("messages", self.messages())?;
         st.serialize_field("context", &self.context)?;
@@ -245,6 +257,9 @@ impl serde::Serialize for AgentOutcome {
         }
         if !self.queued.is_empty() {
             st.serialize_field("queued", &self.queued)?;
+        }
+        if let Some(output) = &self.output {
+            st.serialize_field("output", output)?;
         }
         st.end()
     }
@@ -311,13 +326,42 @@ impl Agent {
     /// Starts a run that adds `prompts` to `context`. A context with duplicate
     /// tool names ends the run before any request ([`AgentError::DuplicateToolName`]).
     pub fn run(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
-        let machine = AgentMachine::new(
+        self.run_with_output(context, prompts, self.config.output.clone())
+    }
+
+    /// Starts a run whose final answer must match `output` (in place of
+    /// [`AgentConfig::output`]); the answer is [`AgentOutcome::output`].
+    pub fn run_with_output(
+        &self,
+        context: AgentContext,
+        prompts: Vec<Message>,
+        output: Option<AgentOutput>,
+    ) -> AgentRun {
+        let mut machine = AgentMachine::new(
             self.settings(),
             context,
             self.model.clone(),
             self.validators.clone(),
         );
+        if let Some(output) = output {
+            machine = machine.with_output(output);
+        }
         self.drive(machine, Some(prompts))
+    }
+
+    /// Starts a run whose final answer is a `T` ([`AgentOutput::for_type`], asked on a
+    /// final turn, or on every turn when [`AgentConfig::output`] says so).
+    pub fn run_typed<T: JsonSchema + DeserializeOwned>(
+        &self,
+        context: AgentContext,
+        prompts: Vec<Message>,
+    ) -> TypedRun<T> {
+        let mut output = AgentOutput::for_type::<T>();
+        if let Some(configured) = &self.config.output {
+            output.turn = configured.turn;
+            output.retries = configured.retries;
+        }
+        TypedRun::new(self.run_with_output(context, prompts, Some(output)))
     }
 
     /// Continues a transcript whose last message is a user message or tool result.
@@ -627,10 +671,12 @@ impl AgentRun {
         let first_new = first_new(&machine);
         let reason = machine.reason().unwrap_or(EndReason::Failed);
         let error = machine.error().cloned();
+        let output = machine.output_outcome();
         let mut context = machine.into_context();
         // The outcome may be kept long after the run (until it is joined): not with the room it grew into.
         context.messages.shrink_to_fit();
-        self.outcome = Some(Box::new(AgentOutcome { context, reason, error, queued, first_new }));
+        self.outcome =
+            Some(Box::new(AgentOutcome { context, reason, error, queued, output, first_new }));
         self.response = None;
         self.tasks = FuturesUnordered::new();
     }
@@ -886,6 +932,7 @@ impl AgentRun {
         if let Some(key) = key {
             options.api_key = Some(key);
         }
+        machine.output_options(&mut options);
         // The stored transcript is lent to the request and taken back, so a turn
         // costs no copy of it (unless `transform_context` rewrote it).
         let lent = transformed.is_none();

@@ -20,6 +20,7 @@ mod guarantees;
 mod loop_details;
 mod machine;
 mod outcome;
+mod output;
 mod planned;
 mod random;
 mod stepping;
