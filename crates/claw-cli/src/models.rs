@@ -130,14 +130,14 @@ impl ProviderKind {
         }
     }
 
-    /// How `model_id` carries a structured output format (its crate's `INFO.output`).
-    pub(crate) fn output_mode(self, model_id: &str) -> llm_core::output::OutputMode {
-        self.info().output_mode(model_id)
-    }
-
     /// Whether the crate declares tool support (a provider that does not is sent no tools).
     pub(crate) fn declares_tools(self) -> bool {
         self.info().capabilities.contains(llm_core::Capability::Tools)
+    }
+
+    /// How `model_id` carries a structured output format (its crate's `INFO.output`).
+    pub(crate) fn output_mode(self, model_id: &str) -> llm_core::output::OutputMode {
+        self.info().output_mode(model_id)
     }
 
     /// The provider's own API base URL.
