@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use llm_core::Model;
 use serde_json::json;
 
-use super::{DELTA, PIECE, Scenario};
+use super::{DELTA, PIECE, Scenario, TURN_TEXT};
 use crate::{Error, Result};
 
 // -------------------------------------------------------------------------------------------
@@ -37,6 +37,9 @@ pub(super) struct Source {
     pending: String,
     /// Bytes of decoded content produced (the `content` string, or the text).
     content_len: usize,
+    /// Which of many concurrent streams this is: named in the path, or the text's first
+    /// words, so a stream that got another's bytes is told apart.
+    salt: Option<u32>,
 }
 
 fn json_str(s: &str) -> String {
@@ -50,7 +53,7 @@ fn escaped(s: &str) -> String {
 }
 
 impl Source {
-    fn new(call: Option<usize>, target: usize) -> Self {
+    pub(super) fn new(call: Option<usize>, target: usize) -> Self {
         Source {
             call,
             target,
@@ -59,7 +62,14 @@ impl Source {
             line: 0,
             pending: String::new(),
             content_len: 0,
+            salt: None,
         }
+    }
+
+    /// The same source for stream `salt` of many.
+    pub(super) fn salted(mut self, salt: Option<u32>) -> Self {
+        self.salt = salt;
+        self
     }
 
     fn suffix(&self) -> &'static str {
@@ -71,11 +81,19 @@ impl Source {
         let piece = match (self.stage, self.call) {
             (0, Some(k)) => {
                 self.stage = 1;
-                format!("{{\"path\":\"src/gen_{k}.rs\",\"content\":\"")
+                match self.salt {
+                    Some(salt) => {
+                        format!("{{\"path\":\"src/s{salt:08}/gen_{k}.rs\",\"content\":\"")
+                    }
+                    None => format!("{{\"path\":\"src/gen_{k}.rs\",\"content\":\""),
+                }
             }
             (0, None) => {
                 self.stage = 1;
-                return true;
+                let Some(salt) = self.salt else { return true };
+                let head = format!("stream {salt:08}: ");
+                self.content_len += head.len();
+                head
             }
             (1, _) => {
                 if self.produced + self.suffix().len() >= self.target {
@@ -99,7 +117,7 @@ impl Source {
     }
 
     /// The next at most `max` bytes (cut on a char boundary), or `None` at the end.
-    fn next_piece(&mut self, max: usize) -> Option<String> {
+    pub(super) fn next_piece(&mut self, max: usize) -> Option<String> {
         while self.pending.len() < max && self.generate() {}
         if self.pending.is_empty() {
             return None;
@@ -210,10 +228,11 @@ pub(super) fn sources(scenario: Scenario, size: usize) -> Vec<(Option<usize>, us
         Scenario::Text => vec![(None, size)],
         Scenario::OneCall => vec![(Some(0), size)],
         Scenario::ThreeCalls => (0..3).map(|k| (Some(k), size / 3)).collect(),
+        Scenario::Turn => vec![(None, TURN_TEXT), (Some(0), size)],
     }
 }
 
-fn anthropic(scenario: Scenario, size: usize) -> Vec<Part> {
+fn anthropic(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     let mut parts = vec![Part::Lit(sse(
         "message_start",
         r#"{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant","model":"claude-bench","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
@@ -248,7 +267,7 @@ fn anthropic(scenario: Scenario, size: usize) -> Vec<Part> {
                 )
             }),
         };
-        parts.push(Part::Deltas(Source::new(call, target), event));
+        parts.push(Part::Deltas(Source::new(call, target).salted(salt), event));
         parts.push(Part::Lit(sse(
             "content_block_stop",
             &format!(r#"{{"type":"content_block_stop","index":{index}}}"#),
@@ -269,7 +288,7 @@ fn completions_chunk(choice: &str) -> String {
     ))
 }
 
-fn completions(scenario: Scenario, size: usize) -> Vec<Part> {
+fn completions(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     let mut parts = vec![Part::Lit(completions_chunk(
         r#"{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}"#,
     ))];
@@ -293,7 +312,7 @@ fn completions(scenario: Scenario, size: usize) -> Vec<Part> {
                 })
             }
         };
-        parts.push(Part::Deltas(Source::new(call, target), event));
+        parts.push(Part::Deltas(Source::new(call, target).salted(salt), event));
     }
     let reason = if scenario == Scenario::Text { "stop" } else { "tool_calls" };
     parts.push(Part::Lit(completions_chunk(&format!(
@@ -312,7 +331,7 @@ fn mistral_chunk(choice: &str, tail: &str) -> String {
     ))
 }
 
-fn mistral(scenario: Scenario, size: usize) -> Vec<Part> {
+fn mistral(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     let mut parts = vec![Part::Lit(mistral_chunk(
         r#"{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}"#,
         "",
@@ -343,7 +362,7 @@ fn mistral(scenario: Scenario, size: usize) -> Vec<Part> {
                 })
             }
         };
-        parts.push(Part::Deltas(Source::new(call, target), event));
+        parts.push(Part::Deltas(Source::new(call, target).salted(salt), event));
     }
     let reason = if scenario == Scenario::Text { "stop" } else { "tool_calls" };
     parts.push(Part::Lit(mistral_chunk(
@@ -354,7 +373,7 @@ fn mistral(scenario: Scenario, size: usize) -> Vec<Part> {
     parts
 }
 
-fn responses(scenario: Scenario, size: usize) -> Vec<Part> {
+fn responses(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     let mut parts = vec![Part::Lit(sse(
         "response.created",
         r#"{"type":"response.created","response":{"id":"resp_bench","object":"response","created_at":1760000002,"status":"in_progress","model":"gpt-bench","output":[],"usage":null},"sequence_number":0}"#,
@@ -366,7 +385,7 @@ fn responses(scenario: Scenario, size: usize) -> Vec<Part> {
         // An event whose one string field holds the whole value: prefix, value, suffix.
         let whole = |parts: &mut Vec<Part>, name: &str, prefix: String, suffix: &str| {
             parts.push(Part::Lit(format!("event: {name}\ndata: {prefix}")));
-            parts.push(Part::Whole(Source::new(call, target), true));
+            parts.push(Part::Whole(Source::new(call, target).salted(salt), true));
             parts.push(Part::Lit(format!("{suffix}\n\n")));
         };
         match call {
@@ -386,7 +405,7 @@ fn responses(scenario: Scenario, size: usize) -> Vec<Part> {
                     ),
                 );
                 parts.push(Part::Deltas(
-                    Source::new(call, target),
+                    Source::new(call, target).salted(salt),
                     Box::new(move |d| {
                         sse("response.output_text.delta", &format!(r#"{{"type":"response.output_text.delta","item_id":"msg_bench","output_index":{index},"content_index":0,"delta":{}}}"#, json_str(d)))
                     }),
@@ -425,7 +444,7 @@ fn responses(scenario: Scenario, size: usize) -> Vec<Part> {
                     ),
                 );
                 parts.push(Part::Deltas(
-                    Source::new(call, target),
+                    Source::new(call, target).salted(salt),
                     Box::new(move |d| {
                         sse("response.function_call_arguments.delta", &format!(r#"{{"type":"response.function_call_arguments.delta","delta":{},"item_id":"fc_bench_{k}","output_index":{index}}}"#, json_str(d)))
                     }),
@@ -470,7 +489,7 @@ data: {"type":"response.completed","response":{"id":"resp_bench","object":"respo
             ),
         };
         parts.push(Part::Lit(head));
-        parts.push(Part::Whole(Source::new(call, target), true));
+        parts.push(Part::Whole(Source::new(call, target).salted(salt), true));
         parts.push(Part::Lit(tail.to_owned()));
     }
     parts.push(Part::Lit(
@@ -482,14 +501,14 @@ data: {"type":"response.completed","response":{"id":"resp_bench","object":"respo
     parts
 }
 
-fn google(scenario: Scenario, size: usize) -> Vec<Part> {
+fn google(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     const TAIL: &str =
         r#"],"role":"model"},"index":0}],"modelVersion":"gemini-bench","responseId":"bench"}"#;
     let mut parts = Vec::new();
     for (call, target) in sources(scenario, size) {
         match call {
             None => parts.push(Part::Deltas(
-                Source::new(call, target),
+                Source::new(call, target).salted(salt),
                 Box::new(|d| {
                     data(&format!(
                         r#"{{"candidates":[{{"content":{{"parts":[{{"text":{}}}{TAIL}"#,
@@ -502,7 +521,7 @@ fn google(scenario: Scenario, size: usize) -> Vec<Part> {
                 parts.push(Part::Lit(
                     r#"data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"write_file","args":"#.to_owned(),
                 ));
-                parts.push(Part::Whole(Source::new(call, target), false));
+                parts.push(Part::Whole(Source::new(call, target).salted(salt), false));
                 parts.push(Part::Lit(format!("}}}}{TAIL}\n\n")));
             }
         }
@@ -524,7 +543,7 @@ fn bedrock_frame(event: &str, payload: &str) -> Vec<u8> {
     llm_testkit::eventstream::encode_message(&headers, payload.as_bytes()).unwrap_or_default()
 }
 
-fn bedrock(scenario: Scenario, size: usize) -> Vec<Part> {
+fn bedrock(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     let mut parts = vec![Part::Bin(bedrock_frame("messageStart", r#"{"role":"assistant"}"#))];
     for (index, (call, target)) in sources(scenario, size).into_iter().enumerate() {
         if let Some(k) = call {
@@ -555,7 +574,7 @@ fn bedrock(scenario: Scenario, size: usize) -> Vec<Part> {
                 )
             }),
         };
-        parts.push(Part::Frames(Source::new(call, target), frame));
+        parts.push(Part::Frames(Source::new(call, target).salted(salt), frame));
         parts.push(Part::Bin(bedrock_frame(
             "contentBlockStop",
             &format!(r#"{{"contentBlockIndex":{index}}}"#),
@@ -577,21 +596,36 @@ pub(super) fn wire(
     size: usize,
     addr: SocketAddr,
 ) -> Result<(Body, Model)> {
+    wire_salted(provider, scenario, size, addr, None)
+}
+
+/// The body of `scenario` for stream `salt` of many (see [`Source::salted`]), and the model.
+pub(super) fn wire_salted(
+    provider: &str,
+    scenario: Scenario,
+    size: usize,
+    addr: SocketAddr,
+    salt: Option<u32>,
+) -> Result<(Body, Model)> {
     let (parts, api, id) = match provider {
         "anthropic" => {
-            (anthropic(scenario, size), llm_core::api::ANTHROPIC_MESSAGES, "claude-bench")
+            (anthropic(scenario, size, salt), llm_core::api::ANTHROPIC_MESSAGES, "claude-bench")
         }
         "openai-completions" => {
-            (completions(scenario, size), llm_core::api::OPENAI_COMPLETIONS, "gpt-bench")
+            (completions(scenario, size, salt), llm_core::api::OPENAI_COMPLETIONS, "gpt-bench")
         }
         "openai-responses" => {
-            (responses(scenario, size), llm_core::api::OPENAI_RESPONSES, "gpt-bench")
+            (responses(scenario, size, salt), llm_core::api::OPENAI_RESPONSES, "gpt-bench")
         }
-        "google" => (google(scenario, size), llm_core::api::GOOGLE_GENERATIVE_AI, "gemini-bench"),
+        "google" => {
+            (google(scenario, size, salt), llm_core::api::GOOGLE_GENERATIVE_AI, "gemini-bench")
+        }
         "mistral" => {
-            (mistral(scenario, size), llm_core::api::MISTRAL_CONVERSATIONS, "devstral-bench")
+            (mistral(scenario, size, salt), llm_core::api::MISTRAL_CONVERSATIONS, "devstral-bench")
         }
-        "bedrock" => (bedrock(scenario, size), llm_bedrock::API, "us.anthropic.claude-bench-v1:0"),
+        "bedrock" => {
+            (bedrock(scenario, size, salt), llm_bedrock::API, "us.anthropic.claude-bench-v1:0")
+        }
         other => return Err(Error::Msg(format!("no bench wire format for provider `{other}`"))),
     };
     let content_type = if provider == "bedrock" {

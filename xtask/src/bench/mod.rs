@@ -21,6 +21,7 @@
 //! (or text) bytes as sent: the arguments' JSON text.
 
 mod case;
+pub mod concurrent;
 mod content;
 mod server;
 
@@ -45,6 +46,8 @@ const PIECE: usize = 64 * 1024;
 const MAX_EVENT_BYTES: usize = 64 * MIB;
 /// How long the server waits for the client to connect, send or read.
 const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Text bytes before the call in a `Scenario::Turn`.
+const TURN_TEXT: usize = 600;
 
 /// What a case streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,9 @@ pub enum Scenario {
     OneCall,
     /// Three `write_file` calls, a third of the bytes each.
     ThreeCalls,
+    /// A model turn as agents see it: text of `TURN_TEXT` bytes, then one `write_file`
+    /// call (the concurrent bench's stream; not in `ALL`).
+    Turn,
 }
 
 impl Scenario {
@@ -65,6 +71,7 @@ impl Scenario {
             Scenario::Text => "text",
             Scenario::OneCall => "one-call",
             Scenario::ThreeCalls => "three-calls",
+            Scenario::Turn => "turn",
         }
     }
 
