@@ -35,6 +35,9 @@ commands:
       N paced small streams at once per provider (transport floor, streams, two-turn
       agent runs, peers through PATH): CPU per stream and event, time to first
       delta, RSS per stream, fds and tasks afterwards
+  bench --structured [--sizes 1,4,16] [--reps N]
+      a structured answer streamed in 100-byte fragments through StructuredStream, the
+      partial object read after every fragment: ms per MiB against the serde_json floor
   new-provider NAME [--root DIR]
       scaffold crates/llm-NAME, examples/NAME and fixtures/NAME/ (every scenario
       a declared skip);
@@ -134,8 +137,14 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "bench" => {
+            let structured = rest.iter().any(|a| a == "--structured");
             let concurrent = rest.iter().any(|a| a == "--concurrent");
-            let options = if concurrent { None } else { Some(xtask::bench::Options::parse(rest)?) };
+            // Checked before the release build runs.
+            let options = if structured || concurrent {
+                None
+            } else {
+                Some(xtask::bench::Options::parse(rest)?)
+            };
             let concurrent = if concurrent {
                 Some(xtask::bench::concurrent::Options::parse(rest)?)
             } else {
@@ -157,7 +166,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
                 (None, Some(concurrent)) => {
                     print!("{}", xtask::bench::concurrent::run(&concurrent)?);
                 }
-                (None, None) => {}
+                (None, None) => print!("{}", xtask::structured_bench::run(rest)?),
             }
             Ok(ExitCode::SUCCESS)
         }

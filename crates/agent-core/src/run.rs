@@ -1,4 +1,14 @@
 //! The in-process driver of the agent loop: [`Agent`] and [`AgentRun`] over an [`AgentMachine`].
+//!
+//! [`AgentRun`] is a `Stream` of [`AgentEvent`]s that runs the machine as it is polled.
+//! Hooks run on the polling task, contained: a panic, or a hang past `abort_grace` after an
+//! abort, becomes an answer. Each tool call runs on its own tokio task (tools declared
+//! blocking on the blocking pool), started when the run first polls the call. The run goes
+//! on only while its consumer has no event to read, so it is never a turn ahead of it.
+//! Steering and follow-up queues are handed to the machine before each decision.
+//! A tool's progress goes straight to the event queue; its sink is closed before the call's
+//! result reaches the machine, so no update follows a call's end. The stored transcript is
+//! lent to each request, not copied, so a turn costs O(new messages).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -11,11 +21,14 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
+use llm_core::output::StructuredOutcome;
 use llm_core::validation::ValidatorCache;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, AssistantStream, CancellationToken, Context, Message,
     Model, Provider, StopReason, StreamOptions, now_millis,
 };
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{AgentContext, MessageQueue, QueueMode};
@@ -25,6 +38,7 @@ use crate::machine::{
     AgentMachine, Answer, Approval, CallRef, Command, Input, MachineSettings, Output,
     RequestFailure, TurnChange,
 };
+use crate::output::{AgentOutput, TypedRun};
 use crate::queue::EventQueue;
 use crate::tool::{ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
@@ -62,6 +76,8 @@ pub struct AgentConfig {
     /// what they return in time stands. Needs a tokio runtime with timers
     /// (without one the grace is zero).
     pub abort_grace: Duration,
+    /// The schema every run's final answer must match (`None`: a free answer).
+    pub output: Option<AgentOutput>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -90,6 +106,7 @@ impl AgentConfig {
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             abort_grace: DEFAULT_ABORT_GRACE,
+            output: None,
         }
     }
 }
@@ -141,22 +158,70 @@ pub enum AgentError {
 }
 
 /// The result of a finished run.
-#[derive(Debug, Clone, serde::Serialize)]
+///
+/// The transcript is held once, in `context`: [`AgentOutcome::messages`] is the
+/// part of it this run added (a program keeping many outcomes keeps each
+/// message once).
+#[derive(Debug, Clone)]
 pub struct AgentOutcome {
-    /// Messages this run added, in order.
-    pub messages: Vec<Message>,
     /// The context at the end (transcript and tools, deferred tools included).
     pub context: AgentContext,
     /// Why it ended.
     pub reason: EndReason,
     /// What failed, when `reason` is [`EndReason::Failed`].
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<AgentError>,
     /// Steering and follow-up messages still queued when the run ended (by the
     /// turn limit, a stop hook, an abort, ...), in the order they would have
     /// been sent: hand them to the next run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queued: Vec<Message>,
+    /// The structured answer, when the run asked for one ([`AgentConfig::output`]).
+    pub output: Option<StructuredOutcome>,
+    /// Where this run's messages start in `context.messages`.
+    first_new: usize,
+}
+
+impl AgentOutcome {
+    /// Messages this run added, in order: the end of `context.messages`.
+    pub fn messages(&self) -> &[Message] {
+        self.context.messages.get(self.first_new..).unwrap_or_default()
+    }
+
+    /// The outcome of a run that ended before the machine could say more
+    /// (`first_new`: where this run's messages start in the context's).
+    fn failed(
+        context: AgentContext,
+        first_new: usize,
+        reason: EndReason,
+        error: Option<AgentError>,
+    ) -> Self {
+        AgentOutcome { context, reason, error, queued: Vec::new(), output: None, first_new }
+    }
+}
+
+/// Serialized as before the transcript was held once: `messages` (this run's)
+/// beside `context`.
+impl serde::Serialize for AgentOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let fields = 3
+            + usize::from(self.error.is_some())
+            + usize::from(!self.queued.is_empty())
+            + usize::from(self.output.is_some());
+        let mut st = s.serialize_struct("AgentOutcome", fields)?;
+        st.serialize_field("messages", self.messages())?;
+        st.serialize_field("context", &self.context)?;
+        st.serialize_field("reason", &self.reason)?;
+        if let Some(error) = &self.error {
+            st.serialize_field("error", error)?;
+        }
+        if !self.queued.is_empty() {
+            st.serialize_field("queued", &self.queued)?;
+        }
+        if let Some(output) = &self.output {
+            st.serialize_field("output", output)?;
+        }
+        st.end()
+    }
 }
 
 /// [`AgentError`] as stored: hook names are read back as the names the loop uses.
@@ -216,13 +281,42 @@ impl Agent {
     /// Starts a run that adds `prompts` to `context`. A context with duplicate
     /// tool names ends the run before any request ([`AgentError::DuplicateToolName`]).
     pub fn run(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
-        let machine = AgentMachine::new(
+        self.run_with_output(context, prompts, self.config.output.clone())
+    }
+
+    /// Starts a run whose final answer must match `output` (in place of
+    /// [`AgentConfig::output`]); the answer is [`AgentOutcome::output`].
+    pub fn run_with_output(
+        &self,
+        context: AgentContext,
+        prompts: Vec<Message>,
+        output: Option<AgentOutput>,
+    ) -> AgentRun {
+        let mut machine = AgentMachine::new(
             self.settings(),
             context,
             self.model.clone(),
             self.validators.clone(),
         );
+        if let Some(output) = output {
+            machine = machine.with_output(output);
+        }
         self.drive(machine, Some(prompts))
+    }
+
+    /// Starts a run whose final answer is a `T` ([`AgentOutput::for_type`], asked on a
+    /// final turn, or on every turn when [`AgentConfig::output`] says so).
+    pub fn run_typed<T: JsonSchema + DeserializeOwned>(
+        &self,
+        context: AgentContext,
+        prompts: Vec<Message>,
+    ) -> TypedRun<T> {
+        let mut output = AgentOutput::for_type::<T>();
+        if let Some(configured) = &self.config.output {
+            output.turn = configured.turn;
+            output.retries = configured.retries;
+        }
+        TypedRun::new(self.run_with_output(context, prompts, Some(output)))
     }
 
     /// Continues a transcript whose last message is a user message or tool result.
@@ -276,6 +370,7 @@ impl Agent {
             events: EventQueue::default(),
             out: Vec::new(),
             tasks: FuturesUnordered::new(),
+            fresh_tasks: false,
             response: None,
             options: None,
             cancelled: None,
@@ -336,9 +431,6 @@ impl Approvals {
     }
 }
 
-/// How many events a run produces ahead of its consumer before it waits for it.
-const EVENTS_AHEAD: usize = 256;
-
 /// What an in-flight effect of the driver finished with.
 #[allow(
     clippy::large_enum_variant,
@@ -374,6 +466,9 @@ pub struct AgentRun {
     /// What the machine answered the input being handled.
     out: Vec<Output>,
     tasks: FuturesUnordered<BoxFuture<'static, Completion>>,
+    /// Effects pushed since `tasks` was last polled: they start (a tool's task
+    /// is spawned) before the consumer reads the events that announce them.
+    fresh_tasks: bool,
     response: Option<Box<Response>>,
     /// Request options from `prepare_next_turn`; until then the config's.
     options: Option<Box<StreamOptions>>,
@@ -437,13 +532,7 @@ impl AgentRun {
         while self.next().await.is_some() {}
         match self.outcome.take() {
             Some(o) => *o,
-            None => AgentOutcome {
-                messages: Vec::new(),
-                context: AgentContext::default(),
-                reason: EndReason::Aborted,
-                error: None,
-                queued: Vec::new(),
-            },
+            None => AgentOutcome::failed(AgentContext::default(), 0, EndReason::Aborted, None),
         }
     }
 
@@ -487,7 +576,8 @@ impl AgentRun {
                     Output::Finished => self.end(),
                 }
             }
-            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the run's life.
+            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the
+            // run's life, and a small buffer only until the run waits (`poll_next`).
             if out.capacity() <= 4 {
                 self.out = out;
             }
@@ -499,13 +589,15 @@ impl AgentRun {
         let mut queued = machine.take_queued();
         queued.extend(self.steering.drain());
         queued.extend(self.follow_up.drain());
-        let messages = machine.new_messages().to_vec();
+        let first_new = first_new(&machine);
         let reason = machine.reason().unwrap_or(EndReason::Failed);
         let error = machine.error().cloned();
+        let output = machine.output_outcome();
         let mut context = machine.into_context();
         // The outcome may be kept long after the run (until it is joined): not with the room it grew into.
         context.messages.shrink_to_fit();
-        self.outcome = Some(Box::new(AgentOutcome { messages, context, reason, error, queued }));
+        self.outcome =
+            Some(Box::new(AgentOutcome { context, reason, error, queued, output, first_new }));
         self.response = None;
         self.tasks = FuturesUnordered::new();
     }
@@ -521,7 +613,7 @@ impl AgentRun {
             Command::PrepareTurn => {
                 let model = machine.model().clone();
                 let turn = machine.turns();
-                let start = machine.context().messages.len() - machine.new_messages().len();
+                let start = first_new(machine);
                 return self.spawn_answer(async move {
                     let info = TurnInfo {
                         turn,
@@ -632,6 +724,7 @@ impl AgentRun {
                     arguments: args,
                     cancel: cancel.child(),
                     progress: sink.0.clone(),
+                    idempotency_key: None,
                 };
                 let (executor, blocking) = (agent_tool.executor.clone(), agent_tool.blocking);
                 drop(context);
@@ -692,6 +785,7 @@ impl AgentRun {
 
     fn spawn(&mut self, effect: impl Future<Output = Completion> + Send + 'static) {
         self.tasks.push(Box::pin(effect));
+        self.fresh_tasks = true;
     }
 
     /// A hook's effect: most hooks answer at once, so it is polled once here and
@@ -706,12 +800,14 @@ impl AgentRun {
             // The effect set polls it again with the run's waker.
             Poll::Pending => {
                 self.tasks.push(effect);
+                self.fresh_tasks = true;
                 None
             }
             Poll::Ready(Completion::Input(input)) => Some(input),
             Poll::Ready(Completion::TurnPrepared(answer)) => Some(self.turn_prepared(answer)),
             Poll::Ready(other) => {
                 self.tasks.push(Box::pin(std::future::ready(other)));
+                self.fresh_tasks = true;
                 None
             }
         }
@@ -758,6 +854,7 @@ impl AgentRun {
         if let Some(key) = key {
             options.api_key = Some(key);
         }
+        machine.output_options(&mut options);
         // The stored transcript is lent to the request and taken back, so a turn
         // costs no copy of it (unless `transform_context` rewrote it).
         let lent = transformed.is_none();
@@ -853,8 +950,7 @@ impl AgentRun {
             self.step(input);
             return true;
         }
-        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
-            self.completed(completion);
+        if self.poll_tasks(cx) {
             return true;
         }
         if !self.told_abort {
@@ -872,22 +968,45 @@ impl AgentRun {
         false
     }
 
+    /// Polls the effects in flight; `true` when one finished (and went to the machine).
+    fn poll_tasks(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        self.fresh_tasks = false;
+        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
+            self.completed(completion);
+            // Effects it did not reach in this poll have not started yet.
+            self.fresh_tasks = true;
+            return true;
+        }
+        false
+    }
+
     /// The run's end after a bug in the driver or the machine.
     fn internal_error(&mut self, panic: Box<dyn std::any::Any + Send>) {
         let error = AgentError::Internal { message: panic_text(panic) };
         tracing::error!(%error, "agent loop panicked");
-        self.machine = None;
+        // The transcript so far stays the caller's: a bug in the loop must not lose stored turns.
+        let (context, first_new) = match self.machine.take() {
+            Some(machine) => {
+                let first_new = first_new(&machine);
+                (machine.into_context(), first_new)
+            }
+            None => (AgentContext::default(), 0),
+        };
         self.response = None;
         self.tasks = FuturesUnordered::new();
         self.events.send(AgentEvent::AgentEnd { messages: Vec::new(), reason: EndReason::Failed });
-        self.outcome = Some(Box::new(AgentOutcome {
-            messages: Vec::new(),
-            context: AgentContext::default(),
-            reason: EndReason::Failed,
-            error: Some(error),
-            queued: Vec::new(),
-        }));
+        self.outcome = Some(Box::new(AgentOutcome::failed(
+            context,
+            first_new,
+            EndReason::Failed,
+            Some(error),
+        )));
     }
+}
+
+/// Where the machine's run started in its transcript.
+fn first_new(machine: &AgentMachine) -> usize {
+    machine.context().messages.len().saturating_sub(machine.new_messages().len())
 }
 
 /// What a hook is told about a call of the transcript.
@@ -909,13 +1028,20 @@ impl Stream for AgentRun {
         if this.ended {
             return Poll::Ready(None);
         }
-        // The run goes on as far as it can without waiting, as long as its
-        // consumer is not too far behind.
-        while (this.machine.is_some() || this.prompts.is_some()) && this.events.len() < EVENTS_AHEAD
-        {
+        // The run goes on only while its consumer has nothing to read: a turn's
+        // events (each end event with a copy of its message) are not produced
+        // ahead of a consumer that is behind, which is most of them when many
+        // runs share a few threads.
+        while this.machine.is_some() || this.prompts.is_some() {
+            let behind = this.events.len() != 0;
+            if behind && !this.fresh_tasks {
+                break;
+            }
             // Every callback is contained where it is called; this is the last
             // line of defence against a bug in the loop itself.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| this.drive(cx))) {
+            let step =
+                AssertUnwindSafe(|| if behind { this.poll_tasks(cx) } else { this.drive(cx) });
+            match std::panic::catch_unwind(step) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(panic) => this.internal_error(panic),
@@ -924,7 +1050,11 @@ impl Stream for AgentRun {
         let next = match this.events.poll_recv(cx) {
             Poll::Ready(event) => Some(event),
             Poll::Pending if this.machine.is_none() && this.prompts.is_none() => None,
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => {
+                // A run waits for most of its life: not with room for a burst of outputs.
+                this.out = Vec::new();
+                return Poll::Pending;
+            }
         };
         if next.as_ref().is_none_or(|e| matches!(e, AgentEvent::AgentEnd { .. })) {
             this.ended = true;

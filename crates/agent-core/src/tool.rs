@@ -138,6 +138,11 @@ pub struct ToolInvocation {
     pub cancel: CancellationToken,
     /// Progress updates.
     pub progress: ProgressSink,
+    /// Set by a durable driver: the same for every retry of this call's step and
+    /// unique to this request of the session (a provider may reuse call ids across
+    /// turns), so a tool sends it to outside systems to apply its effect once.
+    /// `None` in process, where a call runs once.
+    pub idempotency_key: Option<String>,
 }
 
 /// Runs a tool.

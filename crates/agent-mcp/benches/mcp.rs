@@ -51,6 +51,7 @@ fn bench(c: &mut Criterion) {
                         arguments: json!({"text": "ping"}),
                         cancel: CancellationToken::new(),
                         progress: ProgressSink::disconnected(),
+                        idempotency_key: None,
                     })
                     .await
                     .unwrap();

@@ -23,6 +23,11 @@
 //! See `docs/mcp.md`.
 #![warn(missing_docs)]
 
+/// The `_meta` key under which a `tools/call` carries the call's idempotency
+/// key (`ToolInvocation::idempotency_key`, set by a durable run): the same on
+/// every retry of the call, so a server can apply its effect once.
+pub const IDEMPOTENCY_KEY_META: &str = "io.clawcall/idempotencyKey";
+
 mod config;
 mod content;
 mod error;

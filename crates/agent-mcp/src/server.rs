@@ -780,6 +780,13 @@ impl Server {
         };
         let mut params = CallToolRequestParams::new(tool_name.to_owned());
         params.arguments = arguments;
+        if let Some(key) = &invocation.idempotency_key {
+            // A durable run's key, the same on every retry of the call's step:
+            // a server applies a call's effect once per key.
+            let mut meta = serde_json::Map::new();
+            meta.insert(crate::IDEMPOTENCY_KEY_META.to_owned(), Value::String(key.clone()));
+            params.meta = Some(rmcp::model::RequestMetaObject::from(meta));
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         // The timeout restarts at every progress notification: a slow tool that
         // reports progress is not a hung one (the deadline below still holds).

@@ -108,6 +108,8 @@ tokio::task_local! {
 /// session id and the tool call id, stable across replays and retries of the
 /// step. Tools that talk to outside systems send it along (e.g. as an
 /// `Idempotency-Key` header) so a retried step does not repeat the outside effect.
+/// [`crate::journaled_tool`] also puts the key in `ToolInvocation::idempotency_key`,
+/// where the durable session puts its keys too; a tool should read it there.
 pub fn current_idempotency_key() -> Option<String> {
     IDEMPOTENCY_KEY.try_with(Clone::clone).ok()
 }

@@ -4,20 +4,27 @@
 //! request or a tool execution, as a named step; a replayed run gets the recorded
 //! results instead of repeating them. [`JournaledProvider`] and [`journaled_tool`]
 //! route agent-core's effects through a journal without changing the loop;
-//! [`PassThrough`] is the in-process journal and [`AgentSession`] the Restate one:
-//! a virtual object keyed by session id whose handler journals every step with
-//! `ctx.run`. See `docs/scaling.md`.
+//! [`PassThrough`] is the in-process journal.
+//!
+//! [`AgentSession`] is the durable session: a Restate virtual object keyed by
+//! session id whose `message` handler drives agent-core's `AgentMachine`,
+//! every command a journaled `ctx.run` step (model request, hook answer, tool
+//! call) or a deterministic transition. See `docs/scaling.md`.
 #![warn(missing_docs)]
 
+mod driver;
 mod journal;
 mod session;
 mod wrap;
 
+pub use driver::{StepLimits, call_key};
 pub use journal::{
     Effect, Journal, PassThrough, StepError, current_idempotency_key, idempotency_key, step,
 };
 pub use session::{
-    AgentSession, RestateJournal, SessionInbox, SessionParts, SessionSetup, TRANSCRIPT_KEY,
-    TurnReply,
+    AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENTS_KEPT,
+    EventPage, INBOX_LIMIT, SessionApprovals, SessionEvents, SessionInbox, SessionParts,
+    SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply,
+    decode_legacy_transcript,
 };
 pub use wrap::{JournaledProvider, journaled_tool};

@@ -1,37 +1,74 @@
-//! The agent session as a Restate virtual object, and the Restate journal.
+//! The agent session as a Restate virtual object, its inbox and its approvals.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agent_core::{
-    AfterToolCall, Agent, AgentConfig, AgentContext, AgentHooks, AgentTool, BeforeToolCall,
-    CallInfo, ExecutionMode, MessageQueue, ToolError, ToolOutput,
+    AgentConfig, AgentContext, AgentMachine, AgentTool, Approval, Input, MachineSettings,
 };
-use futures_util::future::{BoxFuture, Either};
-use llm_core::{AssistantContent, CancellationToken, Message, ToolResultMessage};
+use llm_core::validation::ValidatorCache;
+use llm_core::{AssistantContent, Message, now_millis};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
 
-use crate::journal::{Effect, Journal, StepError};
-use crate::wrap::{JournaledProvider, journaled_tool};
+use crate::driver::{Driver, StepLimits};
 
-/// State key of a session's transcript.
+/// State key of a transcript stored by the previous version: the whole
+/// transcript as one value. Still read; the next turn moves it to the
+/// incremental layout.
 pub const TRANSCRIPT_KEY: &str = "transcript";
-/// State key of a session inbox's queued steering messages.
-const INBOX_KEY: &str = "queued";
+/// State key of the transcript's envelope ([`TranscriptEnvelope`]); message
+/// `i` is stored under `msg.<i>`.
+pub const ENVELOPE_KEY: &str = "transcript.envelope";
+/// The layout version of a stored transcript this build writes.
+pub const TRANSCRIPT_VERSION: u32 = 2;
+
+/// How a session's transcript is stored: the messages one state entry each
+/// (a turn writes only its new messages), and this envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptEnvelope {
+    /// The layout version ([`TRANSCRIPT_VERSION`]); a newer one is refused, not misread.
+    pub version: u32,
+    /// How many messages are stored.
+    pub count: usize,
+    /// Their total size in bytes (JSON).
+    pub bytes: u64,
+}
 
 /// What an application supplies per session: the agent configuration (model,
 /// provider, hooks, limits), the system prompt and the tools.
-/// The session wraps the provider and the tools so that their effects are journaled.
 #[derive(Debug, Clone)]
 pub struct SessionParts {
-    /// The agent configuration; `tool_execution` is forced to sequential (see [`AgentSession`]).
+    /// The agent configuration: the model, provider, request options, hooks,
+    /// tool execution mode, concurrency and turn limits.
     pub config: AgentConfig,
     /// The system prompt.
     pub system_prompt: Option<String>,
-    /// The tools.
+    /// The session's tools. A tool a hook hands out (`prepare_next_turn`,
+    /// `resolve_deferred_tool`) is journaled as its definition; after a restart
+    /// its executor is found here by name.
     pub tools: Vec<AgentTool>,
+    /// Step bounds and the model request's durable retry policy.
+    pub limits: StepLimits,
+    /// The most a session's stored transcript may hold (bytes of JSON); a
+    /// `message` to a session over it fails at once with a clear error.
+    pub transcript_budget: u64,
+}
+
+/// The default [`SessionParts::transcript_budget`]: 64 MiB.
+pub const DEFAULT_TRANSCRIPT_BUDGET: u64 = 64 << 20;
+
+impl SessionParts {
+    /// Parts with the default limits and budget.
+    pub fn new(config: AgentConfig, system_prompt: Option<String>, tools: Vec<AgentTool>) -> Self {
+        SessionParts {
+            config,
+            system_prompt,
+            tools,
+            limits: StepLimits::default(),
+            transcript_budget: DEFAULT_TRANSCRIPT_BUDGET,
+        }
+    }
 }
 
 /// Builds the [`SessionParts`] for a session id (called once per handler invocation).
@@ -60,200 +97,50 @@ pub struct TurnReply {
     pub added: usize,
 }
 
-/// A request from the agent run to the handler that owns the Restate context.
-enum Request {
-    Step { name: String, effect: Effect, reply: oneshot::Sender<Result<Value, StepError>> },
-    TakeSteering { reply: oneshot::Sender<Vec<String>> },
+/// A person's answer to an approval request, by call id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The id of the call waiting.
+    pub call_id: String,
+    /// `Some`: deny, with this reason ("" for none); `None`: approve.
+    #[serde(default)]
+    pub deny: Option<String>,
 }
 
-/// The [`Journal`] of a run inside a Restate handler: each step becomes a
-/// `ctx.run` performed by the handler (the only owner of the context), one at a time.
-#[derive(Clone)]
-pub struct RestateJournal {
-    tx: mpsc::UnboundedSender<Request>,
-}
-
-impl std::fmt::Debug for RestateJournal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RestateJournal").finish_non_exhaustive()
+/// A fingerprint of what a replay depends on: the tools (names and schemas),
+/// the model and the system prompt. Recorded as a run's first step; a retry on
+/// a build with another setup fails with a clear error instead of a journal mismatch.
+fn setup_fingerprint(parts: &SessionParts) -> String {
+    let tools: Vec<(&str, &serde_json::Value)> =
+        parts.tools.iter().map(|t| (t.tool.name.as_str(), &t.tool.parameters)).collect();
+    let described = serde_json::json!({
+        "tools": tools,
+        "model": [&parts.config.model.api, &parts.config.model.provider, &parts.config.model.id],
+        "system": &parts.system_prompt,
+        "settings": [format!("{:?}", parts.config.tool_execution), format!("{:?}", parts.config.max_concurrency), format!("{:?}", parts.config.max_turns)],
+    });
+    // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in described.to_string().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-}
-
-impl Journal for RestateJournal {
-    fn step(&self, name: String, effect: Effect) -> BoxFuture<'static, Result<Value, StepError>> {
-        let (reply, rx) = oneshot::channel();
-        let sent = self.tx.send(Request::Step { name: name.clone(), effect, reply });
-        Box::pin(async move {
-            if sent.is_err() {
-                return Err(StepError::Failed {
-                    step: name,
-                    message: "the handler has ended".into(),
-                });
-            }
-            rx.await.unwrap_or_else(|_| {
-                Err(StepError::Failed { step: name, message: "the handler has ended".into() })
-            })
-        })
-    }
-}
-
-impl RestateJournal {
-    /// Steering messages sent to the session since the last call (a journaled call to
-    /// its [`SessionInbox`]).
-    async fn take_steering(&self) -> Vec<String> {
-        let (reply, rx) = oneshot::channel();
-        if self.tx.send(Request::TakeSteering { reply }).is_err() {
-            return Vec::new();
-        }
-        rx.await.unwrap_or_default()
-    }
-}
-
-/// Runs `run` to its end while serving its journal requests with `ctx`, one at a time
-/// in the order they arrive (the run issues them in a deterministic order).
-/// Returns the run's output and whether Restate cancelled the invocation; on cancel,
-/// `cancel` is cancelled and every later step answers [`StepError::Cancelled`].
-async fn serve_run<T>(
-    ctx: &ObjectContext<'_>,
-    run: impl Future<Output = T>,
-    mut requests: mpsc::UnboundedReceiver<Request>,
-    cancel: &CancellationToken,
-) -> Result<(T, bool), TerminalError> {
-    let mut run = std::pin::pin!(run);
-    let mut cancelled = false;
-    loop {
-        let next = std::pin::pin!(requests.recv());
-        let request = match futures_util::future::select(run.as_mut(), next).await {
-            Either::Left((output, _)) => return Ok((output, cancelled)),
-            Either::Right((Some(request), _)) => request,
-            Either::Right((None, _)) => return Ok((run.await, cancelled)),
-        };
-        match request {
-            Request::Step { name, effect, reply } => {
-                if cancelled {
-                    let _ = reply.send(Err(StepError::Cancelled { step: name }));
-                    continue;
-                }
-                let result = ctx
-                    .run(
-                        move || async move { effect().await.map(Json).map_err(HandlerError::from) },
-                    )
-                    .name(name.clone())
-                    .await;
-                let answer = match result {
-                    Ok(Json(value)) => Ok(value),
-                    Err(e) if e.code() == 409 => {
-                        cancelled = true;
-                        cancel.cancel();
-                        Err(StepError::Cancelled { step: name })
-                    }
-                    Err(e) => {
-                        Err(StepError::Failed { step: name, message: e.message().to_owned() })
-                    }
-                };
-                let _ = reply.send(answer);
-            }
-            Request::TakeSteering { reply } => {
-                let taken = if cancelled { Vec::new() } else { take_inbox(ctx).await? };
-                let _ = reply.send(taken);
-            }
-        }
-    }
-}
-
-async fn take_inbox(ctx: &ObjectContext<'_>) -> Result<Vec<String>, TerminalError> {
-    let Json(taken) = ctx.object_client::<SessionInboxClient>(ctx.key()).take().call().await?;
-    Ok(taken)
-}
-
-/// Hooks that deliver steering messages at the next turn: after each tool call
-/// they fetch the session's inbox into the run's steering queue (agent-core takes
-/// that queue after the batch, before the next request). Other hooks delegate.
-struct SteeringHooks {
-    inner: Arc<dyn AgentHooks>,
-    journal: RestateJournal,
-    /// The run's own steering queue (agent-core gives each run its own), set once the
-    /// run exists; the hooks are built before it.
-    steering: Arc<std::sync::OnceLock<MessageQueue>>,
-}
-
-impl AgentHooks for SteeringHooks {
-    fn resolve_deferred_tool<'a>(
-        &'a self,
-        info: CallInfo<'a>,
-    ) -> BoxFuture<'a, Result<Option<AgentTool>, ToolError>> {
-        self.inner.resolve_deferred_tool(info)
-    }
-
-    fn before_tool_call<'a>(
-        &'a self,
-        info: CallInfo<'a>,
-        args: &'a Value,
-    ) -> BoxFuture<'a, BeforeToolCall> {
-        self.inner.before_tool_call(info, args)
-    }
-
-    fn after_tool_call<'a>(
-        &'a self,
-        info: CallInfo<'a>,
-        result: &'a ToolOutput,
-        is_error: bool,
-    ) -> BoxFuture<'a, Option<AfterToolCall>> {
-        Box::pin(async move {
-            let over = self.inner.after_tool_call(info, result, is_error).await;
-            let taken = self.journal.take_steering().await;
-            if let Some(steering) = self.steering.get() {
-                for text in taken {
-                    steering.push(Message::user(text));
-                }
-            }
-            over
-        })
-    }
-
-    fn should_stop_after_turn(
-        &self,
-        message: &llm_core::AssistantMessage,
-        results: &[ToolResultMessage],
-    ) -> bool {
-        self.inner.should_stop_after_turn(message, results)
-    }
-
-    fn prepare_next_turn<'a>(
-        &'a self,
-        info: agent_core::TurnInfo<'a>,
-    ) -> BoxFuture<'a, Option<agent_core::TurnUpdate>> {
-        self.inner.prepare_next_turn(info)
-    }
-
-    fn transform_context<'a>(
-        &'a self,
-        messages: &'a [Message],
-    ) -> BoxFuture<'a, Option<Vec<Message>>> {
-        self.inner.transform_context(messages)
-    }
-
-    fn api_key<'a>(
-        &'a self,
-        provider: &'a str,
-    ) -> BoxFuture<'a, Result<Option<llm_core::ApiKey>, ToolError>> {
-        self.inner.api_key(provider)
-    }
+    format!("{hash:016x}")
 }
 
 /// An agent session as a Restate virtual object keyed by session id.
 ///
-/// * `message` (exclusive): appends a user message and runs the agent loop; every
-///   model request and tool execution is a journaled `ctx.run` step, the transcript
-///   is the object's state. Tool calls run sequentially, because Restate replays
-///   steps by position and concurrent steps would journal in a nondeterministic order.
+/// * `message` (exclusive): appends a user message and runs the agent loop:
+///   every model request, hook answer and tool call is a journaled step (see
+///   the driver); the transcript is the object's state, stored incrementally.
 /// * `steer` (shared): queues a steering message; a running `message` delivers it
 ///   at the next turn, otherwise the next `message` does.
+/// * `approve` / `deny` (shared): answer a call waiting for approval, by call id.
 /// * `transcript` (shared): the stored transcript.
 ///
-/// Cancelling a `message` invocation (Restate's cancel) aborts the run at the next
-/// step: pending calls get aborted results, the transcript is stored, and the
-/// invocation fails with code 409.
+/// Cancelling a `message` invocation (Restate's cancel) aborts the run once the
+/// step in flight ended (its result is kept): pending calls get aborted results,
+/// the transcript is stored, and the invocation fails with code 409.
 pub struct AgentSession {
     setup: Arc<dyn SessionSetup>,
 }
@@ -263,6 +150,68 @@ impl AgentSession {
     pub fn new(setup: impl SessionSetup) -> Self {
         AgentSession { setup: Arc::new(setup) }
     }
+}
+
+/// Reads a session's transcript: the incremental layout, or a transcript
+/// stored whole by the previous version. A macro, not a generic function: the
+/// handler futures must be `Send` for every context lifetime, which a function
+/// generic over the context trait does not show the compiler.
+macro_rules! load_transcript {
+    ($ctx:expr) => {
+        async {
+            let ctx = $ctx;
+            if let Some(Json(envelope)) = ctx.get::<Json<TranscriptEnvelope>>(ENVELOPE_KEY).await? {
+                let envelope: TranscriptEnvelope = envelope;
+                if envelope.version > TRANSCRIPT_VERSION {
+                    return Err::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>(
+                        TerminalError::new(format!(
+                            "the session's transcript was stored in layout {} by a newer build; this build reads up to {TRANSCRIPT_VERSION}",
+                            envelope.version
+                        ))
+                        .into(),
+                    );
+                }
+                let mut messages = Vec::with_capacity(envelope.count);
+                for i in 0..envelope.count {
+                    match ctx.get::<Json<Message>>(message_key(i)).await? {
+                        Some(Json(m)) => messages.push(m),
+                        None => {
+                            return Err(TerminalError::new(format!(
+                                "the session's transcript lacks message {i} of {}",
+                                envelope.count
+                            ))
+                            .into());
+                        }
+                    }
+                }
+                return Ok((messages, envelope, false));
+            }
+            let legacy: Vec<Message> =
+                ctx.get::<Json<Vec<Message>>>(TRANSCRIPT_KEY).await?.map(|j| j.0).unwrap_or_default();
+            let envelope = TranscriptEnvelope { version: TRANSCRIPT_VERSION, count: 0, bytes: 0 };
+            let legacy_found = !legacy.is_empty();
+            Ok((legacy, envelope, legacy_found))
+        }
+    };
+}
+
+/// The state key of message `i`. Restate's `get` wants a key that lives as
+/// long as the context, so keys are made once per process and kept: the table
+/// grows to the longest transcript this process has read (a few bytes a message).
+fn message_key(i: usize) -> &'static str {
+    static KEYS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut keys = KEYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    while keys.len() <= i {
+        let key = format!("msg.{}", keys.len());
+        keys.push(Box::leak(key.into_boxed_str()));
+    }
+    keys.get(i).copied().unwrap_or_default()
+}
+
+/// Decodes a transcript stored whole by the previous version (the value of
+/// [`TRANSCRIPT_KEY`]).
+pub fn decode_legacy_transcript(bytes: &[u8]) -> Result<Vec<Message>, serde_json::Error> {
+    serde_json::from_slice(bytes)
 }
 
 #[restate_sdk::object]
@@ -275,48 +224,98 @@ impl AgentSession {
         text: Json<String>,
     ) -> Result<Json<TurnReply>, HandlerError> {
         let session_id = ctx.key().to_owned();
-        let transcript: Vec<Message> =
-            ctx.get::<Json<Vec<Message>>>(TRANSCRIPT_KEY).await?.map(|j| j.0).unwrap_or_default();
-        let queued = take_inbox(&ctx).await?;
-
-        let (tx, rx) = mpsc::unbounded_channel();
-        let journal = RestateJournal { tx };
-        let shared: Arc<dyn Journal> = Arc::new(journal.clone());
         // The application's setup is a callback: a panic fails this attempt (Restate
         // retries it) instead of unwinding through the SDK.
         let parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.setup.parts(&session_id)
         }))
         .map_err(|_| HandlerError::from("the session setup panicked"))?;
-        let SessionParts { mut config, system_prompt, tools } = parts;
-        config.provider = Arc::new(JournaledProvider::new(config.provider.clone(), shared.clone()));
-        config.tool_execution = ExecutionMode::Sequential;
-        let steering = Arc::new(std::sync::OnceLock::new());
-        config.hooks = Arc::new(SteeringHooks {
-            inner: config.hooks.clone(),
-            journal,
-            steering: steering.clone(),
-        });
-        let tools =
-            tools.into_iter().map(|t| journaled_tool(t, shared.clone(), &session_id)).collect();
-        let context = AgentContext { system_prompt, messages: transcript, tools };
-
-        let run = Agent::new(config).run(context, vec![Message::user(text.0)]);
-        let queue = run.steering();
-        for text in queued {
-            queue.push(Message::user(text));
+        let fingerprint = setup_fingerprint(&parts);
+        let current = fingerprint.clone();
+        let recorded: String =
+            ctx.run(move || async move { Ok(current) }).name("setup fingerprint").await?;
+        if recorded != fingerprint {
+            // Not a terminal error: ending the invocation here would itself be a
+            // journal entry the first build never wrote. The attempt fails with
+            // this message (Restate shows it as the invocation's last failure)
+            // until the build that started it serves it again, or someone
+            // cancels or kills the invocation.
+            return Err(HandlerError::from(format!(
+                "this invocation started on a worker build with another setup (tools, model or system prompt: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
+            )));
         }
-        let _ = steering.set(queue);
-        let cancel = run.cancel_token();
-        let (outcome, cancelled) = serve_run(&ctx, run.finish(), rx, &cancel).await?;
+        let (transcript, mut envelope, legacy) = load_transcript!(&ctx).await?;
+        if envelope.bytes > parts.transcript_budget {
+            return Err(TerminalError::new(format!(
+                "the session's transcript holds {} bytes, over its budget of {}; start a new session",
+                envelope.bytes, parts.transcript_budget
+            ))
+            .into());
+        }
+        let now: u64 = ctx.run(|| async { Ok(now_millis()) }).name("start").await?;
 
-        let added = outcome.messages.len();
-        let text = last_assistant_text(&outcome.messages);
-        ctx.set(TRANSCRIPT_KEY, Json(outcome.context.messages));
+        let SessionParts { config, system_prompt, tools, limits, transcript_budget: _ } = parts;
+        let stored = if legacy { 0 } else { transcript.len() };
+        let settings = MachineSettings {
+            tool_execution: config.tool_execution,
+            max_concurrency: config.max_concurrency,
+            max_turns: config.max_turns,
+            steering_mode: config.steering_mode,
+            follow_up_mode: config.follow_up_mode,
+        };
+        let context = AgentContext { system_prompt, messages: transcript, tools: tools.clone() };
+        let machine = AgentMachine::new(
+            settings,
+            context,
+            Arc::new(config.model.clone()),
+            Arc::new(ValidatorCache::new()),
+        );
+        let mut driver = Driver::new(
+            &ctx,
+            machine,
+            config.hooks.clone(),
+            config.provider.clone(),
+            config.options.clone(),
+            limits,
+            &tools,
+            session_id.clone(),
+            now,
+        );
+        driver.take_steering().await?;
+        driver.feed(Input::Start(vec![Message::user(text.0)]));
+        driver.run().await?;
+        driver.flush_events();
+
+        let cancelled = driver.cancelled;
+        let steered = std::mem::take(&mut driver.steered);
+        let mut machine = driver.machine;
+        let added = machine.new_messages().len();
+        let text = last_assistant_text(machine.new_messages());
+        // Steering taken but not sent (the run ended first) stays in the inbox
+        // for the next message: only what reached the transcript is acknowledged.
+        let unsent = machine.take_queued().len();
+        let sent = steered.len().saturating_sub(unsent);
+        let reason = machine.reason();
+        let messages = &machine.context().messages;
+        for (i, message) in messages.iter().enumerate().skip(stored) {
+            let size = serde_json::to_vec(message).map(|b| b.len() as u64).unwrap_or_default();
+            envelope.bytes += size;
+            ctx.set(message_key(i), Json(message.clone()));
+        }
+        envelope.count = messages.len();
+        envelope.version = TRANSCRIPT_VERSION;
+        ctx.set(ENVELOPE_KEY, Json(envelope));
+        if legacy {
+            ctx.clear(TRANSCRIPT_KEY);
+        }
+        if let Some(&upto) = steered.get(sent.wrapping_sub(1)).filter(|_| sent > 0) {
+            ctx.object_client::<SessionInboxClient>(session_id).ack(Json(upto)).send();
+        }
         if cancelled {
             return Err(TerminalError::new_with_code(409, "session run cancelled").into());
         }
-        Ok(Json(TurnReply { reason: format!("{:?}", outcome.reason), text, added }))
+        let reason = reason.map(|r| format!("{r:?}")).unwrap_or_else(|| "Failed".into());
+        Ok(Json(TurnReply { reason, text, added }))
     }
 
     /// Queues a steering message for the session.
@@ -326,8 +325,40 @@ impl AgentSession {
         ctx: SharedObjectContext<'_>,
         text: Json<String>,
     ) -> Result<(), HandlerError> {
-        ctx.object_client::<SessionInboxClient>(ctx.key()).push(text).send();
+        ctx.object_client::<SessionInboxClient>(ctx.key()).push(text).call().await?;
         Ok(())
+    }
+
+    /// Approves the call `call_id` waiting in the session's run; `true` if a
+    /// call waits for it now (else the decision is kept for when it asks).
+    #[handler]
+    async fn approve(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        call_id: Json<String>,
+    ) -> Result<Json<bool>, HandlerError> {
+        let decision = Decision { call_id: call_id.0, deny: None };
+        Ok(ctx
+            .object_client::<SessionApprovalsClient>(ctx.key())
+            .decide(Json(decision))
+            .call()
+            .await?)
+    }
+
+    /// Denies a waiting call: `{"callId": ..., "reason": ...}`.
+    #[handler]
+    async fn deny(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        request: Json<DenyRequest>,
+    ) -> Result<Json<bool>, HandlerError> {
+        let DenyRequest { call_id, reason } = request.0;
+        let decision = Decision { call_id, deny: Some(reason.unwrap_or_default()) };
+        Ok(ctx
+            .object_client::<SessionApprovalsClient>(ctx.key())
+            .decide(Json(decision))
+            .call()
+            .await?)
     }
 
     /// The session's transcript.
@@ -336,10 +367,19 @@ impl AgentSession {
         &self,
         ctx: SharedObjectContext<'_>,
     ) -> Result<Json<Vec<Message>>, HandlerError> {
-        Ok(Json(
-            ctx.get::<Json<Vec<Message>>>(TRANSCRIPT_KEY).await?.map(|j| j.0).unwrap_or_default(),
-        ))
+        Ok(Json(load_transcript!(&ctx).await?.0))
     }
+}
+
+/// The body of `deny`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DenyRequest {
+    /// The id of the call waiting.
+    pub call_id: String,
+    /// Why, for the model.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 fn last_assistant_text(messages: &[Message]) -> String {
@@ -361,29 +401,191 @@ fn last_assistant_text(messages: &[Message]) -> String {
         .unwrap_or_default()
 }
 
+/// State key of a session inbox's queued steering messages.
+const INBOX_KEY: &str = "queued";
+/// State key of the inbox's last sequence number.
+const INBOX_SEQ_KEY: &str = "seq";
+/// At most this many steering messages wait in an inbox; `steer` fails beyond.
+pub const INBOX_LIMIT: usize = 256;
+
 /// A session's steering inbox: a separate virtual object with the same key, so
-/// that queuing does not wait behind the session's running `message` invocation.
+/// that queuing does not wait behind the session's running `message`.
+/// Messages are numbered; a run reads those after the last it saw (`since`)
+/// and the inbox drops them only when the session acknowledges them with its
+/// stored transcript (`ack`), so a run that ends or crashes after taking them
+/// loses none. Only `push` is reachable from the ingress (through `steer`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionInbox;
 
 #[restate_sdk::object]
 impl SessionInbox {
     /// Queues a message.
-    #[handler]
+    #[handler(ingress_private)]
     async fn push(&self, ctx: ObjectContext<'_>, text: Json<String>) -> Result<(), HandlerError> {
-        let mut queued: Vec<String> =
-            ctx.get::<Json<Vec<String>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
-        queued.push(text.0);
+        let mut queued: Vec<(u64, String)> =
+            ctx.get::<Json<Vec<(u64, String)>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
+        if queued.len() >= INBOX_LIMIT {
+            return Err(TerminalError::new(format!(
+                "the session's inbox holds {INBOX_LIMIT} steering messages already"
+            ))
+            .into());
+        }
+        let seq = ctx.get::<u64>(INBOX_SEQ_KEY).await?.unwrap_or(0) + 1;
+        ctx.set(INBOX_SEQ_KEY, seq);
+        queued.push((seq, text.0));
         ctx.set(INBOX_KEY, Json(queued));
         Ok(())
     }
 
-    /// Takes every queued message.
+    /// The queued messages numbered above `after`.
+    #[handler(ingress_private)]
+    async fn since(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        after: Json<u64>,
+    ) -> Result<Json<Vec<(u64, String)>>, HandlerError> {
+        let queued: Vec<(u64, String)> =
+            ctx.get::<Json<Vec<(u64, String)>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
+        Ok(Json(queued.into_iter().filter(|(seq, _)| *seq > after.0).collect()))
+    }
+
+    /// Drops the messages numbered up to `upto` (they are in the transcript).
+    #[handler(ingress_private)]
+    async fn ack(&self, ctx: ObjectContext<'_>, upto: Json<u64>) -> Result<(), HandlerError> {
+        let mut queued: Vec<(u64, String)> =
+            ctx.get::<Json<Vec<(u64, String)>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
+        queued.retain(|(seq, _)| *seq > upto.0);
+        ctx.set(INBOX_KEY, Json(queued));
+        Ok(())
+    }
+}
+
+/// State key of the awakeables of calls waiting for approval, by call id.
+const WAITING_KEY: &str = "waiting";
+/// State key of decisions that arrived before their call asked, by call id.
+const EARLY_KEY: &str = "early";
+/// At most this many decisions are kept for calls that have not asked yet.
+const EARLY_LIMIT: usize = 64;
+
+/// A session's approvals: which awakeable each waiting call sleeps on. A
+/// separate object with the session's key, so `approve` / `deny` never wait
+/// behind the running `message`; its handlers are reachable only from the
+/// session (the ingress goes through `AgentSession/approve` and `deny`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionApprovals;
+
+#[restate_sdk::object]
+impl SessionApprovals {
+    /// A call waits on `awakeable`: `(call id, awakeable id)`.
+    #[handler(ingress_private)]
+    async fn register(
+        &self,
+        ctx: ObjectContext<'_>,
+        waiting: Json<(String, String)>,
+    ) -> Result<(), HandlerError> {
+        let (call_id, awakeable) = waiting.0;
+        let mut early: BTreeMap<String, Approval> =
+            ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        if let Some(decision) = early.remove(&call_id) {
+            ctx.set(EARLY_KEY, Json(early));
+            ctx.resolve_awakeable(&awakeable, Json(decision));
+            return Ok(());
+        }
+        let mut table: BTreeMap<String, String> =
+            ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        table.insert(call_id, awakeable);
+        ctx.set(WAITING_KEY, Json(table));
+        Ok(())
+    }
+
+    /// Resolves the call's awakeable with the decision; `false` when no call
+    /// waits under that id yet (the decision is kept, a bounded number of them).
+    #[handler(ingress_private)]
+    async fn decide(
+        &self,
+        ctx: ObjectContext<'_>,
+        decision: Json<Decision>,
+    ) -> Result<Json<bool>, HandlerError> {
+        let Decision { call_id, deny } = decision.0;
+        let approval = match deny {
+            None => Approval::Approve,
+            Some(reason) => Approval::Deny { reason: Some(reason).filter(|r| !r.is_empty()) },
+        };
+        let mut table: BTreeMap<String, String> =
+            ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        if let Some(awakeable) = table.remove(&call_id) {
+            ctx.set(WAITING_KEY, Json(table));
+            ctx.resolve_awakeable(&awakeable, Json(approval));
+            return Ok(Json(true));
+        }
+        let mut early: BTreeMap<String, Approval> =
+            ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        if early.len() >= EARLY_LIMIT && !early.contains_key(&call_id) {
+            return Err(
+                TerminalError::new("too many decisions for calls that are not waiting").into()
+            );
+        }
+        early.insert(call_id, approval);
+        ctx.set(EARLY_KEY, Json(early));
+        Ok(Json(false))
+    }
+}
+
+/// State key of a session's recent events, `(sequence number, event)`.
+const EVENTS_KEY: &str = "events";
+/// At most this many recent events are kept per session (the oldest go first).
+pub const EVENTS_KEPT: usize = 4096;
+
+/// Events read from a session: those numbered above the reader's `after`, and
+/// the number to pass next time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventPage {
+    /// `(sequence number, event)`, in order.
+    pub events: Vec<(u64, serde_json::Value)>,
+    /// The highest sequence number so far (pass it as `after` next time).
+    pub last: u64,
+}
+
+/// A session's followable events: the running `message` appends each batch of
+/// its run's events with a one-way call, which is a journal entry of the run,
+/// so a replay does not send it again and a follower never sees an event twice.
+/// Followers poll `read` with the last number they saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionEvents;
+
+#[restate_sdk::object]
+impl SessionEvents {
+    /// Appends events (from the session's run only).
+    #[handler(ingress_private)]
+    async fn append(
+        &self,
+        ctx: ObjectContext<'_>,
+        events: Json<Vec<serde_json::Value>>,
+    ) -> Result<(), HandlerError> {
+        let mut kept: Vec<(u64, serde_json::Value)> =
+            ctx.get::<Json<_>>(EVENTS_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut last = kept.last().map_or(0, |(seq, _)| *seq);
+        for event in events.0 {
+            last += 1;
+            kept.push((last, event));
+        }
+        let over = kept.len().saturating_sub(EVENTS_KEPT);
+        kept.drain(..over);
+        ctx.set(EVENTS_KEY, Json(kept));
+        Ok(())
+    }
+
+    /// The events numbered above `after` (the oldest may have been dropped).
     #[handler]
-    async fn take(&self, ctx: ObjectContext<'_>) -> Result<Json<Vec<String>>, HandlerError> {
-        let queued: Vec<String> =
-            ctx.get::<Json<Vec<String>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
-        ctx.clear(INBOX_KEY);
-        Ok(Json(queued))
+    async fn read(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        after: Json<u64>,
+    ) -> Result<Json<EventPage>, HandlerError> {
+        let kept: Vec<(u64, serde_json::Value)> =
+            ctx.get::<Json<_>>(EVENTS_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let last = kept.last().map_or(0, |(seq, _)| *seq);
+        let events = kept.into_iter().filter(|(seq, _)| *seq > after.0).collect();
+        Ok(Json(EventPage { events, last }))
     }
 }

@@ -127,12 +127,13 @@ pub fn journaled_tool(tool: AgentTool, journal: Arc<dyn Journal>, session_id: &s
     let inner = tool.executor.clone();
     let tool_name = tool.tool.name.clone();
     let session_id = session_id.to_owned();
-    let executor = move |invocation: ToolInvocation| {
+    let executor = move |mut invocation: ToolInvocation| {
         let inner = inner.clone();
         let journal = journal.clone();
         let name = format!("tool {tool_name} {}", invocation.call_id);
         let key = idempotency_key(&session_id, &invocation.call_id);
         let recording = journal.is_recording();
+        invocation.idempotency_key = Some(key.clone());
         async move {
             if !recording {
                 // Nothing to record: the loop contains panics of a direct call itself.

@@ -529,15 +529,15 @@ async fn one_agent_run(agent: Arc<Agent>, expected: Arc<Expected>, salt: u32) ->
     }
     let outcome = run.finish().await;
     let answers: Vec<&AssistantMessage> = outcome
-        .messages
+        .messages()
         .iter()
         .filter_map(|m| if let Message::Assistant(a) = m { Some(a) } else { None })
         .collect();
-    let results = outcome.messages.iter().filter(|m| matches!(m, Message::ToolResult(_))).count();
+    let results = outcome.messages().iter().filter(|m| matches!(m, Message::ToolResult(_))).count();
     seen.wrong = if outcome.reason != EndReason::Completed {
         Some(format!("run {salt}: {:?} {:?}", outcome.reason, outcome.error))
     } else if let [first, second] = answers.as_slice() {
-        let tool_ok = outcome.messages.iter().any(|m| {
+        let tool_ok = outcome.messages().iter().any(|m| {
             matches!(m, Message::ToolResult(r) if r.content.iter().any(|c| {
                 matches!(c, llm_core::UserContent::Text(t) if t.text == TOOL_RESULT)
             }))

@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 
 pub use case::run_case;
+pub(crate) use case::thread_cpu_ns;
 use case::{Measure, Mode, floor_ns};
 
 use crate::conformance::PROVIDERS;

@@ -152,7 +152,17 @@ impl ServerHandler for FaultServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.clone().unwrap_or_default();
         match request.name.as_ref() {
-            "echo" => text(args.get("text").and_then(Value::as_str).unwrap_or_default()),
+            "echo" => {
+                let echoed = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                // The idempotency key, when the client sent one, so tests see it arrive.
+                // rmcp hands a request's `_meta` to the handler in the context.
+                const KEY: &str = "io.clawcall/idempotencyKey";
+                let key = request.meta.as_ref().and_then(|m| m.get(KEY)).or(context.meta.get(KEY));
+                match key {
+                    Some(Value::String(key)) => text(format!("{echoed} [key {key}]")),
+                    _ => text(echoed),
+                }
+            }
             "crash" => {
                 eprintln!("fault-server: crashing on purpose");
                 std::process::exit(3);

@@ -67,6 +67,19 @@ async fn tools_are_listed_across_pages_and_described_for_the_planner() {
     let out = invoke(tool(&set, "fault__echo"), json!({"text": "hello"})).await.unwrap();
     assert_eq!(text_of(&out.content), "hello");
     assert_eq!(out.details, Some(json!({"mcpServer": "fault", "mcpTool": "echo"})));
+    // A durable run's idempotency key reaches the server in the call's `_meta`.
+    let keyed = tool(&set, "fault__echo")
+        .executor
+        .execute(ToolInvocation {
+            call_id: "call-1".into(),
+            arguments: json!({"text": "hello"}),
+            cancel: CancellationToken::new(),
+            progress: ProgressSink::disconnected(),
+            idempotency_key: Some("session/3/call-1".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(text_of(&keyed.content), "hello [key session/3/call-1]");
     servers.shutdown().await;
 }
 

@@ -71,6 +71,7 @@ pub(crate) async fn invoke(tool: &AgentTool, arguments: Value) -> Result<ToolOut
             arguments,
             cancel: CancellationToken::new(),
             progress: ProgressSink::disconnected(),
+            idempotency_key: None,
         })
         .await
 }

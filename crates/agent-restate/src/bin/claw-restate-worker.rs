@@ -10,6 +10,28 @@
 //! * `CLAW_WORKSPACE`: the directory the `append_line` tool writes in (default: the
 //!   current directory); `CLAW_TOOL_DELAY_MS`: a pause after each write (default 0),
 //!   which the crash test uses to hold a tool in flight.
+//! * `CLAW_INACTIVITY_TIMEOUT_MS`, `CLAW_ABORT_TIMEOUT_MS`: Restate's timeouts for
+//!   the session's handlers (defaults 15 min and 10 min): a step must end within
+//!   their sum, or Restate aborts the attempt and the step runs again.
+//! * `CLAW_STEP_TIMEOUT_MS`: the per-step ceiling (default 5 min), below those.
+//! * `CLAW_MODEL_RETRY_MS`, `CLAW_MODEL_RETRY_ATTEMPTS`: the durable retry of a
+//!   transiently failed model request (first delay, default 1000; attempts, default 30).
+//! * `CLAW_IDENTITY_KEYS`: Restate request identity public keys (`publickeyv1_...`,
+//!   comma-separated): when set, the worker answers only requests signed by
+//!   that Restate server, not anyone who reaches its port.
+//! * `CLAW_APPROVE`: tools whose calls wait for a person's approval when their
+//!   `line` argument starts with `ask` (the approval path: `AgentSession/<id>/approve`).
+//! * `CLAW_HOOK_LOG`: a file each `before_tool_call` answer appends a line to
+//!   (the tests count how often the hook was asked).
+//! * `CLAW_PANIC_WORD`: a user message of exactly this text makes the
+//!   `prepare_next_turn` hook panic (the tests' failure inside the loop).
+//! * `CLAW_SYSTEM_PROMPT`: the system prompt (part of the setup's fingerprint).
+//! * `CLAW_LEDGER`: `host:port` of a ledger on loopback: `append_line` then also
+//!   posts `{"key": <idempotency key>, "line": ...}` to `/apply` there (the chaos
+//!   test's ledger applies each key once).
+//! * `CLAW_WORKER_THREADS`: the async runtime's threads (default: one per core).
+//! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
+//!   sequential, one call at a time).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,11 +39,76 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{AgentConfig, AgentTool, ToolError, ToolInvocation, ToolOutput};
-use agent_restate::{AgentSession, SessionInbox, SessionParts};
+use agent_core::{
+    AgentConfig, AgentHooks, AgentTool, BeforeToolCall, CallInfo, ExecutionMode, ToolError,
+    ToolInvocation, ToolOutput,
+};
+use agent_restate::{
+    AgentSession, SessionApprovals, SessionEvents, SessionInbox, SessionParts, StepLimits,
+};
+use futures_util::future::BoxFuture;
 use llm_core::{ApiKey, Model};
+use restate_sdk::endpoint::{HandlerOptions, ServiceOptions};
 use restate_sdk::prelude::{Endpoint, HttpServer};
+use restate_sdk::service::IntoServiceDefinition;
 use tokio::io::AsyncWriteExt;
+
+/// The example's approval policy: a call whose `line` starts with `ask` waits
+/// for a person; every answer is logged to `log`, if set.
+struct ExampleHooks {
+    ask: bool,
+    log: Option<PathBuf>,
+    panic_word: Option<String>,
+}
+
+impl AgentHooks for ExampleHooks {
+    fn prepare_next_turn<'a>(
+        &'a self,
+        info: agent_core::TurnInfo<'a>,
+    ) -> BoxFuture<'a, Option<agent_core::TurnUpdate>> {
+        let last_user = info.context.messages.iter().rev().find_map(|m| match m {
+            llm_core::Message::User(u) => match &u.content {
+                llm_core::UserMessageContent::Text(t) => Some(t.as_str()),
+                _ => None,
+            },
+            _ => None,
+        });
+        if self.panic_word.as_deref().is_some_and(|w| last_user == Some(w)) {
+            panic!("prepare_next_turn was told to panic");
+        }
+        Box::pin(std::future::ready(None))
+    }
+
+    fn before_tool_call<'a>(
+        &'a self,
+        info: CallInfo<'a>,
+        args: &'a serde_json::Value,
+    ) -> BoxFuture<'a, BeforeToolCall> {
+        Box::pin(async move {
+            let asks = self.ask && args["line"].as_str().is_some_and(|l| l.starts_with("ask"));
+            if let Some(log) = &self.log {
+                let line = format!("{}\n", info.call.id);
+                if let Ok(mut file) =
+                    tokio::fs::OpenOptions::new().create(true).append(true).open(log).await
+                {
+                    let _ = file.write_all(line.as_bytes()).await;
+                }
+            }
+            if asks {
+                BeforeToolCall::Ask { reason: format!("{} wants approval", info.call.name) }
+            } else {
+                BeforeToolCall::Allow
+            }
+        })
+    }
+}
+
+fn env_ms(name: &str, default: u64) -> Result<Duration, String> {
+    env_or(name, &default.to_string())
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|e| format!("{name}: {e}"))
+}
 
 /// Arguments of the `append_line` tool.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -30,6 +117,48 @@ struct AppendLine {
     file: String,
     /// The line to append.
     line: String,
+}
+
+/// Posts one effect to the ledger at `addr` (plain HTTP/1.1 on loopback).
+async fn post_to_ledger(addr: &str, key: &str, line: &str) -> Result<(), ToolError> {
+    use tokio::io::AsyncReadExt;
+    let body = serde_json::json!({ "key": key, "line": line }).to_string();
+    let request = format!(
+        "POST /apply HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(head)
+    };
+    match tokio::time::timeout(Duration::from_secs(10), exchange).await {
+        Ok(Ok(head)) if head.starts_with(b"HTTP/1.1 200") => Ok(()),
+        Ok(Ok(head)) => {
+            Err(ToolError(format!("ledger answered {}", String::from_utf8_lossy(&head))))
+        }
+        Ok(Err(e)) => Err(ToolError(format!("ledger: {e}"))),
+        Err(_) => Err(ToolError("ledger: no answer within 10 s".into())),
+    }
+}
+
+/// Arguments of the `hold` tool.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Hold {
+    /// How long to hold the thread, in milliseconds (at most a minute).
+    ms: u64,
+}
+
+/// A blocking tool: holds its thread (as a synchronous library call would),
+/// declared `blocking` so it runs on the blocking pool.
+fn hold_tool() -> AgentTool {
+    AgentTool::typed("hold", "Holds its thread for a while", |args: Hold, _inv: ToolInvocation| {
+        std::thread::sleep(Duration::from_millis(args.ms.min(60_000)));
+        std::future::ready(Ok(ToolOutput::text(format!("held {} ms", args.ms))))
+    })
+    .blocking()
 }
 
 fn append_line_tool(workspace: PathBuf, delay: Duration) -> AgentTool {
@@ -52,7 +181,10 @@ fn append_line_tool(workspace: PathBuf, delay: Duration) -> AgentTool {
                     .open(&path)
                     .await
                     .map_err(|e| ToolError(format!("cannot open {}: {e}", args.file)))?;
-                let key = agent_restate::current_idempotency_key().unwrap_or_default();
+                let key = inv.idempotency_key.clone().unwrap_or_default();
+                if let Ok(ledger) = std::env::var("CLAW_LEDGER") {
+                    post_to_ledger(&ledger, &key, &args.line).await?;
+                }
                 file.write_all(format!("{} {key}\n", args.line).as_bytes())
                     .await
                     .map_err(|e| ToolError(format!("cannot write {}: {e}", args.file)))?;
@@ -99,17 +231,77 @@ fn main() -> ExitCode {
     let api_key = std::env::var("OPENAI_API_KEY").ok().map(ApiKey::new);
     let provider: Arc<dyn llm_core::Provider> =
         Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new());
+    let durations = (|| {
+        Ok::<_, String>((
+            env_ms("CLAW_INACTIVITY_TIMEOUT_MS", 15 * 60_000)?,
+            env_ms("CLAW_ABORT_TIMEOUT_MS", 10 * 60_000)?,
+            env_ms("CLAW_STEP_TIMEOUT_MS", 5 * 60_000)?,
+            env_ms("CLAW_MODEL_RETRY_MS", 1000)?,
+            env_or("CLAW_MODEL_RETRY_ATTEMPTS", "30")
+                .parse::<u32>()
+                .map_err(|e| format!("CLAW_MODEL_RETRY_ATTEMPTS: {e}"))?,
+        ))
+    })();
+    let (inactivity, abort, step_timeout, retry_initial, retry_attempts) = match durations {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("claw-restate-worker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let hooks = Arc::new(ExampleHooks {
+        ask: env_or("CLAW_APPROVE", "") == "1",
+        log: std::env::var_os("CLAW_HOOK_LOG").map(PathBuf::from),
+        panic_word: std::env::var("CLAW_PANIC_WORD").ok().filter(|w| !w.is_empty()),
+    });
+    let system_prompt = env_or("CLAW_SYSTEM_PROMPT", "You are a careful assistant.");
+    let parallel = env_or("CLAW_PARALLEL", "0") == "1";
     let setup = move |_session: &str| {
         let mut config = AgentConfig::new(model.clone(), provider.clone());
         config.options.api_key = api_key.clone();
         config.max_turns = Some(32);
-        SessionParts {
+        config.hooks = hooks.clone();
+        config.tool_execution =
+            if parallel { ExecutionMode::Parallel } else { ExecutionMode::Sequential };
+        let mut parts = SessionParts::new(
             config,
-            system_prompt: Some("You are a careful assistant.".into()),
-            tools: vec![append_line_tool(workspace.clone(), delay)],
-        }
+            Some(system_prompt.clone()),
+            vec![append_line_tool(workspace.clone(), delay), hold_tool()],
+        );
+        parts.limits = StepLimits {
+            step_timeout,
+            retry_initial,
+            retry_max_delay: retry_initial * 8,
+            retry_max_attempts: retry_attempts,
+        };
+        parts
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let session_options =
+        ServiceOptions::new().inactivity_timeout(inactivity).abort_timeout(abort).handler(
+            "message",
+            HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort),
+        );
+    let mut builder = Endpoint::builder()
+        .bind(AgentSession::new(setup).into_service_definition().options(session_options))
+        .bind(SessionInbox)
+        .bind(SessionApprovals)
+        .bind(SessionEvents);
+    for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty())
+    {
+        builder = match builder.identity_key(key) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("claw-restate-worker: CLAW_IDENTITY_KEYS: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    }
+    let endpoint = builder.build();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Ok(threads) = env_or("CLAW_WORKER_THREADS", "").parse::<usize>() {
+        runtime.worker_threads(threads.max(1));
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("claw-restate-worker: cannot start the async runtime: {e}");
@@ -117,8 +309,6 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let endpoint =
-            Endpoint::builder().bind(AgentSession::new(setup)).bind(SessionInbox).build();
         eprintln!("claw-restate-worker: listening on {addr}");
         HttpServer::new(endpoint).listen_and_serve(addr).await;
     });

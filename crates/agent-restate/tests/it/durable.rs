@@ -15,17 +15,17 @@ use crate::harness::{
     restate_binary, start_worker, wait_listening,
 };
 
-fn transcript(value: Value) -> TestResult<Vec<Message>> {
+pub(crate) fn transcript(value: Value) -> TestResult<Vec<Message>> {
     Ok(serde_json::from_value(value)?)
 }
 
-fn marker_lines(dir: &Path, marker: &str) -> Vec<String> {
+pub(crate) fn marker_lines(dir: &Path, marker: &str) -> Vec<String> {
     std::fs::read_to_string(dir.join(format!("marker-{marker}")))
         .map(|s| s.lines().map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
-async fn next_arrival(
+pub(crate) async fn next_arrival(
     arrivals: &mut mpsc::UnboundedReceiver<Arrival>,
     what: impl Fn(&Arrival) -> bool,
 ) -> TestResult<Arrival> {
@@ -42,7 +42,7 @@ async fn next_arrival(
     }
 }
 
-async fn setup_one_worker() -> TestResult<
+pub(crate) async fn setup_one_worker() -> TestResult<
     Option<(
         RestateServer,
         LoopbackProvider,
@@ -111,7 +111,7 @@ async fn a_session_runs_tools_keeps_its_transcript_and_takes_steering() -> TestR
         marker_lines(&workspace.0, "b").is_empty(),
         "the steering message redirected the model"
     );
-    assert_eq!(marker_lines(&workspace.0, "a").first().map(String::as_str), Some("a s1/call_4"));
+    assert_eq!(marker_lines(&workspace.0, "a").first().map(String::as_str), Some("a s1/3/call_4"));
     Ok(())
 }
 
@@ -155,8 +155,8 @@ async fn a_killed_worker_resumes_and_completed_tools_ran_exactly_once() -> TestR
     assert!(status.is_success(), "HTTP {status}: {body}");
     let reply: Value = serde_json::from_str(&body)?;
     assert_eq!(reply["text"], "done");
-    assert_eq!(marker_lines(&workspace.0, "a"), ["a crash/call_2"]);
-    assert_eq!(marker_lines(&workspace.0, "b"), ["b crash/call_4"]);
+    assert_eq!(marker_lines(&workspace.0, "a"), ["a crash/1/call_2"]);
+    assert_eq!(marker_lines(&workspace.0, "b"), ["b crash/3/call_4"]);
     let messages = transcript(server.call(&http, "crash", "transcript", &Value::Null).await?)?;
     assert!(check_tool_results(&messages).is_empty(), "{:?}", check_tool_results(&messages));
     assert_eq!(

@@ -97,18 +97,46 @@ impl Drop for Proc {
 pub(crate) struct RestateServer {
     pub(crate) ingress: String,
     pub(crate) admin: String,
-    _proc: Proc,
-    _dir: Scratch,
+    proc: Proc,
+    binary: PathBuf,
+    ports: (u16, u16, u16),
+    dir: Scratch,
 }
 
 impl RestateServer {
     pub(crate) async fn start(binary: &Path) -> TestResult<Self> {
         let dir = Scratch::new("server")?;
-        let (ingress, admin, fabric) = (free_port()?, free_port()?, free_port()?);
-        let log = std::fs::File::create(dir.0.join("server.log"))?;
+        let ports = (free_port()?, free_port()?, free_port()?);
+        let child = Self::spawn(binary, &dir.0, ports)?;
+        let server = RestateServer {
+            ingress: format!("http://127.0.0.1:{}", ports.0),
+            admin: format!("http://127.0.0.1:{}", ports.1),
+            proc: Proc(child),
+            binary: binary.to_owned(),
+            ports,
+            dir,
+        };
+        server.wait_healthy().await?;
+        Ok(server)
+    }
+
+    /// SIGKILLs the server and starts it again on the same data and ports.
+    pub(crate) async fn restart(&mut self) -> TestResult {
+        self.proc.kill();
+        self.proc = Proc(Self::spawn(&self.binary, &self.dir.0, self.ports)?);
+        self.wait_healthy().await
+    }
+
+    fn spawn(
+        binary: &Path,
+        dir: &Path,
+        (ingress, admin, fabric): (u16, u16, u16),
+    ) -> TestResult<Child> {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log"))?;
         let child = Command::new(binary)
             .arg("--no-logo")
-            .env("RESTATE_BASE_DIR", dir.0.join("data"))
+            .env("RESTATE_BASE_DIR", dir.join("data"))
             .env("RESTATE_NODE_NAME", "test-node")
             .env("RESTATE_LISTEN_MODE", "tcp")
             .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{fabric}"))
@@ -125,12 +153,11 @@ impl RestateServer {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
-        let server = RestateServer {
-            ingress: format!("http://127.0.0.1:{ingress}"),
-            admin: format!("http://127.0.0.1:{admin}"),
-            _proc: Proc(child),
-            _dir: dir,
-        };
+        Ok(child)
+    }
+
+    async fn wait_healthy(&self) -> TestResult {
+        let server = self;
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -145,7 +172,7 @@ impl RestateServer {
                 .await
                 .is_ok_and(|r| r.status().is_success());
             if admin_ok && ingress_ok {
-                return Ok(server);
+                return Ok(());
             }
             if Instant::now() > deadline {
                 return Err("the Restate server did not become healthy within 60 s".into());
@@ -203,7 +230,19 @@ pub(crate) fn start_worker(
     workspace: &Path,
     tool_delay_ms: u64,
 ) -> TestResult<Proc> {
+    start_worker_with(addr, provider, workspace, tool_delay_ms, &[])
+}
+
+/// A worker process with more configuration (`CLAW_*` variables).
+pub(crate) fn start_worker_with(
+    addr: SocketAddr,
+    provider: &str,
+    workspace: &Path,
+    tool_delay_ms: u64,
+    extra: &[(&str, String)],
+) -> TestResult<Proc> {
     let child = Command::new(env!("CARGO_BIN_EXE_claw-restate-worker"))
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .env("CLAW_WORKER_ADDR", addr.to_string())
         .env("CLAW_PROVIDER_BASE_URL", provider)
         .env("CLAW_MODEL", "loopback-model")
@@ -242,6 +281,11 @@ pub(crate) struct Arrival {
 /// * last message `user` with text `markers a,b,...`: call `append_line` for the
 ///   first marker without a tool result yet, one call per response;
 /// * last message `tool` and markers left: the next call; none left: text `done`;
+/// * `parallel a,b,...`: one response calling `append_line` for every marker;
+///   after their results, text `done`;
+/// * `reuse a,b,...`: as `markers`, but every call has the id `call_same`;
+/// * `hold <ms>`: one call of the blocking `hold` tool; after its result, `done`;
+/// * `flaky <n>`: HTTP 503 for the first `n` requests with this text, then the echo;
 /// * any other user text: text `echo: <text>`.
 ///
 /// Every response waits `delay_ms` first; `arrivals` reports each request.
@@ -256,6 +300,8 @@ struct ProviderState {
     requests: Arc<AtomicU64>,
     delay_ms: Arc<AtomicU64>,
     arrivals: mpsc::UnboundedSender<Arrival>,
+    /// Requests seen per user text (the `flaky` policy counts them).
+    seen: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 impl LoopbackProvider {
@@ -267,6 +313,7 @@ impl LoopbackProvider {
             requests: Arc::new(AtomicU64::new(0)),
             delay_ms: Arc::new(AtomicU64::new(0)),
             arrivals: tx,
+            seen: Arc::default(),
         };
         let provider = LoopbackProvider {
             base_url: format!("http://{addr}/v1"),
@@ -303,23 +350,80 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
     let user_text = last_user.and_then(|i| messages.get(i)).map(text_of).unwrap_or_default();
     let answered = last_user
         .map_or(0, |i| messages.iter().skip(i + 1).filter(|m| m["role"] == "tool").count());
-    let chunks = match user_text.strip_prefix("markers ") {
-        Some(list) => {
-            let markers: Vec<&str> =
-                list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
-            match markers.get(answered) {
-                Some(marker) => tool_call_chunks(&format!("call_{}", messages.len()), marker),
-                None => text_chunks("done"),
-            }
+    let seen = {
+        let mut seen = state.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = seen.entry(user_text.clone()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    if let Some(n) = user_text.strip_prefix("flaky ").and_then(|n| n.parse::<u64>().ok())
+        && seen <= n
+    {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("content-type", "application/json")],
+            r#"{"error":{"message":"overloaded, try later","type":"server_error"}}"#.to_owned(),
+        );
+    }
+    let markers_of = |list: &str| -> Vec<String> {
+        list.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
+    };
+    let chunks = if let Some(ms) = user_text.strip_prefix("hold ") {
+        if answered == 0 {
+            let arguments = json!({ "ms": ms.trim().parse::<u64>().unwrap_or(0) }).to_string();
+            vec![
+                json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_hold", "type": "function", "function": {"name": "hold", "arguments": arguments}}]}, "finish_reason": null}]}),
+                json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            ]
+        } else {
+            text_chunks("done")
         }
-        None => text_chunks(&format!("echo: {user_text}")),
+    } else if let Some(list) = user_text.strip_prefix("parallel ") {
+        if answered == 0 {
+            let markers = markers_of(list);
+            parallel_call_chunks(messages.len(), &markers)
+        } else {
+            text_chunks("done")
+        }
+    } else if let Some(list) = user_text.strip_prefix("reuse ") {
+        match markers_of(list).get(answered) {
+            Some(marker) => tool_call_chunks("call_same", marker),
+            None => text_chunks("done"),
+        }
+    } else {
+        match user_text.strip_prefix("markers ") {
+            Some(list) => {
+                let markers: Vec<&str> =
+                    list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+                match markers.get(answered) {
+                    Some(marker) => tool_call_chunks(&format!("call_{}", messages.len()), marker),
+                    None => text_chunks("done"),
+                }
+            }
+            None => text_chunks(&format!("echo: {user_text}")),
+        }
     };
     let mut sse = String::new();
     for chunk in chunks {
         sse.push_str(&format!("data: {chunk}\n\n"));
     }
     sse.push_str("data: [DONE]\n\n");
-    ([("content-type", "text/event-stream")], sse)
+    (axum::http::StatusCode::OK, [("content-type", "text/event-stream")], sse)
+}
+
+fn parallel_call_chunks(n: usize, markers: &[String]) -> Vec<Value> {
+    let calls: Vec<Value> = markers
+        .iter()
+        .enumerate()
+        .map(|(i, marker)| {
+            let arguments = json!({ "file": format!("marker-{marker}"), "line": marker }).to_string();
+            json!({"index": i, "id": format!("call_{n}_{i}"), "type": "function", "function": {"name": "append_line", "arguments": arguments}})
+        })
+        .collect();
+    vec![
+        json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": calls}, "finish_reason": null}]}),
+        json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]
 }
 
 fn text_chunks(text: &str) -> Vec<Value> {

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
+mod chaos;
 mod durable;
 mod harness;
+mod machine;
 mod steps;
