@@ -31,6 +31,10 @@ commands:
       deltas): CPU ms per MiB with and without a partial read after every delta,
       the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);
       builds and runs itself with --release; not part of ci
+  bench --concurrent 100,1000,10000 [--provider NAME] [--reps N] [--modes M,..] [--peer PATH]
+      N paced small streams at once per provider (transport floor, streams, two-turn
+      agent runs, peers through PATH): CPU per stream and event, time to first
+      delta, RSS per stream, fds and tasks afterwards
   bench --structured [--sizes 1,4,16] [--reps N]
       a structured answer streamed in 100-byte fragments through StructuredStream, the
       partial object read after every fragment: ms per MiB against the serde_json floor
@@ -134,8 +138,18 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
         }
         "bench" => {
             let structured = rest.iter().any(|a| a == "--structured");
+            let concurrent = rest.iter().any(|a| a == "--concurrent");
             // Checked before the release build runs.
-            let options = if structured { None } else { Some(xtask::bench::Options::parse(rest)?) };
+            let options = if structured || concurrent {
+                None
+            } else {
+                Some(xtask::bench::Options::parse(rest)?)
+            };
+            let concurrent = if concurrent {
+                Some(xtask::bench::concurrent::Options::parse(rest)?)
+            } else {
+                None
+            };
             if cfg!(debug_assertions) {
                 // Timings of a debug build mean nothing: run the release build instead.
                 let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -147,10 +161,27 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
                     .map_err(|e| xtask::Error::Msg(format!("cannot run cargo: {e}")))?;
                 return Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
             }
-            match options {
-                Some(options) => print!("{}", xtask::bench::run(&options)?),
-                None => print!("{}", xtask::structured_bench::run(rest)?),
+            match (options, concurrent) {
+                (Some(options), _) => print!("{}", xtask::bench::run(&options)?),
+                (None, Some(concurrent)) => {
+                    print!("{}", xtask::bench::concurrent::run(&concurrent)?);
+                }
+                (None, None) => print!("{}", xtask::structured_bench::run(rest)?),
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        // The paced server of `bench --concurrent` alone, for profiling one case under
+        // a tool: prints its address, serves until its standard input ends.
+        "bench-concurrent-serve" => {
+            let [provider] = rest else {
+                return Err(xtask::Error::Msg("bench-concurrent-serve PROVIDER".into()));
+            };
+            xtask::bench::concurrent::serve_until_stdin_ends(provider)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        // One measured case of `bench --concurrent`, in its own process.
+        "bench-concurrent-case" => {
+            xtask::bench::concurrent::run_case(rest)?;
             Ok(ExitCode::SUCCESS)
         }
         // One measured case of `bench`, in its own process.

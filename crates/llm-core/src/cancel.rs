@@ -95,7 +95,7 @@ impl CancellationToken {
 
     /// A future that completes once the token is cancelled.
     pub fn cancelled(&self) -> Cancelled {
-        Cancelled { token: self.clone(), id: None }
+        Cancelled { token: self.clone(), id: None, registered: None }
     }
 }
 
@@ -105,6 +105,9 @@ pub struct Cancelled {
     token: CancellationToken,
     /// Its entry in the token's wakers, once polled.
     id: Option<u64>,
+    /// A copy of the waker in that entry: a poll by the same task (every event of a stream
+    /// polls this future again) then needs neither the lock nor the map.
+    registered: Option<Waker>,
 }
 
 impl Future for Cancelled {
@@ -114,6 +117,10 @@ impl Future for Cancelled {
         let this = self.get_mut();
         if this.token.is_cancelled() {
             return Poll::Ready(());
+        }
+        // Only this future changes its entry, so the copy says what the entry holds.
+        if this.registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return Poll::Pending;
         }
         if let Ok(mut wakers) = this.token.inner.wakers.lock() {
             let id = match this.id {
@@ -132,6 +139,7 @@ impl Future for Cancelled {
                     wakers.by_id.insert(id, cx.waker().clone());
                 }
             }
+            this.registered = Some(cx.waker().clone());
         }
         if this.token.is_cancelled() { Poll::Ready(()) } else { Poll::Pending }
     }
@@ -201,6 +209,39 @@ mod tests {
 
     fn waiting(token: &CancellationToken) -> usize {
         token.inner.wakers.lock().map(|w| w.by_id.len()).unwrap_or(usize::MAX)
+    }
+
+    /// Polls by the same task skip the registration; the task is still woken once on
+    /// cancellation, and a poll by another task after them moves the entry to it.
+    #[test]
+    fn repolling_with_the_same_waker_still_wakes_it_and_a_new_task_takes_over() {
+        let token = CancellationToken::new();
+        let mut future = Box::pin(token.cancelled());
+        let same = Arc::new(CountingWaker(0.into()));
+        let waker = Waker::from(same.clone());
+        for _ in 0..100 {
+            assert!(future.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+        assert_eq!(waiting(&token), 1);
+        let moved = Arc::new(CountingWaker(0.into()));
+        let other = Waker::from(moved.clone());
+        assert!(future.as_mut().poll(&mut Context::from_waker(&other)).is_pending());
+        assert!(future.as_mut().poll(&mut Context::from_waker(&other)).is_pending());
+        token.cancel();
+        assert_eq!(moved.0.load(Ordering::SeqCst), 1);
+        assert_eq!(same.0.load(Ordering::SeqCst), 0);
+        assert!(future.as_mut().poll(&mut Context::from_waker(&waker)).is_ready());
+
+        // The same with the first task only: it is the one woken.
+        let token = CancellationToken::new();
+        let mut future = Box::pin(token.cancelled());
+        let only = Arc::new(CountingWaker(0.into()));
+        let waker = Waker::from(only.clone());
+        for _ in 0..3 {
+            assert!(future.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+        token.cancel();
+        assert_eq!(only.0.load(Ordering::SeqCst), 1);
     }
 
     #[test]

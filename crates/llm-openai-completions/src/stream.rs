@@ -331,9 +331,9 @@ impl Decoder {
         }
     }
 
-    fn metadata(&mut self, id: Option<&Value>, model: Option<&Value>, out: &mut Vec<Delta>) {
-        let id = id.and_then(Value::as_str).filter(|s| !s.is_empty() && !self.id_sent);
-        let model = model.and_then(Value::as_str).filter(|s| !s.is_empty() && !self.model_sent);
+    fn metadata(&mut self, id: Option<&str>, model: Option<&str>, out: &mut Vec<Delta>) {
+        let id = id.filter(|s| !s.is_empty() && !self.id_sent);
+        let model = model.filter(|s| !s.is_empty() && !self.model_sent);
         if id.is_none() && model.is_none() {
             return;
         }
@@ -350,7 +350,7 @@ impl Decoder {
         });
     }
 
-    fn chunk(&mut self, chunk: WireChunk, raw: &str, out: &mut Vec<Delta>) {
+    fn chunk(&mut self, chunk: WireChunk<'_>, raw: &str, out: &mut Vec<Delta>) {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             let mut payload = serde_json::Map::new();
             payload.insert("error".into(), error);
@@ -359,7 +359,7 @@ impl Decoder {
             self.fail(error, out);
             return;
         }
-        self.metadata(chunk.id.as_ref(), chunk.model.as_ref(), out);
+        self.metadata(chunk.id.as_deref(), chunk.model.as_deref(), out);
         let top_usage = chunk.usage.filter(Value::is_object);
         if let Some(usage) = &top_usage {
             out.push(Delta::Usage(parse_usage(usage)));

@@ -1,5 +1,7 @@
 //! The stream chunk as read from the wire, leniently, and its usage.
 
+use std::borrow::Cow;
+
 use llm_core::{Usage, WireValue};
 use serde::Deserialize;
 use serde_json::Value;
@@ -8,10 +10,16 @@ use crate::compat::DEFAULT_REASONING_FIELDS;
 
 /// A stream chunk, as far as the decoder reads it. Leaves are `Value`s, so any
 /// JSON type is accepted there; unknown fields are skipped.
+///
+/// `id` and `model` repeat in every chunk but are read once: borrowed from the event's
+/// data, they cost no allocation per chunk (one that is not a string fails the typed
+/// read, and the lenient read ignores it, as the decoder does).
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct WireChunk {
-    pub(super) id: Option<Value>,
-    pub(super) model: Option<Value>,
+pub(super) struct WireChunk<'a> {
+    #[serde(borrow)]
+    pub(super) id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) model: Option<Cow<'a, str>>,
     pub(super) choices: Option<Vec<WireChoice>>,
     pub(super) usage: Option<Value>,
     pub(super) error: Option<Value>,
@@ -73,7 +81,7 @@ impl WireFunction {
     }
 }
 
-impl WireChunk {
+impl WireChunk<'_> {
     /// Picks a chunk apart by hand: parts of an unexpected shape are skipped.
     pub(super) fn lenient(value: Value, reasoning_fields: &[String]) -> Self {
         let Value::Object(mut m) = value else { return WireChunk::default() };
@@ -87,8 +95,8 @@ impl WireChunk {
             _ => None,
         };
         WireChunk {
-            id: m.remove("id"),
-            model: m.remove("model"),
+            id: owned_str(m.remove("id")),
+            model: owned_str(m.remove("model")),
             choices,
             usage: m.remove("usage"),
             error: m.remove("error"),
@@ -180,5 +188,13 @@ pub(crate) fn parse_usage(usage: &Value) -> Usage {
         cache_write,
         total_tokens: input + output + cache_read + cache_write,
         ..Usage::default()
+    }
+}
+
+/// A string value as a `Cow` (anything else is not read).
+fn owned_str(value: Option<Value>) -> Option<Cow<'static, str>> {
+    match value {
+        Some(Value::String(s)) => Some(Cow::Owned(s)),
+        _ => None,
     }
 }

@@ -1,0 +1,325 @@
+//! `cargo xtask bench`: every provider end to end on generated streams.
+//!
+//! Each case streams a generated response through the provider's real HTTP client from a
+//! minimal loopback server in this file (one `std` thread that writes the body as it is
+//! generated, so the server holds no copy of it), and consumes the `AssistantStream` as a
+//! UI would: every event is dropped once read, and in the `partial` mode the open block is
+//! read from `AssistantStream::partial()` after every delta.
+//!
+//! Every case runs in a fresh child process (`xtask bench-case ...`), so its peak resident
+//! set is its own. CPU time is the client thread's (`/proc/thread-self/schedstat`, in ns;
+//! `getrusage` would need `unsafe` FFI, which the workspace forbids): the
+//! HTTP client, SSE decoding, the provider's decoder, the assembler and the consumer, not
+//! the server thread. The floor is the CPU time of `serde_json` parsing every event's
+//! `data` of the same wire bytes into a `Value`, once. The transport is the CPU time of
+//! receiving the same response with the same HTTP client and cutting it into events with
+//! the provider's framing, parsing nothing: no client that uses HTTP and serde_json can
+//! cost less than transport + floor.
+//!
+//! Streams (100-byte deltas): `text` (one text block), `one-call` (one `write_file` call),
+//! `three-calls` (three calls in a row, a third of the bytes each). Sizes count argument
+//! (or text) bytes as sent: the arguments' JSON text.
+
+mod case;
+pub mod concurrent;
+mod content;
+mod server;
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+pub use case::run_case;
+pub(crate) use case::thread_cpu_ns;
+use case::{Measure, Mode, floor_ns};
+
+use crate::providers::BENCHED as PROVIDERS;
+use crate::{Error, Result};
+
+const MIB: usize = 1024 * 1024;
+/// Bytes per streamed delta.
+const DELTA: usize = 100;
+/// The server writes HTTP chunks of at least this size.
+const CHUNK: usize = 16 * 1024;
+/// Pieces of a value sent whole in one event (Responses `.done`, Gemini `functionCall`).
+const PIECE: usize = 64 * 1024;
+/// The SSE event limit for the run: a 16 MiB value sent whole needs more than the
+/// default 16 MiB.
+const MAX_EVENT_BYTES: usize = 64 * MIB;
+/// How long the server waits for the client to connect, send or read.
+const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Text bytes before the call in a `Scenario::Turn`.
+const TURN_TEXT: usize = 600;
+
+/// What a case streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// One text block.
+    Text,
+    /// One `write_file` call.
+    OneCall,
+    /// Three `write_file` calls, a third of the bytes each.
+    ThreeCalls,
+    /// A model turn as agents see it: text of `TURN_TEXT` bytes, then one `write_file`
+    /// call (the concurrent bench's stream; not in `ALL`).
+    Turn,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 3] = [Scenario::Text, Scenario::OneCall, Scenario::ThreeCalls];
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Text => "text",
+            Scenario::OneCall => "one-call",
+            Scenario::ThreeCalls => "three-calls",
+            Scenario::Turn => "turn",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Self> {
+        Scenario::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| Error::Msg(format!("unknown scenario `{name}`")))
+    }
+}
+
+/// `cargo xtask bench` options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Only this provider (fixture folder name).
+    pub provider: Option<String>,
+    /// Only this scenario.
+    pub scenario: Option<Scenario>,
+    /// Stream sizes in MiB.
+    pub sizes: Vec<usize>,
+    /// Runs per case (the minimum CPU time and the largest peak are kept).
+    pub reps: usize,
+}
+
+impl Options {
+    /// Parses `[--provider NAME] [--scenario S] [--sizes 1,4,16] [--reps N]`.
+    pub fn parse(args: &[String]) -> Result<Self> {
+        let mut options =
+            Options { provider: None, scenario: None, sizes: vec![1, 4, 16], reps: 3 };
+        let mut iter = args.iter();
+        while let Some(flag) = iter.next() {
+            let value =
+                iter.next().ok_or_else(|| Error::Msg(format!("{flag} needs a value")))?.as_str();
+            match flag.as_str() {
+                "--provider" => options.provider = Some(value.to_owned()),
+                "--scenario" => options.scenario = Some(Scenario::parse(value)?),
+                "--sizes" => {
+                    options.sizes = value
+                        .split(',')
+                        .map(|s| s.trim().parse::<usize>())
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(|e| Error::Msg(format!("--sizes: {e}")))?;
+                }
+                "--reps" => {
+                    options.reps = value.parse().map_err(|e| Error::Msg(format!("--reps: {e}")))?;
+                }
+                other => return Err(Error::Msg(format!("unknown bench argument `{other}`"))),
+            }
+        }
+        if options.sizes.is_empty() || options.reps == 0 {
+            return Err(Error::Msg("bench needs at least one size and one rep".into()));
+        }
+        Ok(options)
+    }
+}
+
+/// Runs one case `reps` times, each in a fresh process: the minimum CPU time and the
+/// largest peak.
+fn measure(
+    name: &str,
+    scenario: Scenario,
+    size: usize,
+    mode: Mode,
+    reps: usize,
+) -> Result<Measure> {
+    let exe = std::env::current_exe().map_err(|e| Error::Msg(format!("current_exe: {e}")))?;
+    let mut best: Option<Measure> = None;
+    for _ in 0..reps {
+        let output = Command::new(&exe)
+            .args(["bench-case", name, scenario.name(), &size.to_string(), mode.arg()])
+            .output()
+            .map_err(|e| Error::Msg(format!("cannot run {}: {e}", exe.display())))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            return Err(Error::Msg(format!(
+                "{name} {} {} MiB: {}",
+                scenario.name(),
+                size / MIB,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        let mut fields = stdout.split_whitespace().map(str::parse::<u64>);
+        let (Some(Ok(cpu_ns)), Some(Ok(peak_bytes))) = (fields.next(), fields.next()) else {
+            return Err(Error::Msg(format!("unexpected bench-case output `{stdout}`")));
+        };
+        best = Some(match best {
+            None => Measure { cpu_ns, peak_bytes },
+            Some(b) => {
+                Measure { cpu_ns: b.cpu_ns.min(cpu_ns), peak_bytes: b.peak_bytes.max(peak_bytes) }
+            }
+        });
+    }
+    best.ok_or_else(|| Error::Msg("no run".into()))
+}
+
+/// What one size of one row measured.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    /// serde_json parsing every event once, ns.
+    floor: u64,
+    /// HTTP and framing only.
+    transport: Measure,
+    /// Events read, no partial reads.
+    plain: Measure,
+    /// A partial read after every delta.
+    partial: Measure,
+}
+
+/// One row of the table: a provider and a scenario at every size.
+#[derive(Debug)]
+struct Row {
+    provider: &'static str,
+    scenario: Scenario,
+    /// One cell per size.
+    cells: Vec<Result<Cell>>,
+}
+
+fn ms_per_mib(ns: u64, size_mib: usize) -> f64 {
+    ns as f64 / 1e6 / size_mib.max(1) as f64
+}
+
+fn ratio(a: &Result<Cell>, b: &Result<Cell>) -> String {
+    match (a, b) {
+        (Ok(big), Ok(small)) if small.partial.cpu_ns > 0 => {
+            format!("{:.2}", big.partial.cpu_ns as f64 / small.partial.cpu_ns as f64)
+        }
+        _ => "-".into(),
+    }
+}
+
+fn render(rows: &[Row], sizes: &[usize]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "CPU ms per MiB of argument/text bytes (client thread): floor = serde_json parse of the wire events into Value, once; transport = the same HTTP client and framing, nothing parsed; plain = reading events only; partial = AssistantStream::partial() read after every delta."
+    );
+    let mut head = "| provider | stream |".to_owned();
+    let mut rule = "|---|---|".to_owned();
+    for size in sizes {
+        let _ = write!(head, " {size} MiB floor / transport / plain / partial |");
+        rule.push_str("---|");
+    }
+    for pair in sizes.windows(2) {
+        if let [a, b] = pair {
+            let _ = write!(head, " partial {b}/{a} |");
+            rule.push_str("---|");
+        }
+    }
+    if let Some(last) = sizes.last() {
+        let _ = write!(
+            head,
+            " partial overhead at {last} MiB | plain / floor at {last} MiB | (floor + transport) / floor at {last} MiB | peak RSS at {last} MiB (limit 2x+16) |"
+        );
+        rule.push_str("---|---|---|---|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+    for row in rows {
+        let mut line = format!("| {} | {} |", row.provider, row.scenario.name());
+        for (cell, size) in row.cells.iter().zip(sizes) {
+            match cell {
+                Ok(cell) => {
+                    let _ = write!(
+                        line,
+                        " {:.1} / {:.1} / {:.1} / {:.1} |",
+                        ms_per_mib(cell.floor, *size),
+                        ms_per_mib(cell.transport.cpu_ns, *size),
+                        ms_per_mib(cell.plain.cpu_ns, *size),
+                        ms_per_mib(cell.partial.cpu_ns, *size)
+                    );
+                }
+                Err(e) => {
+                    let _ = write!(line, " failed: {e} |");
+                }
+            }
+        }
+        for pair in row.cells.windows(2) {
+            if let [small, big] = pair {
+                let _ = write!(line, " {} |", ratio(big, small));
+            }
+        }
+        if let (Some(Ok(cell)), Some(size)) = (row.cells.last(), sizes.last()) {
+            let limit = 2 * (*size as u64) * MIB as u64 + 16 * MIB as u64;
+            let peak = cell.plain.peak_bytes.max(cell.partial.peak_bytes);
+            let floor = cell.floor.max(1) as f64;
+            let _ = write!(
+                line,
+                " {:+.0}% | {:.2} | {:.2} | {:.1} MiB{} |",
+                (cell.partial.cpu_ns as f64 / cell.plain.cpu_ns.max(1) as f64 - 1.0) * 100.0,
+                cell.plain.cpu_ns as f64 / floor,
+                (cell.floor + cell.transport.cpu_ns) as f64 / floor,
+                peak as f64 / MIB as f64,
+                if peak > limit { " (over)" } else { "" }
+            );
+        } else {
+            line.push_str(" - | - | - | - |");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// `cargo xtask bench`: prints the table (see the module docs).
+pub fn run(options: &Options) -> Result<String> {
+    let mut rows = Vec::new();
+    for entry in PROVIDERS {
+        if options.provider.as_deref().is_some_and(|p| p != entry.name) {
+            continue;
+        }
+        for scenario in Scenario::ALL {
+            if options.scenario.is_some_and(|s| s != scenario) {
+                continue;
+            }
+            let mut cells = Vec::new();
+            for &size_mib in &options.sizes {
+                let size = size_mib * MIB;
+                let cell = (|| {
+                    let floor = (0..options.reps)
+                        .map(|_| floor_ns(entry.name, scenario, size))
+                        .collect::<Result<Vec<_>>>()?
+                        .into_iter()
+                        .min()
+                        .unwrap_or_default();
+                    let measure = |mode| measure(entry.name, scenario, size, mode, options.reps);
+                    Ok(Cell {
+                        floor,
+                        transport: measure(Mode::Transport)?,
+                        plain: measure(Mode::Plain)?,
+                        partial: measure(Mode::Partial)?,
+                    })
+                })();
+                match &cell {
+                    Ok(cell) => eprintln!(
+                        "{} {} {size_mib} MiB: floor {:.1} ms, transport {:.1} ms, plain {:.1} ms, partial {:.1} ms, peak {:.1} MiB",
+                        entry.name,
+                        scenario.name(),
+                        cell.floor as f64 / 1e6,
+                        cell.transport.cpu_ns as f64 / 1e6,
+                        cell.plain.cpu_ns as f64 / 1e6,
+                        cell.partial.cpu_ns as f64 / 1e6,
+                        cell.plain.peak_bytes.max(cell.partial.peak_bytes) as f64 / MIB as f64
+                    ),
+                    Err(e) => eprintln!("{} {} {size_mib} MiB: {e}", entry.name, scenario.name()),
+                }
+                cells.push(cell);
+            }
+            rows.push(Row { provider: entry.name, scenario, cells });
+        }
+    }
+    Ok(render(&rows, &options.sizes))
+}
