@@ -870,20 +870,26 @@ impl HttpProvider {
     fn provider(self, client: llm_http::reqwest::Client) -> Box<dyn llm_core::Provider> {
         match self {
             HttpProvider::Anthropic => {
-                Box::new(llm_anthropic::AnthropicProvider::with_http_client(client))
+                Box::new(llm_anthropic::AnthropicProvider::builder().http_client(client).build())
             }
             HttpProvider::OpenAiCompletions => Box::new(
-                llm_openai_completions::OpenAiCompletionsProvider::with_http_client(client),
+                llm_openai_completions::OpenAiCompletionsProvider::builder()
+                    .http_client(client)
+                    .build(),
             ),
-            HttpProvider::OpenAiResponses => {
-                Box::new(llm_openai_responses::OpenAiResponsesProvider::with_http_client(client))
+            HttpProvider::OpenAiResponses => Box::new(
+                llm_openai_responses::OpenAiResponsesProvider::builder()
+                    .http_client(client)
+                    .build(),
+            ),
+            HttpProvider::Google => {
+                Box::new(llm_google::GoogleProvider::builder().http_client(client).build())
             }
-            HttpProvider::Google => Box::new(llm_google::GoogleProvider::with_http_client(client)),
             HttpProvider::Mistral => {
-                Box::new(llm_mistral::MistralProvider::with_http_client(client))
+                Box::new(llm_mistral::MistralProvider::builder().http_client(client).build())
             }
             HttpProvider::Bedrock => {
-                Box::new(llm_bedrock::BedrockProvider::with_http_client(client))
+                Box::new(llm_bedrock::BedrockProvider::builder().http_client(client).build())
             }
         }
     }

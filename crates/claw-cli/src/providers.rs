@@ -20,7 +20,7 @@ pub(crate) const PROVIDERS: &[Registered] = &[
     Registered { info: &llm_anthropic::INFO, make: || Arc::new(llm_anthropic::AnthropicProvider::new()) },
     Registered { info: &llm_openai_completions::INFO, make: || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()) },
     Registered { info: &llm_openai_responses::INFO, make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()) },
-    Registered { info: &llm_openai_responses::AZURE_INFO, make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::azure()) },
+    Registered { info: &llm_openai_responses::AZURE_INFO, make: || Arc::new(llm_openai_responses::OpenAiResponsesProvider::builder().wire(llm_openai_responses::OpenAiResponses::Azure).build()) },
     Registered { info: &llm_google::INFO, make: || Arc::new(llm_google::GoogleProvider::new()) },
     Registered { info: &llm_mistral::INFO, make: || Arc::new(llm_mistral::MistralProvider::new()) },
     Registered { info: &llm_bedrock::INFO, make: || Arc::new(llm_bedrock::BedrockProvider::new()) },

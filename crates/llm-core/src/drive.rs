@@ -1,10 +1,10 @@
 //! The async request driver shared by every HTTP provider (feature `tokio`).
 //!
-//! A provider supplies three things: a `connect` closure (send the request, return
+//! A provider supplies two things: a `connect` closure (send the request, return
 //! the body bytes or a mapped [`Error`]; the `llm-http` crate has the one HTTP
-//! implementation), a [`Framing`] (how the body splits into frames: SSE for every
-//! current provider, NDJSON or AWS event streams for others) and a [`FrameDecoder`]
-//! (its `stream.rs`: frames in, [`Delta`]s out; every SSE [`WireDecoder`] is one).
+//! implementation) and a [`StreamDecoder`] (its `stream.rs`: frames of its [`Framing`] in,
+//! [`Delta`]s out; every SSE [`WireDecoder`] is one, and AWS event streams are another
+//! framing).
 //! The driver owns everything else, identically for all providers: retries with
 //! backoff before the first content (after it, a retry would repeat shown output), connect / first-byte / idle /
 //! total timeouts, cancellation, framing errors, and one `tracing` span per request.
@@ -61,18 +61,33 @@ pub trait WireDecoder: Send + 'static {
     fn end(&mut self, out: &mut Vec<Delta>);
 }
 
-/// A provider's stream state machine over the frames of any [`Framing`].
+/// A provider's stream state machine over the frames of its API's [`Framing`]: what the
+/// driver runs.
 ///
-/// The same contract as [`WireDecoder`] (pure, never panics, emits the terminal
-/// delta itself); every [`WireDecoder`] is a `FrameDecoder<SseEvent>`.
-pub trait FrameDecoder<F>: Send + 'static {
+/// The same contract as [`WireDecoder`] (pure, never panics, emits the terminal delta
+/// itself); every [`WireDecoder`] is one, with SSE framing. A decoder over another framing
+/// (AWS event streams) implements this trait directly.
+pub trait StreamDecoder: Send + 'static {
+    /// How the body splits into frames.
+    type Framing: Framing;
+    /// The framing of one attempt's body (`max_event_bytes` from the options).
+    fn framing(max_event_bytes: Option<usize>) -> Self::Framing;
     /// One frame.
-    fn frame(&mut self, frame: F, out: &mut Vec<Delta>);
+    fn frame(&mut self, frame: <Self::Framing as Framing>::Frame, out: &mut Vec<Delta>);
     /// The body ended.
     fn end(&mut self, out: &mut Vec<Delta>);
 }
 
-impl<D: WireDecoder> FrameDecoder<SseEvent> for D {
+impl<D: WireDecoder> StreamDecoder for D {
+    type Framing = SseDecoder;
+
+    fn framing(max_event_bytes: Option<usize>) -> SseDecoder {
+        match max_event_bytes {
+            Some(limit) => SseDecoder::with_max_event_size(limit),
+            None => SseDecoder::new(),
+        }
+    }
+
     fn frame(&mut self, frame: SseEvent, out: &mut Vec<Delta>) {
         self.event(frame, out);
     }
@@ -92,51 +107,22 @@ impl Sleeper for TokioSleeper {
     }
 }
 
-/// Runs one streamed SSE request: [`drive`] with [`SseDecoder`] framing (limited to
-/// `options.max_event_bytes` when set).
-pub fn drive_sse<C, Fut, D, N>(
-    model: &Model,
-    options: &StreamOptions,
-    provider: &str,
-    connect: C,
-    new_decoder: N,
-) -> AssistantStream
-where
-    C: FnMut(u32) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    D: WireDecoder,
-    N: FnMut() -> D + Send + 'static,
-{
-    drive(model, options, provider, connect, sse_framing, new_decoder)
-}
-
-/// The SSE framing for a request: `max_event_bytes` from the options, else the default.
-pub fn sse_framing(max_event_bytes: Option<usize>) -> SseDecoder {
-    match max_event_bytes {
-        Some(limit) => SseDecoder::with_max_event_size(limit),
-        None => SseDecoder::new(),
-    }
-}
-
-/// Runs one streamed request in any framing: see the module docs.
+/// Runs one streamed request: see the module docs.
 ///
-/// `connect(attempt)` is called once per attempt (0-based). `new_framing` gets
-/// `options.max_event_bytes` and `new_decoder` makes a fresh decoder; both are
-/// called once per attempt.
-pub fn drive<C, Fut, F, NF, D, N>(
+/// `connect(attempt)` is called once per attempt (0-based); `new_decoder` makes a fresh
+/// decoder, and the decoder's framing ([`StreamDecoder::framing`]) gets
+/// `options.max_event_bytes`, once per attempt.
+pub fn drive<C, Fut, D, N>(
     model: &Model,
     options: &StreamOptions,
     provider: &str,
     connect: C,
-    new_framing: NF,
     new_decoder: N,
 ) -> AssistantStream
 where
     C: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    F: Framing,
-    NF: FnMut(Option<usize>) -> F + Send + 'static,
-    D: FrameDecoder<F::Frame>,
+    D: StreamDecoder,
     N: FnMut() -> D + Send + 'static,
 {
     let span = tracing::info_span!(
@@ -152,7 +138,6 @@ where
     );
     let driver = Driver {
         connect,
-        new_framing,
         new_decoder,
         provider: provider.to_owned(),
         policy: options.retry.clone(),
@@ -183,9 +168,8 @@ enum Phase<F, D> {
     Finished,
 }
 
-struct Driver<C, NF, N, F, D> {
+struct Driver<C, N, D: StreamDecoder> {
     connect: C,
-    new_framing: NF,
     new_decoder: N,
     provider: String,
     policy: RetryPolicy,
@@ -194,7 +178,7 @@ struct Driver<C, NF, N, F, D> {
     sleeper: Arc<dyn Sleeper>,
     cancel: CancellationToken,
     attempt: u32,
-    phase: Phase<F, D>,
+    phase: Phase<D::Framing, D>,
     started: Instant,
     emitted_content: bool,
     pending: Vec<Delta>,
@@ -208,13 +192,11 @@ enum Outcome {
     Retry(Error),
 }
 
-impl<C, Fut, F, NF, D, N> Driver<C, NF, N, F, D>
+impl<C, Fut, D, N> Driver<C, N, D>
 where
     C: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    F: Framing,
-    NF: FnMut(Option<usize>) -> F + Send + 'static,
-    D: FrameDecoder<F::Frame>,
+    D: StreamDecoder,
     N: FnMut() -> D + Send + 'static,
 {
     async fn step(&mut self) -> Option<Vec<Delta>> {
@@ -243,7 +225,7 @@ where
                             self.span.record("status", response.status);
                             self.phase = Phase::Body {
                                 body: response.body,
-                                framing: (self.new_framing)(self.max_event_bytes),
+                                framing: D::framing(self.max_event_bytes),
                                 decoder: (self.new_decoder)(),
                             };
                         }

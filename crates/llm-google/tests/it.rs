@@ -170,7 +170,13 @@ async fn vertex_url_and_bearer_token() {
     let mut o = options();
     o.provider_options.insert("project".into(), json!("demo-project"));
     o.provider_options.insert("location".into(), json!("europe-west4"));
-    let events = collect(&GoogleProvider::vertex(), &m, &weather_context(), &o).await;
+    let events = collect(
+        &GoogleProvider::builder().wire(llm_google::Gemini::Vertex).build(),
+        &m,
+        &weather_context(),
+        &o,
+    )
+    .await;
     assert!(matches!(events.last(), Some(AssistantEvent::Done { .. })));
     let seen = seen(&server);
     assert_eq!(

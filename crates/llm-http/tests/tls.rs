@@ -86,6 +86,7 @@ async fn https_server(pki: &Pki) -> u16 {
 async fn send_to(transport: &HttpTransport, port: u16) -> Result<Vec<u8>, Error> {
     let client = transport.client(TransportConfig { connect_timeout: None }, "test")?;
     let request = Arc::new(HttpRequest {
+        method: reqwest::Method::POST,
         url: format!("https://127.0.0.1:{port}/v1/x"),
         headers: vec![("x-api-key".into(), "sk-tls-test".into())],
         body: bytes::Bytes::from_static(b"{}"),

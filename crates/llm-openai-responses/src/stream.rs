@@ -379,7 +379,7 @@ struct Snapshot {
 
 /// The Responses [`WireDecoder`].
 #[derive(Debug)]
-pub(crate) struct Decoder {
+pub struct Decoder {
     items: HashMap<BlockKey, Item>,
     by_item_id: HashMap<String, BlockKey>,
     current: Option<BlockKey>,

@@ -23,7 +23,7 @@ use agent_core::{
     Agent, AgentConfig, AgentContext, AgentHooks, AgentTool, ToolError, ToolInvocation, ToolOutput,
 };
 use llm_core::{ApiKey, Message, Model, Tool};
-use llm_openai_responses::{AZURE_API, AZURE_PROVIDER, OpenAiResponsesProvider};
+use llm_openai_responses::{AZURE_API, AZURE_PROVIDER, OpenAiResponses, OpenAiResponsesProvider};
 
 /// Fetches a fresh token (blocking; run on the blocking pool).
 type TokenSource = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
@@ -125,7 +125,13 @@ async fn main() -> ExitCode {
     let deployment = set("AZURE_OPENAI_DEPLOYMENT").unwrap_or_else(|| "gpt-5-mini".to_owned());
     let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
     let source: Option<TokenSource> = entra.then(|| Arc::new(az_cli_token) as TokenSource);
-    let config = config(OpenAiResponsesProvider::azure(), &deployment, "", key, source);
+    let config = config(
+        OpenAiResponsesProvider::builder().wire(OpenAiResponses::Azure).build(),
+        &deployment,
+        "",
+        key,
+        source,
+    );
     let context = AgentContext {
         system_prompt: Some("Answer briefly. Use the tool for the time.".to_owned()),
         messages: Vec::new(),

@@ -46,7 +46,7 @@ fn run(frames: Vec<AwsFrame>) -> Vec<Delta> {
     for frame in frames {
         decoder.frame(frame, &mut out);
     }
-    FrameDecoder::end(&mut decoder, &mut out);
+    StreamDecoder::end(&mut decoder, &mut out);
     out
 }
 
@@ -437,7 +437,7 @@ fn run_with(mut decoder: Decoder, frames: Vec<AwsFrame>) -> Vec<Delta> {
     for frame in frames {
         decoder.frame(frame, &mut out);
     }
-    FrameDecoder::end(&mut decoder, &mut out);
+    StreamDecoder::end(&mut decoder, &mut out);
     out
 }
 
