@@ -493,7 +493,7 @@ async fn sweep_agent(entry: ProviderEntry, tools_fixture: Arc<Fixture>, text: Ca
             Some(outcome) => {
                 *line.endings.entry(reason_name(outcome.reason)).or_default() += 1;
                 for (which, messages) in [
-                    ("the run's messages", &outcome.messages),
+                    ("the run's messages", outcome.messages()),
                     ("the final transcript", &outcome.context.messages),
                 ] {
                     let violations = agent_core::check_tool_results(messages);
@@ -502,7 +502,7 @@ async fn sweep_agent(entry: ProviderEntry, tools_fixture: Arc<Fixture>, text: Ca
                     }
                 }
                 if let Some(AgentEvent::AgentEnd { messages, .. }) = run.events.last()
-                    && *messages != outcome.messages
+                    && *messages != outcome.messages()
                 {
                     problems.push("AgentEnd's messages differ from the outcome's".to_owned());
                 }

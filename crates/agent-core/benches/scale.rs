@@ -90,7 +90,7 @@ fn long_run(rt: &tokio::runtime::Runtime, turns: usize) {
     });
     let outcome = run.outcome().expect("outcome");
     assert_eq!(outcome.reason, EndReason::Completed);
-    assert!(check_tool_results(&outcome.messages).is_empty());
+    assert!(check_tool_results(outcome.messages()).is_empty());
     assert_eq!(turn_ends.len(), turns);
     let per_turn = |from: usize, to: usize| {
         let a = if from == 0 { Duration::ZERO } else { turn_ends[from - 1] };

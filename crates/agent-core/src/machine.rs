@@ -16,6 +16,16 @@
 //! one result, in call order, before the next request; nothing is output after
 //! [`Output::Finished`]; inputs that answer nothing outstanding (late, repeated
 //! or unknown) change nothing.
+//!
+//! A batch goes through stages. First every call is resolved, prepared and
+//! validated, before any runs; a call whose arguments were cut off mid-JSON
+//! (`ToolCall::arguments_incomplete`) fails here. In parallel mode each call is
+//! then announced and asked `before_tool_call` in order, and the allowed calls
+//! run at most `max_concurrency` at once. In sequential mode one call at a time
+//! goes through its whole life, and its result is written at once. A call whose
+//! hook answers `Ask` parks while the rest of the batch goes on; an approval,
+//! a denial or an abort resumes it. Repeated call ids in one response get fresh
+//! ids, so each result names one call.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -1,4 +1,14 @@
 //! The in-process driver of the agent loop: [`Agent`] and [`AgentRun`] over an [`AgentMachine`].
+//!
+//! [`AgentRun`] is a `Stream` of [`AgentEvent`]s that runs the machine as it is polled.
+//! Hooks run on the polling task, contained: a panic, or a hang past `abort_grace` after an
+//! abort, becomes an answer. Each tool call runs on its own tokio task (tools declared
+//! blocking on the blocking pool), started when the run first polls the call. The run goes
+//! on without waiting as far as it can, but never more than 256 events ahead of its
+//! consumer. Steering and follow-up queues are handed to the machine before each decision.
+//! A tool's progress goes straight to the event queue; its sink is closed before the call's
+//! result reaches the machine, so no update follows a call's end. The stored transcript is
+//! lent to each request, not copied, so a turn costs O(new messages).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -141,22 +151,62 @@ pub enum AgentError {
 }
 
 /// The result of a finished run.
-#[derive(Debug, Clone, serde::Serialize)]
+///
+/// The transcript is held once, in `context`: [`AgentOutcome::messages`] is the
+/// part of it this run added (a program keeping many outcomes keeps each
+/// message once).
+#[derive(Debug, Clone)]
 pub struct AgentOutcome {
-    /// Messages this run added, in order.
-    pub messages: Vec<Message>,
     /// The context at the end (transcript and tools, deferred tools included).
     pub context: AgentContext,
     /// Why it ended.
     pub reason: EndReason,
     /// What failed, when `reason` is [`EndReason::Failed`].
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<AgentError>,
     /// Steering and follow-up messages still queued when the run ended (by the
     /// turn limit, a stop hook, an abort, ...), in the order they would have
     /// been sent: hand them to the next run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queued: Vec<Message>,
+    /// Where this run's messages start in `context.messages`.
+    first_new: usize,
+}
+
+impl AgentOutcome {
+    /// Messages this run added, in order: the end of `context.messages`.
+    pub fn messages(&self) -> &[Message] {
+        self.context.messages.get(self.first_new..).unwrap_or_default()
+    }
+
+    /// The outcome of a run that ended before the machine could say more
+    /// (`first_new`: where this run's messages start in the context's).
+    fn failed(
+        context: AgentContext,
+        first_new: usize,
+        reason: EndReason,
+        error: Option<AgentError>,
+    ) -> Self {
+        AgentOutcome { context, reason, error, queued: Vec::new(), first_new }
+    }
+}
+
+/// Serialized as before the transcript was held once: `messages` (this run's)
+/// beside `context`.
+impl serde::Serialize for AgentOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let fields = 3 + usize::from(self.error.is_some()) + usize::from(!self.queued.is_empty());
+        let mut st = s.serialize_struct("AgentOutcome", fields)?;
+        st.serialize_field("messages", self.messages())?;
+        st.serialize_field("context", &self.context)?;
+        st.serialize_field("reason", &self.reason)?;
+        if let Some(error) = &self.error {
+            st.serialize_field("error", error)?;
+        }
+        if !self.queued.is_empty() {
+            st.serialize_field("queued", &self.queued)?;
+        }
+        st.end()
+    }
 }
 
 /// [`AgentError`] as stored: hook names are read back as the names the loop uses.
@@ -437,13 +487,7 @@ impl AgentRun {
         while self.next().await.is_some() {}
         match self.outcome.take() {
             Some(o) => *o,
-            None => AgentOutcome {
-                messages: Vec::new(),
-                context: AgentContext::default(),
-                reason: EndReason::Aborted,
-                error: None,
-                queued: Vec::new(),
-            },
+            None => AgentOutcome::failed(AgentContext::default(), 0, EndReason::Aborted, None),
         }
     }
 
@@ -499,13 +543,13 @@ impl AgentRun {
         let mut queued = machine.take_queued();
         queued.extend(self.steering.drain());
         queued.extend(self.follow_up.drain());
-        let messages = machine.new_messages().to_vec();
+        let first_new = first_new(&machine);
         let reason = machine.reason().unwrap_or(EndReason::Failed);
         let error = machine.error().cloned();
         let mut context = machine.into_context();
         // The outcome may be kept long after the run (until it is joined): not with the room it grew into.
         context.messages.shrink_to_fit();
-        self.outcome = Some(Box::new(AgentOutcome { messages, context, reason, error, queued }));
+        self.outcome = Some(Box::new(AgentOutcome { context, reason, error, queued, first_new }));
         self.response = None;
         self.tasks = FuturesUnordered::new();
     }
@@ -521,7 +565,7 @@ impl AgentRun {
             Command::PrepareTurn => {
                 let model = machine.model().clone();
                 let turn = machine.turns();
-                let start = machine.context().messages.len() - machine.new_messages().len();
+                let start = first_new(machine);
                 return self.spawn_answer(async move {
                     let info = TurnInfo {
                         turn,
@@ -876,18 +920,29 @@ impl AgentRun {
     fn internal_error(&mut self, panic: Box<dyn std::any::Any + Send>) {
         let error = AgentError::Internal { message: panic_text(panic) };
         tracing::error!(%error, "agent loop panicked");
-        self.machine = None;
+        // The transcript so far stays the caller's: a bug in the loop must not lose stored turns.
+        let (context, first_new) = match self.machine.take() {
+            Some(machine) => {
+                let first_new = first_new(&machine);
+                (machine.into_context(), first_new)
+            }
+            None => (AgentContext::default(), 0),
+        };
         self.response = None;
         self.tasks = FuturesUnordered::new();
         self.events.send(AgentEvent::AgentEnd { messages: Vec::new(), reason: EndReason::Failed });
-        self.outcome = Some(Box::new(AgentOutcome {
-            messages: Vec::new(),
-            context: AgentContext::default(),
-            reason: EndReason::Failed,
-            error: Some(error),
-            queued: Vec::new(),
-        }));
+        self.outcome = Some(Box::new(AgentOutcome::failed(
+            context,
+            first_new,
+            EndReason::Failed,
+            Some(error),
+        )));
     }
+}
+
+/// Where the machine's run started in its transcript.
+fn first_new(machine: &AgentMachine) -> usize {
+    machine.context().messages.len().saturating_sub(machine.new_messages().len())
 }
 
 /// What a hook is told about a call of the transcript.

@@ -310,8 +310,8 @@ impl AgentSession {
         let cancel = run.cancel_token();
         let (outcome, cancelled) = serve_run(&ctx, run.finish(), rx, &cancel).await?;
 
-        let added = outcome.messages.len();
-        let text = last_assistant_text(&outcome.messages);
+        let added = outcome.messages().len();
+        let text = last_assistant_text(outcome.messages());
         ctx.set(TRANSCRIPT_KEY, Json(outcome.context.messages));
         if cancelled {
             return Err(TerminalError::new_with_code(409, "session run cancelled").into());

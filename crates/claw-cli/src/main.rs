@@ -5,6 +5,8 @@
 //! recorded session through the real provider adapter and the real agent loop,
 //! against a replay server on 127.0.0.1, executing the real tools.
 //! `docs/claw.md` documents every command, flag and the safety model.
+//!
+//! SIGINT, SIGTERM and SIGHUP become a cancelled run that is still saved.
 
 mod approval;
 mod calc;
@@ -726,7 +728,7 @@ fn exit_code(
     match outcome.reason {
         _ if stopped.is_some() => stopped.map_or(exit::INTERRUPTED, Stop::code),
         EndReason::Error => {
-            let failed = outcome.messages.iter().rev().find_map(|m| match m {
+            let failed = outcome.messages().iter().rev().find_map(|m| match m {
                 Message::Assistant(a) if a.error_message.is_some() => Some(a),
                 _ => None,
             });
@@ -1109,7 +1111,7 @@ async fn chat(
             _ => exit::OK,
         };
         last_results = outcome
-            .messages
+            .messages()
             .iter()
             .filter_map(|m| match m {
                 Message::ToolResult(r) => Some(r.clone()),

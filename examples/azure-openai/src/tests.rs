@@ -61,7 +61,7 @@ async fn an_entra_token_resolved_per_turn_is_the_bearer_of_that_turn() {
     let outcome =
         Agent::new(config).run(context, vec![Message::user("What time is it?")]).finish().await;
 
-    assert_eq!(outcome.reason, EndReason::Completed, "{:?}", outcome.messages);
+    assert_eq!(outcome.reason, EndReason::Completed, "{:?}", outcome.messages());
     let requests = server.recorded();
     assert_eq!(requests.len(), 2);
     assert_eq!(fetched.load(Ordering::SeqCst), 2);

@@ -77,7 +77,7 @@ async fn main() -> ExitCode {
     };
     let context = AgentContext { system_prompt: None, messages: vec![], tools: visible };
     let outcome = Agent::new(config).run(context, vec![Message::user(prompt)]).finish().await;
-    for message in &outcome.messages {
+    for message in outcome.messages() {
         if let Message::Assistant(a) = message {
             for block in &a.content {
                 if let AssistantContent::Text(t) = block {

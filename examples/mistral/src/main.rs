@@ -55,7 +55,7 @@ async fn main() -> ExitCode {
     };
 
     let outcome = Agent::new(config).run(context, vec![Message::user(prompt)]).finish().await;
-    for message in &outcome.messages {
+    for message in outcome.messages() {
         match message {
             Message::Assistant(reply) => {
                 for call in reply.tool_calls() {

@@ -142,8 +142,8 @@ pub(crate) async fn check_run(mut run: AgentRun, ok: Arc<AtomicUsize>) -> Option
     let fine = ends == 1
         && last_was_end
         && outcome.reason == EndReason::Completed
-        && outcome.messages.len() == 1 + TOOL_TURNS * (1 + CALLS_PER_TURN) + 1
-        && check_tool_results(&outcome.messages).is_empty();
+        && outcome.messages().len() == 1 + TOOL_TURNS * (1 + CALLS_PER_TURN) + 1
+        && check_tool_results(outcome.messages()).is_empty();
     if fine {
         ok.fetch_add(1, Ordering::Relaxed);
     }

@@ -108,9 +108,9 @@ async fn deferred_tool_through_anthropic() {
     assert_eq!(outcome.reason, EndReason::Completed);
     assert_eq!(hooks.0.load(Ordering::SeqCst), 1);
     assert!(outcome.context.tools.iter().any(|t| t.tool.name == "read_file"));
-    let r = results(&outcome.messages);
+    let r = results(outcome.messages());
     assert_eq!(r.last().unwrap().text(), "deferred readme");
-    assert_invariant(&outcome.messages);
+    assert_invariant(outcome.messages());
 }
 
 #[tokio::test]

@@ -493,8 +493,8 @@ async fn concurrent_runs_of_one_agent_keep_their_own_queues() {
     first.steering().push(Message::user("steer-first"));
     second.follow_up().push(Message::user("follow-second"));
     let (one, two) = tokio::join!(first.finish(), second.finish());
-    let one = user_texts(&one.messages).join(" ");
-    let two = user_texts(&two.messages).join(" ");
+    let one = user_texts(one.messages()).join(" ");
+    let two = user_texts(two.messages()).join(" ");
     assert!(one.contains("steer-first") && !one.contains("follow-second"), "{one}");
     assert!(two.contains("follow-second") && !two.contains("steer-first"), "{two}");
 }
@@ -554,7 +554,7 @@ async fn blocking_parallel_tools_do_not_stall_each_other() {
     let a = agent(&provider, |_| {});
     let tools = vec![rendezvous("a", barrier.clone()), rendezvous("b", barrier)];
     let outcome = a.run(ctx(tools), vec![Message::user("go")]).finish().await;
-    let r = results(&outcome.messages);
+    let r = results(outcome.messages());
     assert_eq!((r[0].text().as_str(), r[1].text().as_str()), ("met", "met"));
 }
 
@@ -570,7 +570,7 @@ async fn tools_declared_blocking_run_on_the_blocking_pool() {
     let tools =
         vec![rendezvous("a", barrier.clone()).blocking(), rendezvous("b", barrier).blocking()];
     let outcome = a.run(ctx(tools), vec![Message::user("go")]).finish().await;
-    let r = results(&outcome.messages);
+    let r = results(outcome.messages());
     assert_eq!((r[0].text().as_str(), r[1].text().as_str()), ("met", "met"));
 }
 
@@ -679,7 +679,7 @@ async fn prepare_next_turn_transform_context_and_api_key_apply_per_request() {
         ("m2".into(), Some("token-1".into()), 1, vec![], Some("second prompt".into()))
     );
     // The stored transcript is whole.
-    assert_eq!(outcome.messages.len(), 4);
+    assert_eq!(outcome.messages().len(), 4);
     assert_eq!(outcome.reason, EndReason::Completed);
 }
 

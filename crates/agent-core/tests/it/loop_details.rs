@@ -243,7 +243,7 @@ async fn the_stored_response_keeps_no_spare_capacity_and_its_arguments_as_sent()
         let AssistantContent::ToolCall(call) = block else { panic!("not a call: {block:?}") };
         assert_eq!(serde_json::to_string(&call.arguments).unwrap(), args);
     }
-    assert_invariant(&outcome.messages);
+    assert_invariant(outcome.messages());
 }
 
 /// A tool that ignores the abort is given up after `abort_grace`; before the

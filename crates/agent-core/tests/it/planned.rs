@@ -90,7 +90,7 @@ async fn a_hidden_tool_is_neither_sent_nor_resolvable_until_the_plan_shows_it() 
     let context = catalog.context(&env.get(), Some("sys".into())).unwrap();
     let outcome = agent.run(context, vec![Message::user("go")]).finish().await;
     assert_eq!(outcome.reason, EndReason::Completed);
-    let r = results(&outcome.messages);
+    let r = results(outcome.messages());
     assert_eq!(r[0].text(), "Tool admin not found");
     assert_eq!(r[1].text(), "Tool web_search not found");
     assert_eq!(r[2].text(), "unlocked");
@@ -104,7 +104,7 @@ async fn a_hidden_tool_is_neither_sent_nor_resolvable_until_the_plan_shows_it() 
     // offered once resolved.
     assert_eq!(names(&requests[2].tools), ["admin", "read", "Read", "unlock"]);
     assert_eq!(names(&requests[3].tools), ["admin", "read", "Read", "unlock", "web_search"]);
-    assert_invariant(&outcome.messages);
+    assert_invariant(outcome.messages());
 }
 
 #[tokio::test]

@@ -195,7 +195,7 @@ async fn a_machine_stored_before_it_started_starts_when_resumed() {
         .await
         .expect("a resumed machine that never started runs");
     assert_eq!(outcome.reason, EndReason::Completed);
-    assert_eq!(outcome.messages.len(), 1, "{:?}", outcome.messages);
+    assert_eq!(outcome.messages().len(), 1, "{:?}", outcome.messages());
 }
 
 #[test]
@@ -374,4 +374,26 @@ async fn a_call_waiting_for_a_slot_says_when_it_really_starts() {
         })
         .collect();
     assert_eq!(order, ["start 1", "start 2", "running 1", "end 1", "running 2", "end 2"]);
+}
+
+#[tokio::test]
+async fn the_outcome_holds_the_transcript_once_and_serializes_this_runs_messages() {
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("c1", "t", json!({}))]), text_turn("done")],
+    );
+    let a = agent(&provider, |_| {});
+    let mut context = ctx(vec![sleepy("t", 1, "x")]);
+    context.messages = vec![Message::user("earlier"), Message::user("turns")];
+    let outcome = a.run(context, vec![Message::user("go")]).finish().await;
+    assert_eq!(outcome.reason, EndReason::Completed);
+    // Prompt, tool call, result, answer: the end of the whole transcript.
+    let all = &outcome.context.messages;
+    assert_eq!(all.len(), 6);
+    assert_eq!(outcome.messages(), &all[2..]);
+    let stored = serde_json::to_value(&outcome).expect("serializes");
+    assert_eq!(stored["messages"], serde_json::to_value(&all[2..]).expect("serializes"));
+    assert_eq!(stored["context"]["messages"].as_array().map(Vec::len), Some(6));
+    assert_eq!(stored["reason"], json!("completed"));
+    assert!(stored.get("error").is_none() && stored.get("queued").is_none(), "{stored}");
 }

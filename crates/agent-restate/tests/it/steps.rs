@@ -195,7 +195,7 @@ async fn a_replayed_run_repeats_no_model_request_and_no_tool() {
             })
             .collect()
     };
-    assert_eq!(strip(&replay.messages), strip(&first.messages));
+    assert_eq!(strip(replay.messages()), strip(first.messages()));
     assert!(check_tool_results(&replay.context.messages).is_empty());
 }
 
@@ -217,7 +217,7 @@ async fn tool_errors_and_panics_are_recorded_results() {
         ScriptedProvider::new("scripted", [call_turn("c1"), call_turn("c2"), text_turn("ok")]);
     let outcome = run_once(Arc::new(Shared(journal.clone())), provider, failing.clone()).await;
     let results: Vec<(bool, String)> = outcome
-        .messages
+        .messages()
         .iter()
         .filter_map(|m| match m {
             Message::ToolResult(r) => Some((
@@ -288,7 +288,7 @@ async fn a_panicking_provider_is_a_failed_step_not_a_crash() {
     let outcome =
         Agent::new(config).run(AgentContext::default(), vec![Message::user("go")]).finish().await;
     assert_eq!(outcome.reason, EndReason::Error);
-    let error = outcome.messages.iter().find_map(|m| match m {
+    let error = outcome.messages().iter().find_map(|m| match m {
         Message::Assistant(a) => a.error_message.clone(),
         _ => None,
     });
