@@ -1,6 +1,8 @@
 //! llm-http against a loopback TCP server that writes HTTP/1.1 by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
+mod tls;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -141,7 +141,7 @@ async fn ssl_cert_file_adds_a_private_ca() {
     std::fs::write(&other_file, new_pki().ca_pem).unwrap();
     for (file, expected) in [(&ca_file, "accepted"), (&other_file, "rejected")] {
         let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "ssl_cert_file_child", "--ignored", "--nocapture"])
+            .args(["--exact", "tls::ssl_cert_file_child", "--ignored", "--nocapture"])
             .env("SSL_CERT_FILE", file)
             .env_remove("SSL_CERT_DIR")
             .env(PORT_ENV, port.to_string())
