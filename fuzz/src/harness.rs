@@ -610,7 +610,7 @@ pub fn stream_events(
         let result = sse.push(chunk, &mut sse_events);
         // Events completed before an SSE error in the same chunk come first.
         for event in sse_events.drain(..) {
-            decoder.event(event, &mut deltas);
+            llm_core::drive::decode_event(&mut *decoder, event, &mut deltas);
         }
         if let Err(e) = &result {
             deltas.push(sse_failure(e));
@@ -629,11 +629,11 @@ pub fn stream_events(
     }
     let result = sse.finish(&mut sse_events);
     for event in sse_events.drain(..) {
-        decoder.event(event, &mut deltas);
+        llm_core::drive::decode_event(&mut *decoder, event, &mut deltas);
     }
     match &result {
         Err(e) => deltas.push(sse_failure(e)),
-        Ok(()) => decoder.end(&mut deltas),
+        Ok(()) => llm_core::drive::decode_sse_end(&mut *decoder, &mut deltas),
     }
     drain(&mut assembler, &mut deltas, &mut events);
     if !assembler.is_finished() {

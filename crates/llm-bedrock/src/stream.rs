@@ -440,13 +440,10 @@ impl StreamDecoder for Decoder {
     }
 
     fn frame(&mut self, frame: AwsFrame, out: &mut Vec<Delta>) {
-        let from = out.len();
         self.decode_held(&frame, out);
-        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {
-        let from = out.len();
         if !self.finished {
             // After `messageStop` a missing `metadata` only loses usage; before it the
             // body is cut short: nothing is emitted (the driver reports `truncated`), and
@@ -475,7 +472,10 @@ impl StreamDecoder for Decoder {
                 None => out.extend(fresh),
             }
         }
-        self.surrogates.settle(out, from);
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        Some(&mut self.surrogates)
     }
 }
 

@@ -26,6 +26,7 @@ use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::stream::AssistantStream;
 use crate::types::Model;
+use crate::wire_text::SurrogateJoiner;
 
 /// Bytes of a read handed to the framing at a time (see where it is used).
 const FRAMING_PIECE: usize = 1024;
@@ -59,6 +60,12 @@ pub trait WireDecoder: Send + 'static {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>);
     /// The body ended.
     fn end(&mut self, out: &mut Vec<Delta>);
+    /// The joiner of surrogate halves split across events, for a decoder that reads its text
+    /// as [`WireText`](crate::WireText): the driver settles it after every event and at the
+    /// end ([`decode_frame`]), so a half whose block or stream ends becomes U+FFFD there.
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        None
+    }
 }
 
 /// A provider's stream state machine over the frames of its API's [`Framing`]: what the
@@ -76,6 +83,56 @@ pub trait StreamDecoder: Send + 'static {
     fn frame(&mut self, frame: <Self::Framing as Framing>::Frame, out: &mut Vec<Delta>);
     /// The body ended.
     fn end(&mut self, out: &mut Vec<Delta>);
+    /// As [`WireDecoder::surrogates`].
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        None
+    }
+}
+
+/// Decodes one frame as the driver does: the decoder's deltas, then the surrogate halves
+/// its blocks or the stream ended with turned into U+FFFD ([`SurrogateJoiner::settle`]).
+pub fn decode_frame<D: StreamDecoder>(
+    decoder: &mut D,
+    frame: <D::Framing as Framing>::Frame,
+    out: &mut Vec<Delta>,
+) {
+    let from = out.len();
+    decoder.frame(frame, out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+/// Ends a body as the driver does: [`StreamDecoder::end`], then the surrogate halves still
+/// waiting settled.
+pub fn decode_end<D: StreamDecoder>(decoder: &mut D, out: &mut Vec<Delta>) {
+    let from = out.len();
+    decoder.end(out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+/// [`decode_frame`] for an SSE decoder behind a pointer (`dyn WireDecoder`).
+pub fn decode_event<D: WireDecoder + ?Sized>(
+    decoder: &mut D,
+    event: SseEvent,
+    out: &mut Vec<Delta>,
+) {
+    let from = out.len();
+    decoder.event(event, out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+/// [`decode_end`] for an SSE decoder behind a pointer (`dyn WireDecoder`).
+pub fn decode_sse_end<D: WireDecoder + ?Sized>(decoder: &mut D, out: &mut Vec<Delta>) {
+    let from = out.len();
+    decoder.end(out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
 }
 
 impl<D: WireDecoder> StreamDecoder for D {
@@ -94,6 +151,10 @@ impl<D: WireDecoder> StreamDecoder for D {
 
     fn end(&mut self, out: &mut Vec<Delta>) {
         WireDecoder::end(self, out);
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        WireDecoder::surrogates(self)
     }
 }
 
@@ -149,6 +210,7 @@ where
         phase: Phase::Connect,
         started: Instant::now(),
         emitted_content: false,
+        ended: false,
         pending: Vec::new(),
         rng: seed(),
         span,
@@ -181,6 +243,8 @@ struct Driver<C, N, D: StreamDecoder> {
     phase: Phase<D::Framing, D>,
     started: Instant,
     emitted_content: bool,
+    /// The decoder emitted its terminal delta in this attempt.
+    ended: bool,
     pending: Vec<Delta>,
     rng: u64,
     span: tracing::Span,
@@ -223,6 +287,7 @@ where
                     match result {
                         Ok(response) => {
                             self.span.record("status", response.status);
+                            self.ended = false;
                             self.phase = Phase::Body {
                                 body: response.body,
                                 framing: D::framing(self.max_event_bytes),
@@ -262,11 +327,12 @@ where
                             // are freed and reused while they are still cheap to reuse.
                             for piece in bytes.chunks(FRAMING_PIECE) {
                                 let framed = framing.push(piece, &mut events);
-                                for event in events.drain(..) {
-                                    decoder.frame(event, &mut out);
-                                }
+                                self.decode(&mut decoder, &mut events, &mut out);
                                 if let Err(e) = framed {
                                     out.push(Delta::Error(framing_error(&self.provider, e)));
+                                    break;
+                                }
+                                if self.ended {
                                     break;
                                 }
                             }
@@ -279,12 +345,11 @@ where
                         }
                         None => {
                             let framed = framing.finish(&mut events);
-                            for event in events.drain(..) {
-                                decoder.frame(event, &mut out);
-                            }
+                            self.decode(&mut decoder, &mut events, &mut out);
                             match framed {
                                 Err(e) => out.push(Delta::Error(framing_error(&self.provider, e))),
-                                Ok(()) => decoder.end(&mut out),
+                                Ok(()) if !self.ended => decode_end(&mut decoder, &mut out),
+                                Ok(()) => {}
                             }
                             true
                         }
@@ -309,6 +374,28 @@ where
                     }
                 }
             }
+        }
+    }
+
+    /// Decodes `events` in order (each settled, [`decode_frame`]) until one ends the stream:
+    /// a decoder is never handed a frame after its terminal delta.
+    fn decode(
+        &mut self,
+        decoder: &mut D,
+        events: &mut Vec<<D::Framing as Framing>::Frame>,
+        out: &mut Vec<Delta>,
+    ) {
+        for event in events.drain(..) {
+            if self.ended {
+                continue;
+            }
+            let from = out.len();
+            decode_frame(decoder, event, out);
+            self.ended = out
+                .get(from..)
+                .unwrap_or_default()
+                .iter()
+                .any(|d| matches!(d, Delta::Done | Delta::Error(_)));
         }
     }
 

@@ -272,7 +272,6 @@ async fn connection_refused_is_transport_without_url() {
 
 #[test]
 fn public_decoder_with_assembler() {
-    use llm_core::drive::WireDecoder;
     use llm_core::sse::SseDecoder;
     let mut sse = SseDecoder::new();
     let mut decoder = llm_google::Decoder::new();
@@ -282,9 +281,9 @@ fn public_decoder_with_assembler() {
     sse.push(TWO_CALLS.as_bytes(), &mut events).unwrap();
     sse.finish(&mut events).unwrap();
     for e in events {
-        decoder.event(e, &mut deltas);
+        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    decoder.end(&mut deltas);
+    llm_core::drive::decode_end(&mut decoder, &mut deltas);
     for d in deltas {
         assembler.push(d);
     }

@@ -637,13 +637,15 @@ impl WireDecoder for Decoder {
         if self.finished || event.data.trim().is_empty() {
             return;
         }
-        let from = out.len();
         self.handle(event.event.as_deref(), event.data, out);
-        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, _out: &mut Vec<Delta>) {
         // No terminator came: llm-core reports the truncation.
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        Some(&mut self.surrogates)
     }
 }
 
