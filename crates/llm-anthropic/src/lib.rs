@@ -95,16 +95,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: "anthropic",
     default_base_url: "https://api.anthropic.com",
     key_env: &["ANTHROPIC_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-    ]),
+    capabilities: Capabilities::ALL.without(Capability::StrictSchemas),
     models: &[
         ModelInfo::new("claude-sonnet-4-5", 200_000, 64_000, [3.0, 15.0, 0.3, 3.75])
             .reasoning()

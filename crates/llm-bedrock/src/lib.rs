@@ -131,16 +131,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
     key_env: &[BEARER_TOKEN_ENV],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-    ]),
+    capabilities: Capabilities::ALL.without(Capability::StrictSchemas),
     // Known models with limits and prices; the first is `claw`'s default.
     models: &[
         ModelInfo::new(

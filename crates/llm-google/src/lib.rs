@@ -143,15 +143,9 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://generativelanguage.googleapis.com/v1beta",
     key_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-    ]),
+    capabilities: Capabilities::ALL
+        .without(Capability::StreamingToolArguments)
+        .without(Capability::StrictSchemas),
     models: &[
         ModelInfo::new("gemini-2.5-flash", 1_048_576, 65_536, [0.3, 2.5, 0.075, 0.0])
             .reasoning()

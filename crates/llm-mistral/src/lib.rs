@@ -66,14 +66,10 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://api.mistral.ai",
     key_env: &["MISTRAL_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-    ]),
+    capabilities: Capabilities::ALL
+        .without(Capability::ImagesInToolResults)
+        .without(Capability::PromptCaching)
+        .without(Capability::StrictSchemas),
     models: &[
         ModelInfo::new("mistral-large-latest", 128_000, 32_768, [2.0, 6.0, 0.0, 0.0]).images(),
         ModelInfo::new("mistral-medium-latest", 128_000, 32_768, [0.4, 2.0, 0.0, 0.0]).images(),

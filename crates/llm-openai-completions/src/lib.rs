@@ -70,7 +70,7 @@ mod stream;
 use std::sync::Arc;
 
 use llm_core::output::{OutputFamily, OutputMode};
-use llm_core::{Capabilities, Capability, Error, Model, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Error, Model, ModelInfo, ProviderInfo};
 use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
@@ -104,17 +104,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://api.openai.com/v1",
     key_env: &["OPENAI_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-        Capability::StrictSchemas,
-    ]),
+    capabilities: Capabilities::ALL,
     models: &[
         ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
             .reasoning()
