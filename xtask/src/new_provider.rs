@@ -518,7 +518,7 @@ fn serves_its_api_id() {
 /// One live round trip; runs only when `{{UPPER}}_API_KEY` is set.
 #[tokio::test]
 async fn live_smoke() {
-    let Some(key) = llm_{{snake}}::INFO.key_from_env() else {
+    let Some(key) = llm_http::Env::Process.api_key(&llm_{{snake}}::INFO) else {
         println!("skipped: {{UPPER}}_API_KEY not set");
         return;
     };

@@ -59,6 +59,7 @@
 //! | `metadata` | object | `{ "user_id": "…" }` is sent as `metadata.user_id` |
 //! | `serverTools` | array of objects | server tools (`{"type":"web_search_20250305","name":"web_search"}`, ...) sent as given after the client tools |
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 mod convert;
 mod error;

@@ -89,6 +89,7 @@
 //! - an `exception` message before any content (a throttling exception, say) is retried
 //!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 mod attempt;
 pub mod auth;

@@ -234,14 +234,6 @@ impl ProviderInfo {
             ..Model::default()
         }
     }
-
-    /// The API key from the first of [`ProviderInfo::key_env`] that is set and not blank.
-    pub fn key_from_env(&self) -> Option<String> {
-        self.key_env
-            .iter()
-            .filter_map(|var| std::env::var(var).ok())
-            .find(|key| !key.trim().is_empty())
-    }
 }
 
 /// One LLM API. Implemented once per provider crate.

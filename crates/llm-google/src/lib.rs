@@ -32,7 +32,7 @@
 //! `LOW`/`HIGH`/…), `streamFunctionCallArguments` (boolean: Gemini 3 on Vertex streams
 //! each call's arguments as `partialArgs`, decoded into live argument fragments), and for
 //! Vertex `project` and `location`.
-
+#![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
 use std::sync::Arc;

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use llm_core::ProviderInfo;
+
 /// Where a provider reads its environment variables (keys, regions, routes, flags).
 ///
 /// The one place a provider crate reads the process environment: everything else asks an
@@ -44,6 +46,12 @@ impl Env {
             .filter_map(|name| self.get(name))
             .map(|value| value.trim().to_owned())
             .find(|value| !value.is_empty())
+    }
+
+    /// The API key of `info`: the first of its [`key_env`](ProviderInfo::key_env) variables
+    /// that is set and not blank.
+    pub fn api_key(&self, info: &ProviderInfo) -> Option<String> {
+        self.first(info.key_env)
     }
 
     /// Every variable, for code that cannot ask by name (AWS's credential chain).

@@ -22,6 +22,7 @@
 //! llm-core stays free of IO and of an HTTP client; this crate is the only place in
 //! the workspace that sends HTTP for a provider.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};

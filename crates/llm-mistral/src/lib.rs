@@ -28,7 +28,7 @@
 //! `reasoningEffort` (string) override the computed reasoning parameters;
 //! `parallelToolCalls` (bool) sets `parallel_tool_calls`. Model flags:
 //! [`MistralCompat`].
-
+#![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
 use std::sync::Arc;

@@ -58,7 +58,7 @@
 //! extras (`prompt_filter_results` chunks without choices, `content_filter_results`) are
 //! ignored, and `finish_reason: "content_filter"` is a `refused` error. The Responses API
 //! on Azure (`llm-openai-responses`) also reads the `AZURE_OPENAI_*` environment.
-
+#![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
 mod azure;

@@ -107,6 +107,7 @@
 //!   silent `length` stop.
 //! - HTTP errors keep status and code as fields instead of repeating the status in the
 //!   text, and `DeploymentNotFound` names the deployment that was asked for.
+#![warn(clippy::disallowed_methods)]
 
 mod azure;
 mod convert;

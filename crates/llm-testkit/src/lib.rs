@@ -9,6 +9,7 @@
 //!
 //! `cargo xtask conformance`, `cargo xtask faults`, the provider crates' tests and
 //! `claw` use it; it depends on llm-core only.
+#![warn(clippy::disallowed_methods)]
 
 use std::fmt;
 use std::path::PathBuf;
