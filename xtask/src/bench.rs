@@ -695,19 +695,13 @@ fn wire(
     addr: SocketAddr,
 ) -> Result<(Body, Model)> {
     let (parts, api, id) = match provider {
-        "anthropic" => {
-            (anthropic(scenario, size), llm_core::api::ANTHROPIC_MESSAGES, "claude-bench")
-        }
+        "anthropic" => (anthropic(scenario, size), llm_anthropic::API, "claude-bench"),
         "openai-completions" => {
-            (completions(scenario, size), llm_core::api::OPENAI_COMPLETIONS, "gpt-bench")
+            (completions(scenario, size), llm_openai_completions::API, "gpt-bench")
         }
-        "openai-responses" => {
-            (responses(scenario, size), llm_core::api::OPENAI_RESPONSES, "gpt-bench")
-        }
-        "google" => (google(scenario, size), llm_core::api::GOOGLE_GENERATIVE_AI, "gemini-bench"),
-        "mistral" => {
-            (mistral(scenario, size), llm_core::api::MISTRAL_CONVERSATIONS, "devstral-bench")
-        }
+        "openai-responses" => (responses(scenario, size), llm_openai_responses::API, "gpt-bench"),
+        "google" => (google(scenario, size), llm_google::API, "gemini-bench"),
+        "mistral" => (mistral(scenario, size), llm_mistral::API, "devstral-bench"),
         "bedrock" => (bedrock(scenario, size), llm_bedrock::API, "us.anthropic.claude-bench-v1:0"),
         other => return Err(Error::Msg(format!("no bench wire format for provider `{other}`"))),
     };

@@ -75,7 +75,7 @@ pub use convert::AnthropicCompat;
 pub use stream::Decoder;
 
 /// The API id this crate serves.
-pub const API: &str = llm_core::api::ANTHROPIC_MESSAGES;
+pub const API: &str = "anthropic-messages";
 
 /// The provider name used in errors.
 pub const PROVIDER: &str = "anthropic";

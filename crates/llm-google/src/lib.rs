@@ -52,9 +52,9 @@ pub use compat::GoogleCompat;
 pub use stream::Decoder;
 
 /// API id of the Generative Language API (Gemini API / AI Studio).
-pub const API: &str = llm_core::api::GOOGLE_GENERATIVE_AI;
+pub const API: &str = "google-generative-ai";
 /// API id of Vertex AI.
-pub const VERTEX_API: &str = llm_core::api::GOOGLE_VERTEX;
+pub const VERTEX_API: &str = "google-vertex";
 /// Provider name used in errors.
 pub const PROVIDER: &str = "google";
 

@@ -45,7 +45,7 @@ pub use convert::{MistralCompat, MistralReasoningFormat};
 pub use stream::Decoder;
 
 /// The API id this crate serves.
-pub const API: &str = llm_core::api::MISTRAL_CONVERSATIONS;
+pub const API: &str = "mistral-conversations";
 
 /// The provider name used in errors.
 pub const PROVIDER: &str = "mistral";
