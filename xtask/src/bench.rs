@@ -808,7 +808,7 @@ fn read_request(socket: &mut TcpStream) -> std::io::Result<()> {
 /// The kernel adds the running slice to the figure only at scheduler events (a tick, a
 /// switch), so the thread yields first: `sched_yield` brings it up to date. Without that,
 /// a reading could lag by a tick (up to 4 ms), which matters for the 1 MiB cases.
-fn thread_cpu_ns() -> Result<u64> {
+pub(crate) fn thread_cpu_ns() -> Result<u64> {
     std::thread::yield_now();
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat").map_err(|e| {
         Error::Msg(format!("/proc/thread-self/schedstat: {e} (the bench needs Linux)"))

@@ -32,6 +32,7 @@ mod rawserver;
 pub mod replay;
 pub mod secrets;
 mod server;
+pub mod structured_bench;
 pub mod tidy;
 
 /// An xtask failure: the test kit's error type (what failed and where), one type for both.

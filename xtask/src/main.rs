@@ -31,6 +31,9 @@ commands:
       deltas): CPU ms per MiB with and without a partial read after every delta,
       the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);
       builds and runs itself with --release; not part of ci
+  bench --structured [--sizes 1,4,16] [--reps N]
+      a structured answer streamed in 100-byte fragments through StructuredStream, the
+      partial object read after every fragment: ms per MiB against the serde_json floor
   new-provider NAME [--root DIR]
       scaffold crates/llm-NAME, examples/NAME and fixtures/NAME/ (every scenario
       a declared skip);
@@ -130,7 +133,9 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "bench" => {
-            let options = xtask::bench::Options::parse(rest)?;
+            let structured = rest.iter().any(|a| a == "--structured");
+            // Checked before the release build runs.
+            let options = if structured { None } else { Some(xtask::bench::Options::parse(rest)?) };
             if cfg!(debug_assertions) {
                 // Timings of a debug build mean nothing: run the release build instead.
                 let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -142,7 +147,10 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
                     .map_err(|e| xtask::Error::Msg(format!("cannot run cargo: {e}")))?;
                 return Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
             }
-            print!("{}", xtask::bench::run(&options)?);
+            match options {
+                Some(options) => print!("{}", xtask::bench::run(&options)?),
+                None => print!("{}", xtask::structured_bench::run(rest)?),
+            }
             Ok(ExitCode::SUCCESS)
         }
         // One measured case of `bench`, in its own process.

@@ -28,6 +28,7 @@ mod context;
 mod event;
 mod hooks;
 mod machine;
+mod output;
 mod queue;
 mod run;
 mod tool;
@@ -42,6 +43,10 @@ pub use llm_core::transform::{TranscriptViolation, check_tool_results};
 pub use machine::{
     AgentMachine, Answer, Approval, CallRef, Command, DENIED_TEXT, INCOMPLETE_TEXT, Input,
     MachineSettings, Output, RequestFailure, RestoreError, STATE_VERSION, TurnChange,
+};
+pub use output::{
+    ANSWER_GIVEN_TEXT, ANSWER_RECEIVED_TEXT, AgentOutput, FINAL_ANSWER_PROMPT, OutputTurn,
+    TypedOutcome, TypedRun,
 };
 pub use run::{
     ABORTED_TEXT, Agent, AgentConfig, AgentError, AgentOutcome, AgentRun, Approvals, BLOCKED_TEXT,

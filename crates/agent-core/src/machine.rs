@@ -44,6 +44,8 @@ use crate::hooks::{AfterToolCall, BeforeToolCall};
 use crate::run::{ABORTED_TEXT, AgentError, BLOCKED_TEXT};
 use crate::tool::{AgentTool, ExecutionMode, ToolError, ToolOutput};
 
+mod answer;
+
 /// The version of the stored state; a state of another version is refused.
 pub const STATE_VERSION: u32 = 1;
 
@@ -328,8 +330,10 @@ enum CallState {
     Parked { tool: usize, args: Value },
     /// Allowed; waiting for a slot.
     Ready { tool: usize, args: Value },
-    /// Running (the arguments kept, so a restored run can run it again).
-    Running { tool: usize, args: Arc<Value> },
+    /// Running. The arguments are kept so a restored run can run it again:
+    /// `None` when they are the call's own in the transcript (the usual case;
+    /// a run in flight then holds them once there and once in the tool's hands).
+    Running { tool: usize, args: Option<Value> },
     /// Between two states while one input is handled.
     Moving,
     /// `after_tool_call` asked.
@@ -412,6 +416,9 @@ pub struct AgentMachine {
     phase: Phase,
     /// The time of the input being handled (Unix milliseconds): the machine reads no clock.
     now: u64,
+    /// The schema the final answer must match, and how far the answer is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<Box<answer::OutputState>>,
     #[serde(skip)]
     validators: Arc<ValidatorCache>,
 }
@@ -456,6 +463,7 @@ impl AgentMachine {
             follow_up: VecDeque::new(),
             phase: Phase::Idle,
             now: 0,
+            output: None,
             validators,
         }
     }
@@ -630,7 +638,10 @@ impl AgentMachine {
                         CallState::Running { tool, args } => Some(Command::Execute {
                             call,
                             tool: *tool,
-                            args: (**args).clone(),
+                            args: match args {
+                                Some(args) => args.clone(),
+                                None => self.call(call).map(|c| c.arguments.clone())?,
+                            },
                             mode: if batch.sequential {
                                 ExecutionMode::Sequential
                             } else {
@@ -862,6 +873,9 @@ impl AgentMachine {
             }
             let follow = Self::take(&mut self.follow_up, self.settings.follow_up_mode);
             if follow.is_empty() {
+                if self.ask_answer() {
+                    continue;
+                }
                 return self.finish(self.last_reason, out);
             }
             self.pending = follow;
@@ -940,6 +954,7 @@ impl AgentMachine {
     }
 
     fn response_stored(&mut self, at: usize, out: &mut Vec<Output>) {
+        self.note_answer(at);
         let Some(message) = self.assistant(at) else { return };
         let stop_reason = message.stop_reason;
         let has_calls = message.tool_calls().next().is_some();
@@ -973,6 +988,9 @@ impl AgentMachine {
                 return self.finish(EndReason::Length, out);
             }
             StopReason::Stop | StopReason::ToolUse => {}
+        }
+        if self.answer_call(at, out) {
+            return;
         }
         self.more_tools = false;
         self.last_reason = EndReason::Completed;
@@ -1046,7 +1064,10 @@ impl AgentMachine {
             }
         }
         if self.max_turns_reached() {
-            let more = self.more_tools || !self.steering.is_empty() || !self.follow_up.is_empty();
+            let more = self.more_tools
+                || !self.steering.is_empty()
+                || !self.follow_up.is_empty()
+                || self.answer_owed();
             let reason = if more { EndReason::MaxTurns } else { self.last_reason };
             return self.finish(reason, out);
         }
@@ -1106,6 +1127,13 @@ impl AgentMachine {
 
     fn state(&self, index: usize) -> Option<&CallState> {
         self.batch().and_then(|b| b.calls.get(index)).map(|c| &c.state)
+    }
+
+    /// Takes a call's state when `want` says it is the one expected, leaving
+    /// `Moving` (no copy of the arguments it holds).
+    fn take_state(&mut self, index: usize, want: impl Fn(&CallState) -> bool) -> Option<CallState> {
+        let c = self.batch_mut().and_then(|b| b.calls.get_mut(index))?;
+        want(&c.state).then(|| std::mem::replace(&mut c.state, CallState::Moving))
     }
 
     fn set_state(&mut self, index: usize, state: CallState) {
@@ -1412,8 +1440,11 @@ impl AgentMachine {
                 && self.call(self.call_ref(*i)).is_some_and(|call| call.id == tool_call_id)
         });
         let Some((index, _)) = found else { return };
-        let Some(CallState::Parked { tool, args }) = self.state(index).cloned() else { return };
-        self.set_state(index, CallState::Moving);
+        let Some(CallState::Parked { tool, args }) =
+            self.take_state(index, |s| matches!(s, CallState::Parked { .. }))
+        else {
+            return;
+        };
         match decision {
             Approval::Approve => self.allowed(index, tool, args, out),
             Approval::Deny { reason } => {
@@ -1451,7 +1482,9 @@ impl AgentMachine {
             let Some(index) = b.queue.pop_front() else { return };
             let mode =
                 if b.sequential { ExecutionMode::Sequential } else { ExecutionMode::Parallel };
-            let Some(CallState::Ready { tool, args }) = self.state(index).cloned() else {
+            let Some(CallState::Ready { tool, args }) =
+                self.take_state(index, |s| matches!(s, CallState::Ready { .. }))
+            else {
                 continue;
             };
             if self.cancelled {
@@ -1465,12 +1498,12 @@ impl AgentMachine {
                     tool_name: tool_call.name.clone(),
                 }));
             }
-            let kept = Arc::new(args);
-            self.set_state(index, CallState::Running { tool, args: kept.clone() });
+            let own = self.call(call).is_some_and(|c| c.arguments == args);
+            let kept = if own { None } else { Some(args.clone()) };
+            self.set_state(index, CallState::Running { tool, args: kept });
             if let Some(b) = self.batch_mut() {
                 b.running += 1;
             }
-            let args = Arc::try_unwrap(kept).unwrap_or_else(|shared| (*shared).clone());
             out.push(Output::Command(Command::Execute { call, tool, args, mode }));
         }
     }

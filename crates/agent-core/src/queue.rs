@@ -45,11 +45,12 @@ impl EventQueue {
         }
     }
 
-    /// The oldest event, if any.
+    /// How many events wait.
     pub(crate) fn len(&self) -> usize {
         self.lock().events.len()
     }
 
+    /// The oldest event, if any.
     pub(crate) fn try_recv(&self) -> Option<AgentEvent> {
         let mut state = self.lock();
         let event = state.events.pop_front();

@@ -4,8 +4,8 @@
 //! Hooks run on the polling task, contained: a panic, or a hang past `abort_grace` after an
 //! abort, becomes an answer. Each tool call runs on its own tokio task (tools declared
 //! blocking on the blocking pool), started when the run first polls the call. The run goes
-//! on without waiting as far as it can, but never more than 256 events ahead of its
-//! consumer. Steering and follow-up queues are handed to the machine before each decision.
+//! on only while its consumer has no event to read, so it is never a turn ahead of it.
+//! Steering and follow-up queues are handed to the machine before each decision.
 //! A tool's progress goes straight to the event queue; its sink is closed before the call's
 //! result reaches the machine, so no update follows a call's end. The stored transcript is
 //! lent to each request, not copied, so a turn costs O(new messages).
@@ -21,11 +21,14 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
+use llm_core::output::StructuredOutcome;
 use llm_core::validation::ValidatorCache;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, AssistantStream, CancellationToken, Context, Message,
     Model, Provider, StopReason, StreamOptions, now_millis,
 };
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{AgentContext, MessageQueue, QueueMode};
@@ -35,6 +38,7 @@ use crate::machine::{
     AgentMachine, Answer, Approval, CallRef, Command, Input, MachineSettings, Output,
     RequestFailure, TurnChange,
 };
+use crate::output::{AgentOutput, TypedRun};
 use crate::queue::EventQueue;
 use crate::tool::{ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
@@ -72,6 +76,8 @@ pub struct AgentConfig {
     /// what they return in time stands. Needs a tokio runtime with timers
     /// (without one the grace is zero).
     pub abort_grace: Duration,
+    /// The schema every run's final answer must match (`None`: a free answer).
+    pub output: Option<AgentOutput>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -100,6 +106,7 @@ impl AgentConfig {
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             abort_grace: DEFAULT_ABORT_GRACE,
+            output: None,
         }
     }
 }
@@ -167,6 +174,8 @@ pub struct AgentOutcome {
     /// turn limit, a stop hook, an abort, ...), in the order they would have
     /// been sent: hand them to the next run.
     pub queued: Vec<Message>,
+    /// The structured answer, when the run asked for one ([`AgentConfig::output`]).
+    pub output: Option<StructuredOutcome>,
     /// Where this run's messages start in `context.messages`.
     first_new: usize,
 }
@@ -185,7 +194,7 @@ impl AgentOutcome {
         reason: EndReason,
         error: Option<AgentError>,
     ) -> Self {
-        AgentOutcome { context, reason, error, queued: Vec::new(), first_new }
+        AgentOutcome { context, reason, error, queued: Vec::new(), output: None, first_new }
     }
 }
 
@@ -194,7 +203,10 @@ impl AgentOutcome {
 impl serde::Serialize for AgentOutcome {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let fields = 3 + usize::from(self.error.is_some()) + usize::from(!self.queued.is_empty());
+        let fields = 3
+            + usize::from(self.error.is_some())
+            + usize::from(!self.queued.is_empty())
+            + usize::from(self.output.is_some());
         let mut st = s.serialize_struct("AgentOutcome", fields)?;
         st.serialize_field("messages", self.messages())?;
         st.serialize_field("context", &self.context)?;
@@ -204,6 +216,9 @@ impl serde::Serialize for AgentOutcome {
         }
         if !self.queued.is_empty() {
             st.serialize_field("queued", &self.queued)?;
+        }
+        if let Some(output) = &self.output {
+            st.serialize_field("output", output)?;
         }
         st.end()
     }
@@ -266,13 +281,42 @@ impl Agent {
     /// Starts a run that adds `prompts` to `context`. A context with duplicate
     /// tool names ends the run before any request ([`AgentError::DuplicateToolName`]).
     pub fn run(&self, context: AgentContext, prompts: Vec<Message>) -> AgentRun {
-        let machine = AgentMachine::new(
+        self.run_with_output(context, prompts, self.config.output.clone())
+    }
+
+    /// Starts a run whose final answer must match `output` (in place of
+    /// [`AgentConfig::output`]); the answer is [`AgentOutcome::output`].
+    pub fn run_with_output(
+        &self,
+        context: AgentContext,
+        prompts: Vec<Message>,
+        output: Option<AgentOutput>,
+    ) -> AgentRun {
+        let mut machine = AgentMachine::new(
             self.settings(),
             context,
             self.model.clone(),
             self.validators.clone(),
         );
+        if let Some(output) = output {
+            machine = machine.with_output(output);
+        }
         self.drive(machine, Some(prompts))
+    }
+
+    /// Starts a run whose final answer is a `T` ([`AgentOutput::for_type`], asked on a
+    /// final turn, or on every turn when [`AgentConfig::output`] says so).
+    pub fn run_typed<T: JsonSchema + DeserializeOwned>(
+        &self,
+        context: AgentContext,
+        prompts: Vec<Message>,
+    ) -> TypedRun<T> {
+        let mut output = AgentOutput::for_type::<T>();
+        if let Some(configured) = &self.config.output {
+            output.turn = configured.turn;
+            output.retries = configured.retries;
+        }
+        TypedRun::new(self.run_with_output(context, prompts, Some(output)))
     }
 
     /// Continues a transcript whose last message is a user message or tool result.
@@ -326,6 +370,7 @@ impl Agent {
             events: EventQueue::default(),
             out: Vec::new(),
             tasks: FuturesUnordered::new(),
+            fresh_tasks: false,
             response: None,
             options: None,
             cancelled: None,
@@ -386,9 +431,6 @@ impl Approvals {
     }
 }
 
-/// How many events a run produces ahead of its consumer before it waits for it.
-const EVENTS_AHEAD: usize = 256;
-
 /// What an in-flight effect of the driver finished with.
 #[allow(
     clippy::large_enum_variant,
@@ -424,6 +466,9 @@ pub struct AgentRun {
     /// What the machine answered the input being handled.
     out: Vec<Output>,
     tasks: FuturesUnordered<BoxFuture<'static, Completion>>,
+    /// Effects pushed since `tasks` was last polled: they start (a tool's task
+    /// is spawned) before the consumer reads the events that announce them.
+    fresh_tasks: bool,
     response: Option<Box<Response>>,
     /// Request options from `prepare_next_turn`; until then the config's.
     options: Option<Box<StreamOptions>>,
@@ -531,7 +576,8 @@ impl AgentRun {
                     Output::Finished => self.end(),
                 }
             }
-            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the run's life.
+            // Outputs are large (an event is ~460 bytes): a burst's room is not kept for the
+            // run's life, and a small buffer only until the run waits (`poll_next`).
             if out.capacity() <= 4 {
                 self.out = out;
             }
@@ -546,10 +592,12 @@ impl AgentRun {
         let first_new = first_new(&machine);
         let reason = machine.reason().unwrap_or(EndReason::Failed);
         let error = machine.error().cloned();
+        let output = machine.output_outcome();
         let mut context = machine.into_context();
         // The outcome may be kept long after the run (until it is joined): not with the room it grew into.
         context.messages.shrink_to_fit();
-        self.outcome = Some(Box::new(AgentOutcome { context, reason, error, queued, first_new }));
+        self.outcome =
+            Some(Box::new(AgentOutcome { context, reason, error, queued, output, first_new }));
         self.response = None;
         self.tasks = FuturesUnordered::new();
     }
@@ -736,6 +784,7 @@ impl AgentRun {
 
     fn spawn(&mut self, effect: impl Future<Output = Completion> + Send + 'static) {
         self.tasks.push(Box::pin(effect));
+        self.fresh_tasks = true;
     }
 
     /// A hook's effect: most hooks answer at once, so it is polled once here and
@@ -750,12 +799,14 @@ impl AgentRun {
             // The effect set polls it again with the run's waker.
             Poll::Pending => {
                 self.tasks.push(effect);
+                self.fresh_tasks = true;
                 None
             }
             Poll::Ready(Completion::Input(input)) => Some(input),
             Poll::Ready(Completion::TurnPrepared(answer)) => Some(self.turn_prepared(answer)),
             Poll::Ready(other) => {
                 self.tasks.push(Box::pin(std::future::ready(other)));
+                self.fresh_tasks = true;
                 None
             }
         }
@@ -802,6 +853,7 @@ impl AgentRun {
         if let Some(key) = key {
             options.api_key = Some(key);
         }
+        machine.output_options(&mut options);
         // The stored transcript is lent to the request and taken back, so a turn
         // costs no copy of it (unless `transform_context` rewrote it).
         let lent = transformed.is_none();
@@ -897,8 +949,7 @@ impl AgentRun {
             self.step(input);
             return true;
         }
-        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
-            self.completed(completion);
+        if self.poll_tasks(cx) {
             return true;
         }
         if !self.told_abort {
@@ -912,6 +963,18 @@ impl AgentRun {
                 self.step(Input::Abort);
                 return true;
             }
+        }
+        false
+    }
+
+    /// Polls the effects in flight; `true` when one finished (and went to the machine).
+    fn poll_tasks(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        self.fresh_tasks = false;
+        if let Poll::Ready(Some(completion)) = self.tasks.poll_next_unpin(cx) {
+            self.completed(completion);
+            // Effects it did not reach in this poll have not started yet.
+            self.fresh_tasks = true;
+            return true;
         }
         false
     }
@@ -964,13 +1027,20 @@ impl Stream for AgentRun {
         if this.ended {
             return Poll::Ready(None);
         }
-        // The run goes on as far as it can without waiting, as long as its
-        // consumer is not too far behind.
-        while (this.machine.is_some() || this.prompts.is_some()) && this.events.len() < EVENTS_AHEAD
-        {
+        // The run goes on only while its consumer has nothing to read: a turn's
+        // events (each end event with a copy of its message) are not produced
+        // ahead of a consumer that is behind, which is most of them when many
+        // runs share a few threads.
+        while this.machine.is_some() || this.prompts.is_some() {
+            let behind = this.events.len() != 0;
+            if behind && !this.fresh_tasks {
+                break;
+            }
             // Every callback is contained where it is called; this is the last
             // line of defence against a bug in the loop itself.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| this.drive(cx))) {
+            let step =
+                AssertUnwindSafe(|| if behind { this.poll_tasks(cx) } else { this.drive(cx) });
+            match std::panic::catch_unwind(step) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(panic) => this.internal_error(panic),
@@ -979,7 +1049,11 @@ impl Stream for AgentRun {
         let next = match this.events.poll_recv(cx) {
             Poll::Ready(event) => Some(event),
             Poll::Pending if this.machine.is_none() && this.prompts.is_none() => None,
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => {
+                // A run waits for most of its life: not with room for a burst of outputs.
+                this.out = Vec::new();
+                return Poll::Pending;
+            }
         };
         if next.as_ref().is_none_or(|e| matches!(e, AgentEvent::AgentEnd { .. })) {
             this.ended = true;

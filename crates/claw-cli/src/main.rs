@@ -19,6 +19,7 @@ mod plan;
 mod providers;
 mod render;
 mod sanitize;
+mod schema;
 mod sessions;
 mod tools;
 mod workspace;
@@ -43,6 +44,7 @@ mod exit {
     pub(crate) const PROVIDER_ERROR: u8 = 1;
     pub(crate) const USAGE: u8 = 2;
     pub(crate) const CONFIG_ERROR: u8 = 3;
+    pub(crate) const NO_ANSWER: u8 = 4;
     pub(crate) const INTERRUPTED: u8 = 130;
     pub(crate) const HUNG_UP: u8 = 129;
     pub(crate) const TERMINATED: u8 = 143;
@@ -74,8 +76,10 @@ Exit codes:
   0    the run finished
   1    the provider failed (HTTP error, overloaded, bad stream, silent past --timeout, ...)
   2    invalid arguments, a prompt without an API key or provider settings, an unconfirmed
-       --resume endpoint, or an MCP server that does not start
+       --resume endpoint, an MCP server that does not start, an invalid --schema file or a
+       model that cannot return structured output
   3    configuration error (unreadable file, bad config, unwritable --save, no recorded session)
+  4    --schema: the run ended without an answer that matches the schema (invalid, cut off)
   129  the terminal closed (SIGHUP); the transcript is still saved
   130  interrupted with Ctrl-C (the transcript is still saved)
   143  stopped by SIGTERM (`kill`, `timeout`); the transcript is still saved
@@ -157,6 +161,12 @@ struct Args {
     /// Print the run as JSON lines (schema in docs/claw.md) instead of text.
     #[arg(long)]
     json: bool,
+
+    /// The final answer must match the JSON Schema in FILE: tools first, then one more
+    /// request for the answer; the validated object is printed (with --json, a
+    /// `structured_output` line).
+    #[arg(long, value_name = "FILE", conflicts_with = "chat")]
+    schema: Option<PathBuf>,
 
     /// Also write the transcript (JSON) to FILE, atomically, even when interrupted.
     #[arg(long, value_name = "FILE")]
@@ -475,6 +485,13 @@ async fn run(args: Args) -> u8 {
     if replay && !args.prompt.is_empty() {
         warn("--replay replays the recorded prompts; the prompt given is not sent");
     }
+    if replay && args.schema.is_some() {
+        return fail(exit::USAGE, "--schema needs a prompt (a replay sends its recorded requests)");
+    }
+    let output = match args.schema.as_deref().map(schema::load).transpose() {
+        Ok(output) => output,
+        Err(e) => return fail(exit::USAGE, e),
+    };
 
     // Everything the user can get wrong is checked before any request.
     let setup = if replay {
@@ -574,6 +591,7 @@ async fn run(args: Args) -> u8 {
         interrupts,
         color,
         replay,
+        output,
     )
     .await;
     toolbox.shutdown().await;
@@ -595,6 +613,7 @@ async fn run_with_tools(
     mut interrupts: Interrupts,
     color: bool,
     replay: bool,
+    mut output: Option<agent_core::AgentOutput>,
 ) -> u8 {
     let planned = match toolbox.plan() {
         Ok(p) => p,
@@ -628,8 +647,16 @@ async fn run_with_tools(
     let approvals =
         approval::Approvals::new(args.yes, &config.approve, can_ask, targets, interrupts.raised());
     approvals.set_mcp_tools(planned.mcp_approval);
+    // A model that cannot return structured output is refused before any request.
+    if let Some(output) = &mut output
+        && let Err(e) = schema::prepare(output, kind, &model, &context.tools)
+    {
+        return fail(exit::USAGE, e);
+    }
+    let with_schema = output.is_some();
     let agent_options = options.clone();
     let mut agent_config = AgentConfig::new(model.clone(), models::provider(kind));
+    agent_config.output = output;
     agent_config.options = options;
     agent_config.max_turns = Some(args.max_turns);
     agent_config.hooks = approvals.clone();
@@ -641,8 +668,13 @@ async fn run_with_tools(
         base_url: (!replay && model.base_url != kind.default_base_url())
             .then(|| model.base_url.clone()),
     };
-    let view =
-        View { color, json: args.json, expand: args.expand, patience: patience(&agent_options) };
+    let view = View {
+        color,
+        json: args.json,
+        expand: args.expand,
+        patience: patience(&agent_options),
+        schema: with_schema,
+    };
     if args.chat {
         let tools = ChatTools { toolbox, approvals: &approvals };
         return chat(&agent, &mut interrupts, context, prompts, &session, view, save_to, tools)
@@ -665,8 +697,13 @@ async fn run_with_tools(
     if let Err(e) = save(&save_to, &session, &outcome.context) {
         return fail(exit::CONFIG_ERROR, e);
     }
+    let answer =
+        if with_schema { schema::print(outcome.output.as_ref(), args.json) } else { Ok(()) };
     let _ = std::io::stdout().flush();
-    exit_code(&outcome, stopped, kind, &model)
+    match (exit_code(&outcome, stopped, kind, &model), answer) {
+        (exit::OK, Err(e)) => fail(exit::NO_ANSWER, e),
+        (code, _) => code,
+    }
 }
 
 /// How events are shown.
@@ -677,6 +714,8 @@ struct View {
     expand: bool,
     /// How long the provider may stay silent before an attempt fails.
     patience: Option<Duration>,
+    /// The run's answer must match `--schema`.
+    schema: bool,
 }
 
 /// How long the provider may stay silent before an attempt fails: the longer
@@ -975,6 +1014,9 @@ async fn drive(
                 }
             }
         }
+    }
+    if view.json && view.schema {
+        schema::print_json(run.outcome().and_then(|o| o.output.as_ref()));
     }
     renderer.finish(started.elapsed());
     (run.outcome().cloned(), stopped)

@@ -137,6 +137,11 @@ impl ProviderKind {
         }
     }
 
+    /// How `model_id` carries a structured output format (its crate's `INFO.output`).
+    pub(crate) fn output_mode(self, model_id: &str) -> llm_core::output::OutputMode {
+        self.info().output_mode(model_id)
+    }
+
     /// The provider's own API base URL.
     pub(crate) fn default_base_url(self) -> &'static str {
         self.info().default_base_url

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod schema;
 mod server;
 
 use server::{Server, text_sse, tool_sse};

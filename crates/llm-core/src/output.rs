@@ -118,6 +118,31 @@ impl OutputFormat {
         self
     }
 
+    /// Checks the format before it is used: its name (as [`plan`] does) and its schema,
+    /// which must compile as a JSON Schema (`jsonschema`, offline: a remote `$ref` is an
+    /// error) and describe an object (most APIs take nothing else at the root). The error
+    /// says what is wrong, for the person who wrote the schema.
+    pub fn check(&self) -> Result<(), String> {
+        if !valid_name(&self.name) {
+            return Err(format!(
+                "the name {:?} must be 1 to 64 characters of [A-Za-z0-9_-]",
+                self.name
+            ));
+        }
+        let Some(root) = self.schema.as_object() else {
+            return Err("the schema must be a JSON object".to_owned());
+        };
+        match root.get("type") {
+            Some(Value::String(t)) if t == "object" => {}
+            _ => return Err("the schema's root must be `\"type\": \"object\"`".to_owned()),
+        }
+        jsonschema::options()
+            .offline()
+            .build(&self.schema)
+            .map(drop)
+            .map_err(|e| format!("the schema does not compile: {e}"))
+    }
+
     /// The format as the tool a forced-tool provider sends (name, description, schema).
     pub fn as_tool(&self) -> Tool {
         Tool {
@@ -129,6 +154,13 @@ impl OutputFormat {
             parameters: self.schema.clone(),
         }
     }
+}
+
+/// Whether `name` is a format name every API accepts (`^[A-Za-z0-9_-]{1,64}$`).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// How a model carries an [`OutputFormat`].
@@ -165,22 +197,34 @@ pub struct OutputFamily {
     pub mode: OutputMode,
     /// The family in words, for the docs table.
     pub family: &'static str,
+    /// Which of the API's native forms these models take, for an API with more than one
+    /// (Gemini's `responseSchema` where `responseJsonSchema` is not served); `""`: the
+    /// API's default form.
+    pub variant: &'static str,
 }
 
 impl OutputFamily {
     /// A row.
     pub const fn new(contains: &'static str, mode: OutputMode, family: &'static str) -> Self {
-        OutputFamily { contains, mode, family }
+        OutputFamily { contains, mode, family, variant: "" }
+    }
+
+    /// The same row, carried in the API's native form named `variant`.
+    pub const fn variant(mut self, variant: &'static str) -> Self {
+        self.variant = variant;
+        self
     }
 }
 
 impl ProviderInfo {
     /// How `model_id` carries an output format (see [`OutputFamily`]).
     pub fn output_mode(&self, model_id: &str) -> OutputMode {
-        self.output
-            .iter()
-            .find(|row| model_id.contains(row.contains))
-            .map_or(OutputMode::Unsupported, |row| row.mode)
+        self.output_family(model_id).map_or(OutputMode::Unsupported, |row| row.mode)
+    }
+
+    /// The row of the output table that `model_id` falls under, if any.
+    pub fn output_family(&self, model_id: &str) -> Option<&OutputFamily> {
+        self.output.iter().find(|row| model_id.contains(row.contains))
     }
 }
 
@@ -219,10 +263,7 @@ pub fn plan(
     let invalid = |message: String| {
         Error::new(ErrorKind::InvalidRequest, provider, message).with_retryable(false)
     };
-    let valid_name = !format.name.is_empty()
-        && format.name.len() <= MAX_NAME_LEN
-        && format.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !valid_name {
+    if !valid_name(&format.name) {
         return Err(invalid(format!(
             "Output format name {:?} must be 1 to 64 characters of [A-Za-z0-9_-]",
             format.name
@@ -250,7 +291,8 @@ pub fn plan(
                 )));
             }
             match &options.tool_choice {
-                None | Some(ToolChoice::Auto) | Some(ToolChoice::Required) => {}
+                // `none` (no other tool) is what the forced format tool does anyway.
+                None | Some(ToolChoice::Auto | ToolChoice::Required | ToolChoice::None) => {}
                 Some(ToolChoice::Tool(name)) if *name == format.name => {}
                 Some(other) => {
                     return Err(invalid(format!(
@@ -301,6 +343,45 @@ pub enum StructuredOutcome {
     CutOff(Value),
     /// The request failed or was cancelled.
     Failed(Error),
+}
+
+/// `{"status": "valid", "value"}`, `{"status": "invalid", "value", "violations": [{"path",
+/// "message"}]}`, `{"status": "refused", "error"}`, `{"status": "cut_off", "value"}`,
+/// `{"status": "failed", "error"}` (`error` is the error's text): one JSON line for logs
+/// and `--json` streams.
+impl serde::Serialize for StructuredOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            StructuredOutcome::Valid(value) => {
+                map.serialize_entry("status", "valid")?;
+                map.serialize_entry("value", value)?;
+            }
+            StructuredOutcome::Invalid { value, violations } => {
+                map.serialize_entry("status", "invalid")?;
+                map.serialize_entry("value", value)?;
+                let violations: Vec<Value> = violations
+                    .iter()
+                    .map(|v| serde_json::json!({"path": v.path, "message": v.message}))
+                    .collect();
+                map.serialize_entry("violations", &violations)?;
+            }
+            StructuredOutcome::Refused(error) => {
+                map.serialize_entry("status", "refused")?;
+                map.serialize_entry("error", &error.to_string())?;
+            }
+            StructuredOutcome::CutOff(value) => {
+                map.serialize_entry("status", "cut_off")?;
+                map.serialize_entry("value", value)?;
+            }
+            StructuredOutcome::Failed(error) => {
+                map.serialize_entry("status", "failed")?;
+                map.serialize_entry("error", &error.to_string())?;
+            }
+        }
+        map.end()
+    }
 }
 
 impl StructuredOutcome {
@@ -371,6 +452,50 @@ pub fn outcome(
         },
     };
     validate(format, value)
+}
+
+/// The outcome of a message already collected, its error read from the message itself
+/// (`stop_reason` `error` or `aborted`, with `error_type`, `error_message`,
+/// `error_code` and `error_status`): an agent's final answer, or a stored transcript's.
+pub fn message_outcome(format: &OutputFormat, message: &AssistantMessage) -> StructuredOutcome {
+    let error = match message.stop_reason {
+        StopReason::Aborted => Some(ErrorKind::Aborted),
+        StopReason::Error => {
+            Some(message.error_type.as_deref().and_then(kind_named).unwrap_or(ErrorKind::Provider))
+        }
+        _ => None,
+    }
+    .map(|kind| {
+        let mut error = Error::new(
+            kind,
+            message.provider.clone(),
+            message.error_message.clone().unwrap_or_default(),
+        )
+        .with_retryable(false);
+        error.status = message.error_status;
+        error.code = message.error_code.clone();
+        error
+    });
+    outcome(format, message, error.as_ref())
+}
+
+/// The kind whose [`ErrorKind::as_str`] is `name`.
+fn kind_named(name: &str) -> Option<ErrorKind> {
+    const KINDS: [ErrorKind; 12] = [
+        ErrorKind::Auth,
+        ErrorKind::RateLimited,
+        ErrorKind::Overloaded,
+        ErrorKind::InvalidRequest,
+        ErrorKind::ContextLength,
+        ErrorKind::Transport,
+        ErrorKind::Decode,
+        ErrorKind::Aborted,
+        ErrorKind::Truncated,
+        ErrorKind::Refused,
+        ErrorKind::Unsupported,
+        ErrorKind::Provider,
+    ];
+    KINDS.into_iter().find(|k| k.as_str() == name)
 }
 
 fn invalid_root(value: Option<Value>, message: String) -> StructuredOutcome {
@@ -573,7 +698,9 @@ pub struct Generated<T> {
     pub message: AssistantMessage,
 }
 
-fn typed<T: DeserializeOwned>(outcome: StructuredOutcome) -> Result<T, StructuredError> {
+/// The outcome as a `T`: the valid value deserialized, or the failure as a
+/// [`StructuredError`].
+pub fn typed<T: DeserializeOwned>(outcome: StructuredOutcome) -> Result<T, StructuredError> {
     match outcome {
         StructuredOutcome::Valid(value) => T::deserialize(&value)
             .map_err(|e| StructuredError::Deserialize { message: e.to_string(), value }),

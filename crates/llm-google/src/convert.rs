@@ -66,6 +66,20 @@ pub(crate) fn build_request(
     // Checked before anything else is built: a format the model cannot carry is an error.
     // Gemini has no strict switch: the schema is sent as given.
     llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, false)?;
+    if let Some(format) = &options.output
+        && response_schema_only(model)
+        && crate::schema::for_openapi(&format.schema).is_none()
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            PROVIDER,
+            format!(
+                "Model {} takes an output schema only as responseSchema, which needs an object with properties; output format \"{}\" has none",
+                model.id, format.name
+            ),
+        )
+        .with_retryable(false));
+    }
     if options.provider_options.contains_key(STREAM_ARGUMENTS)
         && stream_arguments(options).is_none()
     {
@@ -167,14 +181,25 @@ pub(crate) fn build_body(
     }
     let mut generation = generation_config(model, options);
     if let Some(format) = &options.output {
-        // JSON Schema as is (`responseJsonSchema`), not the OpenAPI subset of `responseSchema`.
         generation.insert("responseMimeType".to_owned(), Value::from("application/json"));
-        generation.insert("responseJsonSchema".to_owned(), format.schema.clone());
+        match crate::schema::for_openapi(&format.schema).filter(|_| response_schema_only(model)) {
+            // The OpenAPI subset drops what it cannot say (patterns, bounds, ...): the model
+            // is held to less, and the answer is still validated against the whole schema.
+            Some(subset) => generation.insert("responseSchema".to_owned(), subset),
+            // JSON Schema as is, wherever the model takes it.
+            None => generation.insert("responseJsonSchema".to_owned(), format.schema.clone()),
+        };
     }
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
     }
     Value::Object(body)
+}
+
+/// Whether `model` takes an output schema only as `responseSchema` (its row of
+/// `INFO.output`).
+fn response_schema_only(model: &Model) -> bool {
+    crate::INFO.output_family(&model.id).is_some_and(|row| row.variant == crate::RESPONSE_SCHEMA)
 }
 
 /// `[{functionDeclarations: [...]}]` in input order, or `None` without tools.

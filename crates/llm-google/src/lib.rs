@@ -156,15 +156,18 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
     output: &[
         OutputFamily::new(
-            "gemini-1.",
-            OutputMode::Unsupported,
-            "Gemini 1.x (no `responseJsonSchema`)",
-        ),
+            "gemini-1.5",
+            OutputMode::Native,
+            "Gemini 1.5 (`responseSchema`, the OpenAPI subset)",
+        )
+        .variant(RESPONSE_SCHEMA),
+        OutputFamily::new("gemini-1.", OutputMode::Unsupported, "Gemini 1.0 (no schema at all)"),
         OutputFamily::new(
             "gemini-2.0",
-            OutputMode::Unsupported,
-            "Gemini 2.0 (no `responseJsonSchema`)",
-        ),
+            OutputMode::Native,
+            "Gemini 2.0 (`responseSchema`, the OpenAPI subset)",
+        )
+        .variant(RESPONSE_SCHEMA),
         OutputFamily::new(
             "",
             OutputMode::Native,
@@ -172,6 +175,10 @@ pub const INFO: ProviderInfo = ProviderInfo {
         ),
     ],
 };
+
+/// The [`OutputFamily::variant`] of models that take an output schema only as
+/// `responseSchema` (Gemini's OpenAPI subset), not as `responseJsonSchema`.
+pub const RESPONSE_SCHEMA: &str = "responseSchema";
 
 impl WireFormat for Gemini {
     type Decoder = Decoder;

@@ -2,12 +2,16 @@
 //! order, aborts at every point, panics of hooks and tools delivered as
 //! failures, late, repeated and unknown tool results, approvals granted,
 //! denied and never answered, steering and follow-ups at every point.
+//! Some runs ask for a final answer in a format (on every turn or a final turn, with
+//! retries), and their responses answer in it, valid or not, as text or as the call
+//! named after the format.
 //!
 //! For every seed: exactly one `Finished`, after `AgentEnd`, and nothing after
 //! it; every call gets one start, one end and one result; the transcript passes
 //! `check_tool_results` as stored and after the transform of every provider
 //! (no two results under one id). And the same run stored and restored (as
-//! JSON) before every input yields exactly the events of the uninterrupted run.
+//! JSON) before every input yields exactly the events and the structured outcome of
+//! the uninterrupted run.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -55,7 +59,9 @@ struct World {
 }
 
 impl World {
-    fn response(&mut self, cancelled: bool) -> Vec<Input> {
+    /// A response; `carries`: its request carried the output format, so it may answer
+    /// in it (valid or not, as text or as the call named after the format).
+    fn response(&mut self, cancelled: bool, carries: bool) -> Vec<Input> {
         let mut content = Vec::new();
         if self.rng.chance(40) {
             content.push(AssistantContent::Text(TextContent {
@@ -87,6 +93,34 @@ impl World {
                 arguments_incomplete: self.rng.chance(10),
             }));
         }
+        if carries {
+            let text = |text: &str| {
+                AssistantContent::Text(TextContent { text: text.into(), text_signature: None })
+            };
+            match self.rng.below(6) {
+                0 => content = vec![text(r#"{"n": 3}"#)],
+                1 => content = vec![text(r#"{"n": "three"}"#)],
+                2 => content = vec![text("not JSON")],
+                3 | 4 => {
+                    self.next_id += 1;
+                    let arguments =
+                        if self.rng.chance(70) { json!({"n": 4}) } else { json!({"m": 4}) };
+                    let at = self.rng.below(content.len() as u64 + 1) as usize;
+                    content.insert(
+                        at,
+                        AssistantContent::ToolCall(ToolCall {
+                            id: format!("c{}", self.next_id),
+                            name: "answer".into(),
+                            arguments,
+                            thought_signature: None,
+                            arguments_incomplete: self.rng.chance(5),
+                        }),
+                    );
+                }
+                _ => {}
+            }
+        }
+        let calls = content.iter().filter(|c| matches!(c, AssistantContent::ToolCall(_))).count();
         let stop_reason = if cancelled {
             StopReason::Aborted
         } else {
@@ -119,7 +153,7 @@ impl World {
     }
 
     /// The answer to a command, or `None` to leave it outstanding a while.
-    fn answer(&mut self, command: &Command, cancelled: bool) -> Vec<Input> {
+    fn answer(&mut self, command: &Command, cancelled: bool, carries: bool) -> Vec<Input> {
         let r = self.rng.below(100);
         match command {
             Command::PrepareTurn => vec![Input::TurnPrepared(match r {
@@ -146,7 +180,7 @@ impl World {
                 })],
                 5..=6 => vec![Input::RequestFailed(RequestFailure::ProviderPanicked("p".into()))],
                 7 if cancelled => vec![Input::RequestFailed(RequestFailure::Abandoned)],
-                _ => self.response(cancelled),
+                _ => self.response(cancelled, carries),
             },
             Command::ResolveTool { call } => {
                 let answer = match r {
@@ -221,6 +255,7 @@ impl World {
     fn next_input(&mut self, machine: &AgentMachine) -> Option<Vec<Input>> {
         self.steps += 1;
         let cancelled = machine.is_cancelled();
+        let carries = machine.request_carries_output();
         // Eventually the world gives up on everything and aborts.
         if !self.aborted && (self.steps > 120 || self.rng.chance(2)) {
             self.aborted = true;
@@ -271,7 +306,7 @@ impl World {
         }
         let i = self.rng.below(self.outstanding.len() as u64) as usize;
         let command = self.outstanding.remove(i);
-        Some(self.answer(&command, cancelled))
+        Some(self.answer(&command, cancelled, carries))
     }
 }
 
@@ -295,6 +330,12 @@ fn run(seed: u64, restore: bool) -> (Vec<AgentEvent>, AgentMachine) {
         tools: vec![tool("a"), tool("b"), tool("seq"), tool("shim")],
     };
     let mut machine = AgentMachine::new(settings, context, Arc::new(model()), Arc::default());
+    if rng.chance(35) {
+        let turn = if rng.chance(50) { OutputTurn::Every } else { OutputTurn::Final };
+        let format = llm_core::output::OutputFormat::new("answer", answer_schema());
+        let output = AgentOutput { format, turn, retries: rng.below(3) as u32 };
+        machine = machine.with_output(output);
+    }
     let mut world = World {
         rng,
         outstanding: Vec::new(),
@@ -349,7 +390,29 @@ fn run(seed: u64, restore: bool) -> (Vec<AgentEvent>, AgentMachine) {
     (events, machine)
 }
 
+fn answer_schema() -> Value {
+    json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+}
+
 fn check(seed: u64, events: &[AgentEvent], machine: &AgentMachine) {
+    // A run with an output format has an outcome, and a valid one is what the
+    // schema says (read here without the validator under test).
+    if machine.output().is_some() {
+        match machine.output_outcome() {
+            Some(llm_core::output::StructuredOutcome::Valid(value)) => {
+                assert!(value["n"].is_i64(), "seed {seed}: {value}");
+                // An answer that ended the run in failure is not valid.
+                let failed =
+                    [EndReason::Aborted, EndReason::Error, EndReason::Length, EndReason::Failed];
+                let reason = machine.reason();
+                assert!(reason.is_some_and(|r| !failed.contains(&r)), "seed {seed}: {reason:?}");
+            }
+            Some(_) => {}
+            None => panic!("seed {seed}: no outcome"),
+        }
+    } else {
+        assert_eq!(machine.output_outcome(), None, "seed {seed}");
+    }
     let ends = events.iter().filter(|e| matches!(e, AgentEvent::AgentEnd { .. })).count();
     assert_eq!(ends, 1, "seed {seed}");
     assert!(matches!(events.last(), Some(AgentEvent::AgentEnd { .. })), "seed {seed}");
@@ -411,16 +474,29 @@ fn random_interleavings_keep_every_invariant_and_a_restored_run_goes_on_identica
     let seeds: u64 =
         std::env::var("MACHINE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
     let mut approvals = 0;
+    let mut outcomes: HashMap<&'static str, usize> = HashMap::new();
     for seed in 0..seeds {
         let (events, machine) = run(seed, false);
         check(seed, &events, &machine);
         approvals +=
             events.iter().filter(|e| matches!(e, AgentEvent::ApprovalRequested { .. })).count();
-        let (restored, _) = run(seed, true);
+        let (restored, restored_machine) = run(seed, true);
         assert_eq!(events, restored, "seed {seed}: a restored run went another way");
+        let outcome = machine.output_outcome();
+        assert_eq!(outcome, restored_machine.output_outcome(), "seed {seed}");
+        let kind = match outcome {
+            Some(llm_core::output::StructuredOutcome::Valid(_)) => "valid",
+            Some(llm_core::output::StructuredOutcome::Invalid { value: Some(_), .. }) => "invalid",
+            Some(_) => "other",
+            None => "none",
+        };
+        *outcomes.entry(kind).or_default() += 1;
     }
-    // The world did exercise approvals.
+    // The world did exercise approvals, and answers valid and invalid.
     assert!(approvals > seeds as usize / 10, "{approvals}");
+    for kind in ["valid", "invalid", "other", "none"] {
+        assert!(outcomes.get(kind).copied().unwrap_or(0) > seeds as usize / 200, "{outcomes:?}");
+    }
 }
 
 #[test]

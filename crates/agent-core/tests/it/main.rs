@@ -19,6 +19,7 @@ mod e2e;
 mod guarantees;
 mod loop_details;
 mod machine;
+mod output;
 mod planned;
 mod random;
 mod stepping;

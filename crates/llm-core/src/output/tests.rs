@@ -109,11 +109,36 @@ fn bad_names_tool_collisions_and_conflicting_tool_choices_are_invalid_requests()
     context.tools.push(person().as_tool());
     let error = plan(&INFO, "acme", &model("tooly"), &context, &with(person()), true).unwrap_err();
     assert_eq!(error.kind, ErrorKind::InvalidRequest);
-    let options = StreamOptions { tool_choice: Some(ToolChoice::None), ..with(person()) };
+    let options =
+        StreamOptions { tool_choice: Some(ToolChoice::Tool("other".into())), ..with(person()) };
     let error = plan(&INFO, "acme", &model("tooly"), &ctx(), &options, true).unwrap_err();
     assert_eq!(error.kind, ErrorKind::InvalidRequest);
+    // `none` asks for no other tool: the forced format tool keeps to it (an agent's
+    // final answer turn sends it).
+    let none = StreamOptions { tool_choice: Some(ToolChoice::None), ..with(person()) };
+    assert!(plan(&INFO, "acme", &model("tooly"), &ctx(), &none, true).unwrap().is_some());
     // A native format leaves tools and tool choice alone.
     assert!(plan(&INFO, "acme", &model("x"), &context, &options, true).unwrap().is_some());
+}
+
+#[test]
+fn check_names_what_is_wrong_with_a_format_before_it_is_used() {
+    assert_eq!(person().check(), Ok(()));
+    let cases = [
+        (OutputFormat { name: "a b".into(), ..person() }, "[A-Za-z0-9_-]"),
+        (OutputFormat::new("f", json!([1])), "JSON object"),
+        (OutputFormat::new("f", json!({"type": "string"})), "root"),
+        (OutputFormat::new("f", json!({"properties": {}})), "root"),
+        (OutputFormat::new("f", json!({"type": "object", "minProperties": "two"})), "compile"),
+        (
+            OutputFormat::new("f", json!({"type": "object", "$ref": "https://example.com/s.json"})),
+            "compile",
+        ),
+    ];
+    for (format, expected) in cases {
+        let error = format.check().unwrap_err();
+        assert!(error.contains(expected), "{:?}: {error}", format.schema);
+    }
 }
 
 fn text_message(text: &str, stop: StopReason) -> AssistantMessage {
@@ -164,6 +189,60 @@ fn outcomes_valid_invalid_not_json_refused_cut_off_and_failed() {
         outcome(&f, &text_message("", StopReason::Error), Some(&failed)),
         StructuredOutcome::Failed(failed)
     );
+}
+
+#[test]
+fn a_collected_message_carries_its_own_error_and_outcomes_serialize_as_one_json_line() {
+    let f = person();
+    let mut refused = text_message("", StopReason::Error);
+    refused.error_type = Some("refused".into());
+    refused.error_message = Some("no".into());
+    refused.error_status = Some(400);
+    let StructuredOutcome::Refused(error) = message_outcome(&f, &refused) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(
+        (error.kind, error.message.as_str(), error.status),
+        (ErrorKind::Refused, "no", Some(400))
+    );
+    let mut unknown = text_message("", StopReason::Error);
+    unknown.error_type = Some("no such kind".into());
+    assert!(matches!(
+        message_outcome(&f, &unknown),
+        StructuredOutcome::Failed(Error { kind: ErrorKind::Provider, .. })
+    ));
+    let aborted = text_message(r#"{"name":"Jo"}"#, StopReason::Aborted);
+    assert!(matches!(
+        message_outcome(&f, &aborted),
+        StructuredOutcome::Failed(Error { kind: ErrorKind::Aborted, .. })
+    ));
+    assert_eq!(
+        message_outcome(&f, &text_message(r#"{"name":"Jo"}"#, StopReason::Stop)),
+        StructuredOutcome::Valid(json!({"name": "Jo"}))
+    );
+
+    let lines = [
+        (StructuredOutcome::Valid(json!({"a": 1})), json!({"status": "valid", "value": {"a": 1}})),
+        (
+            StructuredOutcome::Invalid {
+                value: None,
+                violations: vec![Violation { path: "root".into(), message: "m".into() }],
+            },
+            json!({"status": "invalid", "value": null, "violations": [{"path": "root", "message": "m"}]}),
+        ),
+        (StructuredOutcome::CutOff(json!([1])), json!({"status": "cut_off", "value": [1]})),
+        (
+            StructuredOutcome::Refused(Error::new(ErrorKind::Refused, "acme", "no")),
+            json!({"status": "refused", "error": "acme: refused: no"}),
+        ),
+        (
+            StructuredOutcome::Failed(Error::new(ErrorKind::Transport, "acme", "reset")),
+            json!({"status": "failed", "error": "acme: transport: reset"}),
+        ),
+    ];
+    for (outcome, expected) in lines {
+        assert_eq!(serde_json::to_value(&outcome).unwrap(), expected);
+    }
 }
 
 #[test]

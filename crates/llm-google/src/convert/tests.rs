@@ -521,6 +521,36 @@ fn an_output_format_is_a_json_mime_type_and_the_schema_as_given() {
 }
 
 #[test]
+fn gemini_1_5_and_2_0_take_the_schema_as_response_schema_and_need_properties() {
+    let options = StreamOptions {
+        api_key: Some(llm_core::ApiKey::new("k")),
+        output: Some(person()),
+        ..StreamOptions::default()
+    };
+    for id in ["gemini-1.5-pro", "gemini-2.0-flash"] {
+        let b = body(&model(id), &Context::default(), &options);
+        let generation = &b["generationConfig"];
+        assert_eq!(generation["responseMimeType"], json!("application/json"), "{id}");
+        assert_eq!(generation["responseSchema"]["properties"]["age"], json!({"type": "integer"}));
+        assert!(generation.get("responseJsonSchema").is_none(), "{id}");
+    }
+    // `responseSchema` cannot say "an object of anything": refused, not sent loose.
+    let open = StreamOptions {
+        output: Some(llm_core::OutputFormat::new("any", json!({"type": "object"}))),
+        ..options
+    };
+    let e = build_request(
+        &model("gemini-2.0-flash"),
+        &Context::default(),
+        &open,
+        &Endpoint::GenerativeLanguage,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidRequest);
+    assert!(e.message.contains("responseSchema"), "{}", e.message);
+}
+
+#[test]
 fn a_model_without_structured_output_fails_before_any_request() {
     let options = StreamOptions {
         api_key: Some(llm_core::ApiKey::new("k")),
@@ -528,7 +558,7 @@ fn a_model_without_structured_output_fails_before_any_request() {
         ..StreamOptions::default()
     };
     let e = build_request(
-        &model("gemini-1.5-pro"),
+        &model("gemini-1.0-pro"),
         &Context::default(),
         &options,
         &Endpoint::GenerativeLanguage,
