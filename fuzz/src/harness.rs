@@ -610,7 +610,7 @@ pub fn stream_events(
         let result = sse.push(chunk, &mut sse_events);
         // Events completed before an SSE error in the same chunk come first.
         for event in sse_events.drain(..) {
-            decoder.event(event, &mut deltas);
+            llm_core::drive::decode_event(&mut *decoder, event, &mut deltas);
         }
         if let Err(e) = &result {
             deltas.push(sse_failure(e));
@@ -629,11 +629,11 @@ pub fn stream_events(
     }
     let result = sse.finish(&mut sse_events);
     for event in sse_events.drain(..) {
-        decoder.event(event, &mut deltas);
+        llm_core::drive::decode_event(&mut *decoder, event, &mut deltas);
     }
     match &result {
         Err(e) => deltas.push(sse_failure(e)),
-        Ok(()) => decoder.end(&mut deltas),
+        Ok(()) => llm_core::drive::decode_sse_end(&mut *decoder, &mut deltas),
     }
     drain(&mut assembler, &mut deltas, &mut events);
     if !assembler.is_finished() {
@@ -870,20 +870,26 @@ impl HttpProvider {
     fn provider(self, client: llm_http::reqwest::Client) -> Box<dyn llm_core::Provider> {
         match self {
             HttpProvider::Anthropic => {
-                Box::new(llm_anthropic::AnthropicProvider::with_http_client(client))
+                Box::new(llm_anthropic::AnthropicProvider::builder().http_client(client).build())
             }
             HttpProvider::OpenAiCompletions => Box::new(
-                llm_openai_completions::OpenAiCompletionsProvider::with_http_client(client),
+                llm_openai_completions::OpenAiCompletionsProvider::builder()
+                    .http_client(client)
+                    .build(),
             ),
-            HttpProvider::OpenAiResponses => {
-                Box::new(llm_openai_responses::OpenAiResponsesProvider::with_http_client(client))
+            HttpProvider::OpenAiResponses => Box::new(
+                llm_openai_responses::OpenAiResponsesProvider::builder()
+                    .http_client(client)
+                    .build(),
+            ),
+            HttpProvider::Google => {
+                Box::new(llm_google::GoogleProvider::builder().http_client(client).build())
             }
-            HttpProvider::Google => Box::new(llm_google::GoogleProvider::with_http_client(client)),
             HttpProvider::Mistral => {
-                Box::new(llm_mistral::MistralProvider::with_http_client(client))
+                Box::new(llm_mistral::MistralProvider::builder().http_client(client).build())
             }
             HttpProvider::Bedrock => {
-                Box::new(llm_bedrock::BedrockProvider::with_http_client(client))
+                Box::new(llm_bedrock::BedrockProvider::builder().http_client(client).build())
             }
         }
     }

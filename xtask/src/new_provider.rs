@@ -99,7 +99,7 @@ pub fn registrations(name: &str) -> Vec<(&'static str, String, String)> {
             "crates/clawcall/src/registry.rs",
             marker(""),
             format!(
-                "    #[cfg(feature = \"{name}\")]\n    ProviderEntry::new(&llm_{snake}::INFO, || Arc::new(llm_{snake}::{camel}Provider::new()),\n        |client, _env| Arc::new(llm_{snake}::{camel}Provider::with_http_client(client))),"
+                "    #[cfg(feature = \"{name}\")]\n    ProviderEntry::new(&llm_{snake}::INFO, || Arc::new(llm_{snake}::{camel}Provider::new()),\n        |client, _env| Arc::new(llm_{snake}::{camel}Provider::builder().http_client(client).build())),"
             ),
         ),
         (
@@ -216,11 +216,10 @@ mod convert;
 mod error;
 mod stream;
 
-use llm_core::{
-    AssistantStream, Capabilities, Context, Model, ModelInfo, Provider, ProviderInfo,
-    StreamOptions,
-};
-use llm_http::HttpRequest;
+use std::sync::Arc;
+
+use llm_core::{Capabilities, Error, ModelInfo, ProviderInfo};
+use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 pub use stream::Decoder;
 
@@ -245,34 +244,37 @@ pub const INFO: ProviderInfo = ProviderInfo {
     output: &[],
 };
 
-llm_http::http_provider! {
-    /// The {{name}} provider.
-    pub struct {{Camel}}Provider;
-}
+/// The {{name}} provider: `{{Camel}}Provider::new()`, or `{{Camel}}Provider::builder()`
+/// for its own HTTP client or environment.
+pub type {{Camel}}Provider = llm_http::HttpProvider<{{Camel}}>;
 
-impl Provider for {{Camel}}Provider {
-    fn api(&self) -> &str {
-        API
+/// The {{name}} wire format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct {{Camel}};
+
+impl WireFormat for {{Camel}} {
+    type Decoder = Decoder;
+    type Call = HttpRequest;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
+    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
+        let wire = convert::build_request(request.model, request.context, request.options)?;
+        HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let request = match convert::build_request(model, context, options) {
-            Ok(request) => request,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
-        self.http.stream_sse(
-            model,
-            options,
-            PROVIDER,
-            http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
-            Decoder::new,
-        )
+    fn attempt(
+        &self,
+        call: &Arc<HttpRequest>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        exchange.send(Arc::clone(call), |r| error::http_error(r.status, r.retry_after, r.body))
+    }
+
+    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+        Decoder::new()
     }
 }
 "#;
@@ -594,7 +596,7 @@ fn a_surrogate_pair_split_across_events_is_one_character() {
 /// One live round trip; runs only when `{{UPPER}}_API_KEY` is set.
 #[tokio::test]
 async fn live_smoke() {
-    let Some(key) = llm_{{snake}}::INFO.key_from_env() else {
+    let Some(key) = llm_http::Env::Process.api_key(&llm_{{snake}}::INFO) else {
         println!("skipped: {{UPPER}}_API_KEY not set");
         return;
     };

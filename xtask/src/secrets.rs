@@ -139,10 +139,12 @@ fn provider_debug(name: &str) -> String {
         "mistral" => format!("{:?}", llm_mistral::MistralProvider::new()),
         "bedrock" => format!(
             "{:?}",
-            llm_bedrock::BedrockProvider::new().with_env([
-                ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_KEY),
-                ("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN),
-            ])
+            llm_bedrock::BedrockProvider::builder()
+                .env([
+                    ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_KEY),
+                    ("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN),
+                ])
+                .build()
         ),
         _ => String::new(),
     }

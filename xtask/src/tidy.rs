@@ -188,32 +188,71 @@ fn normal_closure<'a>(resolve: &'a Resolve, start: &'a str) -> BTreeSet<&'a str>
     seen
 }
 
+/// Whether workspace crate `name` may depend on workspace crate `dep` (`dev`: as a
+/// dev-dependency only), `None` for a crate with no rule: every member has one, so a new
+/// crate states its place in the layers. Arrows point down only: the core, the shared HTTP
+/// layer and the test kit, the providers, the planner, the agent, its tools and its hosts.
+fn may_depend(name: &str, dep: &str, dev: bool) -> Option<bool> {
+    let provider = is_provider_crate(dep);
+    // Tests of the crates above the providers run real providers against the test kit.
+    let test_support = dev && (provider || dep == "llm-testkit");
+    Some(match name {
+        "llm-core" => false,
+        "llm-http" | "llm-testkit" => dep == "llm-core",
+        "tool-planner" => dep == "llm-core" || test_support,
+        "agent-core" => matches!(dep, "llm-core" | "tool-planner") || test_support,
+        "agent-mcp" => matches!(dep, "llm-core" | "tool-planner" | "agent-core") || test_support,
+        // Its example worker names one provider.
+        "agent-restate" => matches!(dep, "llm-core" | "agent-core") || provider || test_support,
+        // The front door re-exports the user API and every provider.
+        "clawcall" => {
+            matches!(dep, "llm-core" | "llm-http" | "tool-planner" | "agent-core")
+                || provider
+                || test_support
+                || (dev && dep == "llm-conformance")
+        }
+        // The conformance suite drives any provider through the test kit's servers.
+        "llm-conformance" => {
+            matches!(dep, "llm-core" | "llm-http" | "llm-testkit") || (dev && provider)
+        }
+        "claw-cli" | "xtask" => dep != "xtask" || name == "xtask",
+        _ if is_provider_crate(name) => {
+            matches!(dep, "llm-core" | "llm-http") || (dev && dep == "llm-testkit")
+        }
+        _ => return None,
+    })
+}
+
 fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<String>) {
     let names: BTreeMap<&str, &str> =
         metadata.packages.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect();
+    let workspace: BTreeSet<&str> = members(metadata).iter().map(|p| p.name.as_str()).collect();
     let examples_dir = root.join("examples");
     // The provider crates each example pulls in (through `clawcall`'s features).
     let mut example_providers: BTreeSet<String> = BTreeSet::new();
     for package in members(metadata) {
         let name = package.name.as_str();
+        let example = package.manifest_path.starts_with(&examples_dir);
         let kind_of = |d: &Dependency| d.kind.clone().unwrap_or_else(|| "normal".to_owned());
         for dep in &package.dependencies {
             let dep_name = dep.name.as_str();
-            let forbidden = if dep_name == "xtask" && dep.kind.is_none() {
+            let dev = dep.kind.as_deref() == Some("dev");
+            let forbidden = if dep_name == "xtask" {
+                name != "xtask"
+            } else if name == "llm-core" && dep.kind.is_none() && HTTP_CRATES.contains(&dep_name) {
                 true
-            } else if is_provider_crate(name) || name == "llm-http" {
-                is_provider_crate(dep_name)
-                    || dep_name == "tool-planner"
-                    || dep_name == "agent-core"
-            } else if name == "llm-core" {
-                is_provider_crate(dep_name)
-                    || dep_name == "agent-core"
-                    || dep_name == "tool-planner"
-                    || (dep.kind.is_none() && HTTP_CRATES.contains(&dep_name))
-            } else if name == "agent-core" || name == "tool-planner" {
-                is_provider_crate(dep_name) && dep.kind.as_deref() != Some("dev")
-            } else {
+            } else if !workspace.contains(dep_name) || example {
                 false
+            } else {
+                match may_depend(name, dep_name, dev) {
+                    Some(allowed) => !allowed,
+                    None => {
+                        problems.push(format!(
+                            "{name} has no dependency rule: give it its layer in xtask's tidy (`may_depend`)"
+                        ));
+                        continue;
+                    }
+                }
             };
             if forbidden {
                 problems.push(format!(
@@ -246,7 +285,7 @@ fn check_dependencies(root: &Path, metadata: &Metadata, problems: &mut Vec<Strin
                 }
             }
         }
-        if package.manifest_path.starts_with(&examples_dir) {
+        if example {
             let direct: BTreeSet<&str> = package
                 .dependencies
                 .iter()
@@ -790,7 +829,10 @@ mod tests {
                 })
             })
             .collect();
-        let ids: Vec<&str> = packages.iter().map(|(n, _)| *n).collect();
+        // Third-party crates are packages, not members.
+        let third_party = ["serde", "tokio", "reqwest", "hyper"];
+        let ids: Vec<&str> =
+            packages.iter().map(|(n, _)| *n).filter(|n| !third_party.contains(n)).collect();
         serde_json::from_value(serde_json::json!({
             "packages": packages_json, "workspace_members": ids, "resolve": {"nodes": nodes},
         }))
@@ -844,7 +886,11 @@ mod tests {
             ("example-old", &[("llm-core", None), ("agent-core", None), ("llm-a", None)]),
             ("clawcall", &[("llm-core", None), ("agent-core", None), ("llm-b", None)]),
             ("llm-c", &[("llm-core", None)]),
+            ("agent-mcp", &[("agent-core", None), ("xtask", Some("dev"))]),
+            ("llm-testkit", &[("llm-core", None), ("llm-a", Some("dev"))]),
+            ("new-crate", &[("llm-core", None)]),
             ("reqwest", &[]),
+            ("xtask", &[]),
         ]);
         let want = [
             "llm-core must not depend on reqwest (normal dependency",
@@ -852,6 +898,9 @@ mod tests {
             "llm-a must not depend on llm-b (normal dependency",
             "llm-a must not depend on agent-core (dev dependency",
             "agent-core must not depend on llm-b (normal dependency",
+            "agent-mcp must not depend on xtask (dev dependency",
+            "llm-testkit must not depend on llm-a (dev dependency",
+            "new-crate has no dependency rule",
             "example example-two must depend on exactly one provider crate (it pulls in llm-a, llm-b)",
             "example example-old must depend on clawcall",
             "example example-all must take clawcall with `default-features = false`",

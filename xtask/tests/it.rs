@@ -325,9 +325,12 @@ fn new_provider_scaffolds_registers_and_shows_its_skips() {
 
     let lib = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/lib.rs")).unwrap();
     assert!(lib.starts_with("//!"));
-    assert!(lib.contains("pub struct AcmeAiProvider"));
+    assert!(lib.contains("pub type AcmeAiProvider = llm_http::HttpProvider<AcmeAi>;"));
     assert!(lib.contains("capabilities: Capabilities::NONE"), "the docs promise NONE first");
-    assert!(lib.contains("self.http.stream_sse("), "the template uses the shared driver");
+    assert!(
+        lib.contains("impl WireFormat for AcmeAi"),
+        "the template is a wire format on llm-http"
+    );
     let stream = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/stream.rs")).unwrap();
     assert!(stream.contains("ErrorKind::Decode"), "malformed JSON is an error, not a drop");
     let example = std::fs::read_to_string(tmp.0.join("examples/acme-ai/Cargo.toml")).unwrap();

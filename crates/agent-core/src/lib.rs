@@ -21,6 +21,7 @@
 //! `tool-planner` descriptors and an executor registry, and [`PlannedHooks`]
 //! keeps every request's tools equal to the plan.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 mod catalog;
 mod context;

@@ -89,7 +89,7 @@ impl ProviderEntry {
 
     /// The key from the first of `info.key_env` that is set and not blank.
     pub fn key_from_env(&self) -> Option<ApiKey> {
-        self.info.key_from_env().map(ApiKey::new)
+        llm_http::Env::Process.api_key(self.info).map(ApiKey::new)
     }
 }
 
@@ -98,29 +98,29 @@ impl ProviderEntry {
 pub const PROVIDERS: &[ProviderEntry] = &[
     #[cfg(feature = "anthropic")]
     ProviderEntry::new(&llm_anthropic::INFO, || Arc::new(llm_anthropic::AnthropicProvider::new()),
-        |client, _env| Arc::new(llm_anthropic::AnthropicProvider::with_http_client(client))),
+        |client, _env| Arc::new(llm_anthropic::AnthropicProvider::builder().http_client(client).build())),
     #[cfg(feature = "openai-completions")]
     ProviderEntry::new(&llm_openai_completions::INFO, || Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new()),
-        |client, _env| Arc::new(llm_openai_completions::OpenAiCompletionsProvider::with_http_client(client)))
+        |client, _env| Arc::new(llm_openai_completions::OpenAiCompletionsProvider::builder().http_client(client).build()))
         .aliases(&["openai"]),
     // One provider serves both openai-responses and azure-openai-responses (by `model.api`).
     #[cfg(feature = "openai-responses")]
     ProviderEntry::new(&llm_openai_responses::INFO, || Arc::new(llm_openai_responses::OpenAiResponsesProvider::new()),
-        |client, env| Arc::new(llm_openai_responses::OpenAiResponsesProvider::with_http_client(client).with_env(env))),
+        |client, env| Arc::new(llm_openai_responses::OpenAiResponsesProvider::builder().http_client(client).env(env).build())),
     #[cfg(feature = "openai-responses")]
-    ProviderEntry::new(&llm_openai_responses::AZURE_INFO, || Arc::new(llm_openai_responses::OpenAiResponsesProvider::azure()),
-        |client, env| Arc::new(llm_openai_responses::OpenAiResponsesProvider::azure_with_http_client(client).with_env(env)))
+    ProviderEntry::new(&llm_openai_responses::AZURE_INFO, || Arc::new(llm_openai_responses::OpenAiResponsesProvider::builder().wire(llm_openai_responses::OpenAiResponses::Azure).build()),
+        |client, env| Arc::new(llm_openai_responses::OpenAiResponsesProvider::builder().wire(llm_openai_responses::OpenAiResponses::Azure).http_client(client).env(env).build()))
         .secondary(),
     // One provider serves both google-generative-ai and google-vertex (by `model.api`).
     #[cfg(feature = "google")]
     ProviderEntry::new(&llm_google::INFO, || Arc::new(llm_google::GoogleProvider::new()),
-        |client, _env| Arc::new(llm_google::GoogleProvider::with_http_client(client))),
+        |client, _env| Arc::new(llm_google::GoogleProvider::builder().http_client(client).build())),
     #[cfg(feature = "mistral")]
     ProviderEntry::new(&llm_mistral::INFO, || Arc::new(llm_mistral::MistralProvider::new()),
-        |client, _env| Arc::new(llm_mistral::MistralProvider::with_http_client(client))),
+        |client, _env| Arc::new(llm_mistral::MistralProvider::builder().http_client(client).build())),
     #[cfg(feature = "bedrock")]
     ProviderEntry::new(&llm_bedrock::INFO, || Arc::new(llm_bedrock::BedrockProvider::new()),
-        |client, env| Arc::new(llm_bedrock::BedrockProvider::with_http_client(client).with_env(env)))
+        |client, env| Arc::new(llm_bedrock::BedrockProvider::builder().http_client(client).env(env).build()))
         .key_optional(&["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]),
     // new-provider: insert above
 ];

@@ -59,29 +59,34 @@
 //! | `metadata` | object | `{ "user_id": "…" }` is sent as `metadata.user_id` |
 //! | `serverTools` | array of objects | server tools (`{"type":"web_search_20250305","name":"web_search"}`, ...) sent as given after the client tools |
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 mod convert;
 mod error;
 mod stream;
 
+use std::sync::Arc;
+
 use llm_core::output::{OutputFamily, OutputMode};
-use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::HttpRequest;
+use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
+use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 pub use convert::AnthropicCompat;
 pub use stream::Decoder;
 
 /// The API id this crate serves.
-pub const API: &str = llm_core::api::ANTHROPIC_MESSAGES;
+pub const API: &str = "anthropic-messages";
 
 /// The provider name used in errors.
 pub const PROVIDER: &str = "anthropic";
 
-llm_http::http_provider! {
-    /// The Anthropic Messages API provider.
-    pub struct AnthropicProvider;
-}
+/// The Anthropic Messages API provider: `AnthropicProvider::new()`, or
+/// `AnthropicProvider::builder()` for its own HTTP client or environment.
+pub type AnthropicProvider = llm_http::HttpProvider<Anthropic>;
+
+/// The Anthropic Messages wire format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Anthropic;
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
 /// read it (capabilities decide which shared scenarios apply).
@@ -91,16 +96,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: "anthropic",
     default_base_url: "https://api.anthropic.com",
     key_env: &["ANTHROPIC_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-    ]),
+    capabilities: Capabilities::ALL.without(Capability::StrictSchemas),
     models: &[
         ModelInfo::new("claude-sonnet-4-5", 200_000, 64_000, [3.0, 15.0, 0.3, 3.75])
             .reasoning()
@@ -130,29 +126,37 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-impl Provider for AnthropicProvider {
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
+/// A prepared request: what is sent, and the tool names the answer maps back.
+#[derive(Debug)]
+pub struct Call {
+    http: Arc<HttpRequest>,
+    tool_names: convert::ToolNames,
+}
+
+impl WireFormat for Anthropic {
+    type Decoder = Decoder;
+    type Call = Call;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
-    fn api(&self) -> &str {
-        API
+    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+        let wire = convert::build_request(request.model, request.context, request.options)?;
+        let http = HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)?;
+        Ok(Call { http: Arc::new(http), tool_names: wire.tool_names })
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let request = match convert::build_request(model, context, options) {
-            Ok(r) => r,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
-        let tool_names = request.tool_names;
-        self.http.stream_sse(
-            model,
-            options,
-            PROVIDER,
-            http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
-            move || Decoder::with_tool_names(tool_names.clone()),
-        )
+    fn attempt(
+        &self,
+        call: &Arc<Call>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        exchange
+            .send(Arc::clone(&call.http), |r| error::http_error(r.status, r.retry_after, r.body))
+    }
+
+    fn decoder(&self, call: &Call) -> Decoder {
+        Decoder::with_tool_names(call.tool_names.clone())
     }
 }

@@ -641,15 +641,15 @@ fn refusal_error(details: Option<&Value>) -> Error {
 
 impl WireDecoder for Decoder {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>) {
-        let from = out.len();
         self.decode_event(event, out);
-        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {
-        let from = out.len();
         self.decode_end(out);
-        self.surrogates.settle(out, from);
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        Some(&mut self.surrogates)
     }
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use llm_anthropic::{API, AnthropicProvider, Decoder, PROVIDER};
-use llm_core::drive::WireDecoder;
 use llm_core::sse::SseDecoder;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, AssistantMessage, Context, ErrorKind, Message,
@@ -380,14 +379,14 @@ fn public_decoder_bytes_to_message() {
     for byte in body.as_bytes().chunks(1) {
         sse.push(byte, &mut events).unwrap();
         for e in events.drain(..) {
-            decoder.event(e, &mut deltas);
+            llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
         }
     }
     sse.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        decoder.event(e, &mut deltas);
+        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    decoder.end(&mut deltas);
+    llm_core::drive::decode_end(&mut decoder, &mut deltas);
     for d in deltas {
         assembler.push(d);
     }

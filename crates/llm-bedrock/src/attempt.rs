@@ -15,14 +15,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use llm_core::drive::HttpResponse;
 use llm_core::{Context, Error, Model, StreamOptions};
-use llm_http::{ErrorResponse, HttpRequest};
+use llm_http::{ErrorResponse, Exchange, HttpRequest, HttpResponse};
 
-use crate::PROVIDER;
 use crate::auth::{self, Auth};
-use crate::environment::Environment;
-use crate::profile::{self, ProfileCache, ProfileTraits};
+use crate::profile::{self, ProfileTraits};
+use crate::{Bedrock, PROVIDER};
 
 /// The signing clock: the local clock plus the offset learned from a server that rejected a
 /// signature for its time. Shared by a provider's clones.
@@ -118,44 +116,50 @@ pub(crate) fn sign(
     Ok(http)
 }
 
-/// Everything a request's attempts share.
-pub(crate) struct Attempts {
-    pub(crate) client: reqwest::Client,
+/// One request as prepared: what its attempts share.
+pub struct Call {
     pub(crate) model: Model,
     pub(crate) context: Context,
     pub(crate) options: StreamOptions,
-    pub(crate) env: Environment,
-    pub(crate) profiles: ProfileCache,
-    pub(crate) clock: Clock,
     /// The application profile to ask `GetInferenceProfile` about before converting.
     pub(crate) lookup: Option<String>,
     /// The converted request, once converted.
     pub(crate) unsigned: Mutex<Option<Arc<Unsigned>>>,
     /// Whether this request already signed again after a clock-skew rejection.
     pub(crate) skew_corrected: AtomicBool,
-    /// The default chain's credentials (feature `aws-config`).
-    #[cfg(feature = "aws-config")]
-    pub(crate) credentials: crate::credentials::CredentialCache,
 }
 
-impl Attempts {
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("model", &self.model.id)
+            .field("lookup", &self.lookup)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Call {
     /// One attempt: convert (first time), authenticate, sign now, send; once per request, a
     /// rejection for the signature's time is signed again with the server's clock and sent.
-    pub(crate) async fn attempt(self: Arc<Self>) -> Result<HttpResponse, Error> {
-        let unsigned = self.unsigned().await?;
-        let auth = self.auth().await?;
+    pub(crate) async fn attempt(
+        &self,
+        wire: &Bedrock,
+        exchange: &Exchange,
+    ) -> Result<HttpResponse, Error> {
+        let unsigned = self.unsigned(wire, exchange).await?;
+        let auth = self.auth(wire, exchange).await?;
         let signs = matches!(auth, Auth::SigV4 { .. });
-        match self.send(&unsigned, auth.clone()).await {
+        match self.send(wire, exchange, &unsigned, auth.clone()).await {
             Err((_, Some(server)))
                 if signs && !self.skew_corrected.swap(true, Ordering::SeqCst) =>
             {
-                self.clock.learn(server);
+                wire.clock.learn(server);
                 tracing::warn!(
                     provider = PROVIDER,
-                    offset_ms = self.clock.offset_ms(),
+                    offset_ms = wire.clock.offset_ms(),
                     "signature rejected for its time; signing again with the server's clock"
                 );
-                self.send(&unsigned, auth).await.map_err(|(error, _)| error)
+                self.send(wire, exchange, &unsigned, auth).await.map_err(|(error, _)| error)
             }
             result => result.map_err(|(error, _)| error),
         }
@@ -163,50 +167,59 @@ impl Attempts {
 
     /// The authentication of this attempt (resolved again per attempt: rotated keys and
     /// refreshed credentials apply).
-    async fn auth(&self) -> Result<Auth, Error> {
-        let env = |name: &str| self.env.get(name);
+    async fn auth(&self, wire: &Bedrock, exchange: &Exchange) -> Result<Auth, Error> {
+        let env = |name: &str| exchange.env().get(name);
         let missing = match auth::resolve_static(&self.options, &env)? {
             Ok(auth) => return Ok(auth),
             Err(missing) => missing,
         };
         #[cfg(feature = "aws-config")]
-        return self.credentials.resolve(&self.client, &self.options, &self.env, missing).await;
+        return wire
+            .credentials
+            .resolve(&exchange.client()?, &self.options, exchange.env(), missing)
+            .await;
         #[cfg(not(feature = "aws-config"))]
-        Err(missing.error(None))
+        {
+            let _ = wire;
+            Err(missing.error(None))
+        }
     }
 
     /// Signs `unsigned` now and sends it; an error comes with the server's time when it
     /// rejected the signature for its time.
     async fn send(
         &self,
+        wire: &Bedrock,
+        exchange: &Exchange,
         unsigned: &Unsigned,
         auth: Auth,
     ) -> Result<HttpResponse, (Error, Option<SystemTime>)> {
-        let now = self.clock.now();
+        let now = wire.clock.now();
         let signed = sign(unsigned, auth, now).map_err(|e| (e, None))?;
         let skew: Arc<Mutex<Option<SystemTime>>> = Arc::default();
         let seen = Arc::clone(&skew);
-        let map_error = Arc::new(move |response: ErrorResponse| {
+        let map_error = move |response: ErrorResponse| {
             *seen.lock().unwrap_or_else(PoisonError::into_inner) =
                 crate::error::skew_rejection(&response, now);
             crate::error::http_error(response)
-        });
-        llm_http::send(self.client.clone(), Arc::new(signed), PROVIDER.into(), map_error)
+        };
+        exchange
+            .send(Arc::new(signed), map_error)
             .await
             .map_err(|error| (error, skew.lock().unwrap_or_else(PoisonError::into_inner).take()))
     }
 
     /// The converted request: converted on the first attempt (after asking
     /// `GetInferenceProfile` when needed), then reused.
-    async fn unsigned(&self) -> Result<Arc<Unsigned>, Error> {
+    async fn unsigned(&self, wire: &Bedrock, exchange: &Exchange) -> Result<Arc<Unsigned>, Error> {
         if let Some(ready) = self.unsigned.lock().unwrap_or_else(PoisonError::into_inner).clone() {
             return Ok(ready);
         }
         let profile = match &self.lookup {
-            Some(arn) => self.ask_profile(arn).await,
+            Some(arn) => self.ask_profile(wire, exchange, arn).await,
             None => None,
         };
-        let env = |name: &str| self.env.get(name);
+        let env = |name: &str| exchange.env().get(name);
         let unsigned = Arc::new(build(&self.model, &self.context, &self.options, &env, profile)?);
         *self.unsigned.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&unsigned));
         Ok(unsigned)
@@ -215,43 +228,30 @@ impl Attempts {
     /// What `GetInferenceProfile` says about `arn` (cached on success; a concurrent request
     /// for the same ARN waits for this lookup instead of sending its own), `None` when the
     /// lookup failed or the ARN still waits after a failure (the heuristic decides).
-    async fn ask_profile(&self, arn: &str) -> Option<ProfileTraits> {
-        let cell = self.profiles.cell(arn);
+    async fn ask_profile(
+        &self,
+        wire: &Bedrock,
+        exchange: &Exchange,
+        arn: &str,
+    ) -> Option<ProfileTraits> {
+        let profiles = &wire.profiles;
+        let cell = profiles.cell(arn);
         if let Some(known) = cell.get() {
             return Some(*known);
         }
         let answer = cell
             .get_or_try_init(|| async {
-                if self.profiles.waiting(arn) {
+                if profiles.waiting(arn) {
                     return Err(None);
                 }
-                let env = |name: &str| self.env.get(name);
-                let signed =
-                    match profile::unsigned_lookup_request(&self.model, &self.options, &env) {
-                        Ok((request, region)) => match self.auth().await {
-                            Ok(auth) => profile::sign_lookup_request(
-                                request,
-                                &region,
-                                auth,
-                                self.clock.now(),
-                            ),
-                            Err(error) => Err(error),
-                        },
-                        Err(error) => Err(error),
-                    };
-                let answer = match signed {
-                    Ok(request) => {
-                        profile::lookup(self.client.clone(), &request, self.profiles.timeout).await
-                    }
-                    Err(error) => Err(error),
-                };
+                let answer = self.lookup_profile(wire, exchange).await;
                 match answer {
                     Ok(traits) => {
-                        self.profiles.succeeded(arn);
+                        profiles.succeeded(arn);
                         Ok(traits)
                     }
                     Err(error) => {
-                        self.profiles.failed(arn);
+                        profiles.failed(arn);
                         Err(Some(error))
                     }
                 }
@@ -269,6 +269,27 @@ impl Attempts {
             }
             Err(None) => None,
         }
+    }
+
+    /// Asks `GetInferenceProfile`, signed like the runtime request, within the lookup bound.
+    async fn lookup_profile(
+        &self,
+        wire: &Bedrock,
+        exchange: &Exchange,
+    ) -> Result<ProfileTraits, Error> {
+        let env = |name: &str| exchange.env().get(name);
+        let (request, region) = profile::unsigned_lookup_request(&self.model, &self.options, &env)?;
+        let auth = self.auth(wire, exchange).await?;
+        let signed = profile::sign_lookup_request(request, &region, auth, wire.clock.now())?;
+        let body = exchange
+            .fetch(
+                &signed,
+                "GetInferenceProfile",
+                wire.profiles.timeout,
+                profile::MAX_PROFILE_BYTES,
+            )
+            .await?;
+        profile::traits(&body)
     }
 }
 

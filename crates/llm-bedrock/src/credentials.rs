@@ -3,7 +3,7 @@
 //!
 //! When [`crate::auth`] finds no key, no environment keys and no static keys in the
 //! profile, `aws-config`'s default chain is asked, with the provider's environment (the
-//! process's or [`crate::BedrockProvider::with_env`]'s; the environment's keys left
+//! process's or the one given to the provider's builder; the environment's keys left
 //! out when a profile is selected, which skips them as OpenClaw does), the selected profile
 //! and the signing region: the profile with SSO (`sso_session`, the token cache under
 //! `~/.aws/sso/cache`), assume-role (`role_arn` with `source_profile`), `credential_process`
@@ -41,7 +41,7 @@ use aws_smithy_types::error::display::DisplayErrorContext;
 use llm_core::{Error, StreamOptions};
 
 use crate::auth::{self, Auth, AwsCredentials, CredentialSource, Missing};
-use crate::environment::Environment;
+use llm_http::Env;
 
 /// How long one resolution of the default chain may take.
 pub const DEFAULT_CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
@@ -107,7 +107,7 @@ impl CredentialCache {
         &self,
         client: &reqwest::Client,
         options: &StreamOptions,
-        env: &Environment,
+        env: &Env,
         missing: Missing,
     ) -> Result<Auth, Error> {
         let getter = |name: &str| env.get(name);
@@ -151,11 +151,11 @@ impl CredentialCache {
 /// Asks the default chain once.
 async fn load(
     client: &reqwest::Client,
-    env: &Environment,
+    env: &Env,
     profile: Option<&str>,
     region: &str,
 ) -> Result<aws_credential_types::Credentials, String> {
-    let mut vars = env.vars();
+    let mut vars: std::collections::HashMap<String, String> = env.all().into_iter().collect();
     if profile.is_some() {
         for name in KEY_VARIABLES {
             vars.remove(name);

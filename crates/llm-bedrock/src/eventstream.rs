@@ -161,7 +161,7 @@ impl AwsEventStreamFraming {
     }
 
     /// A framing with the limit a request's options set (`StreamOptions::max_event_bytes`),
-    /// else the default: the shape `llm_http::HttpTransport::stream` asks for.
+    /// else the default: the shape `llm_core::drive::StreamDecoder::framing` has.
     pub fn with_limit(max: Option<usize>) -> Self {
         Self::with_max_frame_bytes(max.unwrap_or(DEFAULT_MAX_FRAME_BYTES))
     }

@@ -24,8 +24,8 @@
 //!   an expired signature; a signature rejected for its time (a stale signature or a local
 //!   clock that is off) is signed again once with the server's clock (its `Date` header),
 //!   and later requests keep that offset.
-//! - Environment: the process's, or the variables given to
-//!   [`BedrockProvider::with_env`].
+//! - Environment: the process's, or the variables given to the provider's builder
+//!   ([`llm_http::ProviderBuilder::env`]).
 //! - Region: the `region` provider option, else `AWS_REGION`, else `AWS_DEFAULT_REGION`,
 //!   else the region of a standard `bedrock-runtime.<region>.amazonaws.com` base URL, else
 //!   the selected profile's `region` (`profile` option or `AWS_PROFILE`), else `us-east-1`.
@@ -34,7 +34,7 @@
 //!   `AWS_REGION`).
 //! - HTTP version: HTTP/2 where the server offers it (ALPN), HTTP/1.1 only with
 //!   `AWS_BEDROCK_FORCE_HTTP1=1` (a client given to
-//!   [`BedrockProvider::with_http_client`] is used as is). Unlike OpenClaw, a proxy from
+//!   [`llm_http::ProviderBuilder::http_client`] is used as is). Unlike OpenClaw, a proxy from
 //!   `HTTP(S)_PROXY` does not force HTTP/1.1: OpenClaw's Node HTTP/2 handler cannot use
 //!   proxy agents, while reqwest tunnels HTTP/2 through the proxy.
 //! - Claude Fable 5 (also behind an alias whose `compat.canonicalModelId` names it) may
@@ -56,11 +56,11 @@
 //!   provider's lifetime, shared by its clones; concurrent first requests for one ARN wait
 //!   for one lookup. The lookup runs inside the request's
 //!   connect step: it is bounded by [`DEFAULT_LOOKUP_TIMEOUT`]
-//!   ([`BedrockProvider::with_profile_lookup_timeout`]) and by the request's first-byte
+//!   ([`Bedrock::with_profile_lookup_timeout`]) and by the request's first-byte
 //!   timeout, and cancelling the request cancels it. A failed lookup is logged (`tracing`)
 //!   and the request goes on with the name heuristic (no cache points for an opaque name);
 //!   that ARN is not asked again before [`DEFAULT_LOOKUP_BACKOFF`] has passed
-//!   ([`BedrockProvider::with_profile_lookup_backoff`], doubled per further failure), and at
+//!   ([`Bedrock::with_profile_lookup_backoff`], doubled per further failure), and at
 //!   most [`MAX_PROFILES`] ARNs are remembered. As in OpenClaw, the same answer drops
 //!   `temperature` when any routed model rejects it (Opus 4.7/4.8, Fable 5, Mythos
 //!   Preview).
@@ -89,30 +89,29 @@
 //! - an `exception` message before any content (a throttling exception, say) is retried
 //!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 mod attempt;
 pub mod auth;
 mod convert;
 #[cfg(feature = "aws-config")]
 mod credentials;
-mod environment;
 mod error;
 pub mod eventstream;
 mod profile;
 mod stream;
 
-use llm_core::output::{OutputFamily, OutputMode};
-use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use llm_core::{
-    AssistantStream, Capabilities, Capability, Context, Model, ModelInfo, Provider, ProviderInfo,
-    StreamOptions,
-};
-use llm_http::{HttpTransport, TransportConfig};
+use llm_core::output::{OutputFamily, OutputMode};
+use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
+#[cfg(test)]
+use llm_core::{Context, Model, StreamOptions};
+use llm_http::{BoxFuture, Exchange, HttpResponse, Request, WireFormat};
 
+pub use attempt::Call;
 pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
 #[cfg(feature = "aws-config")]
 pub use credentials::DEFAULT_CREDENTIALS_TIMEOUT;
@@ -133,16 +132,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
     key_env: &[BEARER_TOKEN_ENV],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-    ]),
+    capabilities: Capabilities::ALL.without(Capability::StrictSchemas),
     // Known models with limits and prices; the first is `claw`'s default.
     models: &[
         ModelInfo::new(
@@ -192,49 +182,28 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-/// The Amazon Bedrock `ConverseStream` provider.
+/// The Amazon Bedrock `ConverseStream` provider: `BedrockProvider::new()`, or
+/// `BedrockProvider::builder()` for its own HTTP client (the `GetInferenceProfile` lookups
+/// use it too), an environment of its own (keys, region, profile, flags, shared-file paths:
+/// for several differently configured providers in one process, and for tests that must not
+/// change the process environment) or [`Bedrock`]'s settings.
+pub type BedrockProvider = llm_http::HttpProvider<Bedrock>;
+
+/// The Bedrock `ConverseStream` wire format, with what it keeps between requests.
 ///
-/// Cheap to clone; clones share the HTTP clients, what `GetInferenceProfile` said about
-/// application inference profiles and the clock offset learned from a signature rejected
-/// for its time.
+/// Cheap to clone; clones share what `GetInferenceProfile` said about application inference
+/// profiles, the clock offset learned from a signature rejected for its time, and the
+/// default chain's credentials.
 #[derive(Debug, Clone, Default)]
-pub struct BedrockProvider {
-    http: HttpTransport,
+pub struct Bedrock {
     profiles: profile::ProfileCache,
-    env: environment::Environment,
     clock: attempt::Clock,
     #[cfg(feature = "aws-config")]
     credentials: credentials::CredentialCache,
 }
 
-impl BedrockProvider {
-    /// A provider with its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A provider that sends every request with `http` (proxies, custom TLS, pools; that
-    /// client's own connect timeout applies), the `GetInferenceProfile` lookups included.
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        BedrockProvider { http: HttpTransport::with_client(http), ..Self::default() }
-    }
-
-    /// This provider reading every environment variable (keys, region, profile, flags,
-    /// shared-file paths) from `vars` instead of the process environment: for several
-    /// differently configured providers in one process, and for tests that must not change
-    /// the process environment.
-    #[must_use]
-    pub fn with_env<K: Into<String>, V: Into<String>>(
-        mut self,
-        vars: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        let vars: HashMap<String, String> =
-            vars.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-        self.env = environment::Environment::Vars(Arc::new(vars));
-        self
-    }
-
-    /// This provider with `timeout` as the bound on one `GetInferenceProfile` lookup
+impl Bedrock {
+    /// This wire format with `timeout` as the bound on one `GetInferenceProfile` lookup
     /// (default [`DEFAULT_LOOKUP_TIMEOUT`]); when it passes, the request goes on with the
     /// name heuristic.
     #[must_use]
@@ -243,7 +212,7 @@ impl BedrockProvider {
         self
     }
 
-    /// This provider with `timeout` as the bound on one resolution of AWS's default
+    /// This wire format with `timeout` as the bound on one resolution of AWS's default
     /// credential chain (default [`DEFAULT_CREDENTIALS_TIMEOUT`]).
     #[cfg(feature = "aws-config")]
     #[must_use]
@@ -252,9 +221,9 @@ impl BedrockProvider {
         self
     }
 
-    /// This provider with `backoff` as the wait after a failed `GetInferenceProfile` lookup
-    /// before that profile is asked again (default [`DEFAULT_LOOKUP_BACKOFF`]; doubled per
-    /// further failure, up to sixteen times); requests meanwhile use the name heuristic.
+    /// This wire format with `backoff` as the wait after a failed `GetInferenceProfile`
+    /// lookup before that profile is asked again (default [`DEFAULT_LOOKUP_BACKOFF`]; doubled
+    /// per further failure, up to sixteen times); requests meanwhile use the name heuristic.
     #[must_use]
     pub fn with_profile_lookup_backoff(mut self, backoff: Duration) -> Self {
         self.profiles.backoff = backoff;
@@ -283,22 +252,17 @@ fn prepare(
     attempt::sign(&unsigned, auth::resolve_auth(options, env)?, std::time::SystemTime::now())
 }
 
-impl Provider for BedrockProvider {
-    fn api(&self) -> &str {
-        API
+impl WireFormat for Bedrock {
+    type Decoder = Decoder;
+    type Call = Call;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
-    }
-
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let env = |name: &str| self.env.get(name);
-        let transport = if force_http1(&env) { self.http.http1_only() } else { self.http.clone() };
-        let client = match transport.client(TransportConfig::from_options(options), PROVIDER) {
-            Ok(client) => client,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
+    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+        let Request { model, context, options, env } = request;
+        let env = |name: &str| env.get(name);
         // An application profile whose caching is not known yet is looked up on the first
         // attempt (inside the driver's connect step: cancelling the request or its
         // first-byte timeout stops the lookup), and the request is converted after it.
@@ -307,34 +271,34 @@ impl Provider for BedrockProvider {
         let lookup = target.filter(|_| known.is_none()).map(str::to_owned);
         let unsigned = match lookup {
             Some(_) => None,
-            None => match attempt::build(model, context, options, &env, known) {
-                Ok(unsigned) => Some(Arc::new(unsigned)),
-                Err(error) => return AssistantStream::from_error(model, error),
-            },
+            None => Some(Arc::new(attempt::build(model, context, options, &env, known)?)),
         };
-        let attempts = Arc::new(attempt::Attempts {
-            client,
+        Ok(Call {
             model: model.clone(),
             context: context.clone(),
             options: options.clone(),
-            env: self.env.clone(),
-            profiles: self.profiles.clone(),
-            clock: self.clock.clone(),
             lookup,
             unsigned: Mutex::new(unsigned),
             skew_corrected: AtomicBool::new(false),
-            #[cfg(feature = "aws-config")]
-            credentials: self.credentials.clone(),
-        });
-        let for_decoder = model.clone();
-        llm_core::drive::drive(
-            model,
-            options,
-            PROVIDER,
-            move |_attempt| Arc::clone(&attempts).attempt(),
-            AwsEventStreamFraming::with_limit,
-            move || Decoder::for_model(&for_decoder),
-        )
+        })
+    }
+
+    fn attempt(
+        &self,
+        call: &Arc<Call>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        let exchange = if force_http1(&|name| exchange.env().get(name)) {
+            exchange.http1_only()
+        } else {
+            exchange
+        };
+        let (wire, call) = (self.clone(), Arc::clone(call));
+        Box::pin(async move { call.attempt(&wire, &exchange).await })
+    }
+
+    fn decoder(&self, call: &Call) -> Decoder {
+        Decoder::for_model(&call.model)
     }
 }
 

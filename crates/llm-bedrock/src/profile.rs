@@ -36,7 +36,7 @@ pub const DEFAULT_LOOKUP_BACKOFF: Duration = Duration::from_secs(30);
 pub const MAX_PROFILES: usize = 256;
 
 /// The largest profile description read; a profile is a few hundred bytes.
-const MAX_PROFILE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_PROFILE_BYTES: usize = 1 << 20;
 
 /// What `GetInferenceProfile` says about the models an application inference profile routes
 /// to.
@@ -233,11 +233,7 @@ pub(crate) fn unsigned_lookup_request(
         _ => convert::control_plane_endpoint(&region, convert::uses_fips(env)),
     };
     let url = format!("{base}{}", convert::inference_profile_path(&model.id));
-    let request = HttpRequest {
-        url,
-        headers: vec![("accept".to_owned(), "application/json".to_owned())],
-        body: bytes::Bytes::new(),
-    };
+    let request = HttpRequest::get(url, vec![("accept".to_owned(), "application/json".to_owned())]);
     Ok((request, region))
 }
 
@@ -268,59 +264,15 @@ pub(crate) fn lookup_request(
     sign_lookup_request(request, &region, auth::resolve_auth(options, env)?, SystemTime::now())
 }
 
-/// Sends `request` (from [`lookup_request`]) within `timeout` and says what the models the
-/// profile routes to have in common (see [`ProfileTraits`]).
+/// What the models a profile routes to have in common (see [`ProfileTraits`]), from
+/// `GetInferenceProfile`'s answer.
 ///
 /// # Errors
 ///
-/// A transport error, a timeout, an error status or a body that is not a profile: the
-/// caller falls back to the heuristic and does not cache the failure.
-pub(crate) async fn lookup(
-    client: reqwest::Client,
-    request: &HttpRequest,
-    timeout: Duration,
-) -> Result<ProfileTraits, Error> {
-    let mut headers = reqwest::header::HeaderMap::with_capacity(request.headers.len());
-    for (name, value) in &request.headers {
-        let invalid = || {
-            Error::new(ErrorKind::InvalidRequest, PROVIDER, "Invalid GetInferenceProfile header")
-                .with_retryable(false)
-        };
-        let name =
-            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-        let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| invalid())?;
-        value.set_sensitive(llm_http::is_secret_header(name.as_str()));
-        headers.insert(name, value);
-    }
-    let failed = |e| llm_http::transport_error(PROVIDER, "GetInferenceProfile failed", e);
-    let mut response = client
-        .get(request.url.as_str())
-        .headers(headers)
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(failed)?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(Error::new(
-            ErrorKind::Provider,
-            PROVIDER,
-            format!("GetInferenceProfile returned HTTP {}", status.as_u16()),
-        )
-        .with_status(status.as_u16()));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(failed)? {
-        if body.len() + chunk.len() > MAX_PROFILE_BYTES {
-            return Err(Error::new(
-                ErrorKind::Decode,
-                PROVIDER,
-                format!("GetInferenceProfile answered more than {MAX_PROFILE_BYTES} bytes"),
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    let profile: InferenceProfile = serde_json::from_slice(&body).map_err(|e| {
+/// A body that is not a profile: the caller falls back to the heuristic and does not cache
+/// the failure.
+pub(crate) fn traits(body: &[u8]) -> Result<ProfileTraits, Error> {
+    let profile: InferenceProfile = serde_json::from_slice(body).map_err(|e| {
         Error::new(ErrorKind::Decode, PROVIDER, format!("Invalid GetInferenceProfile answer: {e}"))
     })?;
     Ok(ProfileTraits {

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use llm_core::drive::FrameDecoder;
+use llm_core::drive::StreamDecoder;
 use llm_core::{Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText};
 use serde::Deserialize;
 use serde_json::Value;
@@ -432,15 +432,18 @@ fn refusal_error(fields: Option<&Value>) -> Error {
     Error::anthropic_refusal(PROVIDER, details)
 }
 
-impl FrameDecoder<AwsFrame> for Decoder {
+impl StreamDecoder for Decoder {
+    type Framing = crate::AwsEventStreamFraming;
+
+    fn framing(max_event_bytes: Option<usize>) -> Self::Framing {
+        crate::AwsEventStreamFraming::with_limit(max_event_bytes)
+    }
+
     fn frame(&mut self, frame: AwsFrame, out: &mut Vec<Delta>) {
-        let from = out.len();
         self.decode_held(&frame, out);
-        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {
-        let from = out.len();
         if !self.finished {
             // After `messageStop` a missing `metadata` only loses usage; before it the
             // body is cut short: nothing is emitted (the driver reports `truncated`), and
@@ -469,7 +472,10 @@ impl FrameDecoder<AwsFrame> for Decoder {
                 None => out.extend(fresh),
             }
         }
-        self.surrogates.settle(out, from);
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        Some(&mut self.surrogates)
     }
 }
 

@@ -1,10 +1,10 @@
 //! The async request driver shared by every HTTP provider (feature `tokio`).
 //!
-//! A provider supplies three things: a `connect` closure (send the request, return
+//! A provider supplies two things: a `connect` closure (send the request, return
 //! the body bytes or a mapped [`Error`]; the `llm-http` crate has the one HTTP
-//! implementation), a [`Framing`] (how the body splits into frames: SSE for every
-//! current provider, NDJSON or AWS event streams for others) and a [`FrameDecoder`]
-//! (its `stream.rs`: frames in, [`Delta`]s out; every SSE [`WireDecoder`] is one).
+//! implementation) and a [`StreamDecoder`] (its `stream.rs`: frames of its [`Framing`] in,
+//! [`Delta`]s out; every SSE [`WireDecoder`] is one, and AWS event streams are another
+//! framing).
 //! The driver owns everything else, identically for all providers: retries with
 //! backoff before the first content (after it, a retry would repeat shown output), connect / first-byte / idle /
 //! total timeouts, cancellation, framing errors, and one `tracing` span per request.
@@ -26,6 +26,7 @@ use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::stream::AssistantStream;
 use crate::types::Model;
+use crate::wire_text::SurrogateJoiner;
 
 /// Bytes of a read handed to the framing at a time (see where it is used).
 const FRAMING_PIECE: usize = 1024;
@@ -59,26 +60,101 @@ pub trait WireDecoder: Send + 'static {
     fn event(&mut self, event: SseEvent, out: &mut Vec<Delta>);
     /// The body ended.
     fn end(&mut self, out: &mut Vec<Delta>);
+    /// The joiner of surrogate halves split across events, for a decoder that reads its text
+    /// as [`WireText`](crate::WireText): the driver settles it after every event and at the
+    /// end ([`decode_frame`]), so a half whose block or stream ends becomes U+FFFD there.
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        None
+    }
 }
 
-/// A provider's stream state machine over the frames of any [`Framing`].
+/// A provider's stream state machine over the frames of its API's [`Framing`]: what the
+/// driver runs.
 ///
-/// The same contract as [`WireDecoder`] (pure, never panics, emits the terminal
-/// delta itself); every [`WireDecoder`] is a `FrameDecoder<SseEvent>`.
-pub trait FrameDecoder<F>: Send + 'static {
+/// The same contract as [`WireDecoder`] (pure, never panics, emits the terminal delta
+/// itself); every [`WireDecoder`] is one, with SSE framing. A decoder over another framing
+/// (AWS event streams) implements this trait directly.
+pub trait StreamDecoder: Send + 'static {
+    /// How the body splits into frames.
+    type Framing: Framing;
+    /// The framing of one attempt's body (`max_event_bytes` from the options).
+    fn framing(max_event_bytes: Option<usize>) -> Self::Framing;
     /// One frame.
-    fn frame(&mut self, frame: F, out: &mut Vec<Delta>);
+    fn frame(&mut self, frame: <Self::Framing as Framing>::Frame, out: &mut Vec<Delta>);
     /// The body ended.
     fn end(&mut self, out: &mut Vec<Delta>);
+    /// As [`WireDecoder::surrogates`].
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        None
+    }
 }
 
-impl<D: WireDecoder> FrameDecoder<SseEvent> for D {
+/// Decodes one frame as the driver does: the decoder's deltas, then the surrogate halves
+/// its blocks or the stream ended with turned into U+FFFD ([`SurrogateJoiner::settle`]).
+pub fn decode_frame<D: StreamDecoder>(
+    decoder: &mut D,
+    frame: <D::Framing as Framing>::Frame,
+    out: &mut Vec<Delta>,
+) {
+    let from = out.len();
+    decoder.frame(frame, out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+/// Ends a body as the driver does: [`StreamDecoder::end`], then the surrogate halves still
+/// waiting settled.
+pub fn decode_end<D: StreamDecoder>(decoder: &mut D, out: &mut Vec<Delta>) {
+    let from = out.len();
+    decoder.end(out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+/// [`decode_frame`] for an SSE decoder behind a pointer (`dyn WireDecoder`).
+pub fn decode_event<D: WireDecoder + ?Sized>(
+    decoder: &mut D,
+    event: SseEvent,
+    out: &mut Vec<Delta>,
+) {
+    let from = out.len();
+    decoder.event(event, out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+/// [`decode_end`] for an SSE decoder behind a pointer (`dyn WireDecoder`).
+pub fn decode_sse_end<D: WireDecoder + ?Sized>(decoder: &mut D, out: &mut Vec<Delta>) {
+    let from = out.len();
+    decoder.end(out);
+    if let Some(joiner) = decoder.surrogates() {
+        joiner.settle(out, from);
+    }
+}
+
+impl<D: WireDecoder> StreamDecoder for D {
+    type Framing = SseDecoder;
+
+    fn framing(max_event_bytes: Option<usize>) -> SseDecoder {
+        match max_event_bytes {
+            Some(limit) => SseDecoder::with_max_event_size(limit),
+            None => SseDecoder::new(),
+        }
+    }
+
     fn frame(&mut self, frame: SseEvent, out: &mut Vec<Delta>) {
         self.event(frame, out);
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {
         WireDecoder::end(self, out);
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        WireDecoder::surrogates(self)
     }
 }
 
@@ -92,51 +168,22 @@ impl Sleeper for TokioSleeper {
     }
 }
 
-/// Runs one streamed SSE request: [`drive`] with [`SseDecoder`] framing (limited to
-/// `options.max_event_bytes` when set).
-pub fn drive_sse<C, Fut, D, N>(
-    model: &Model,
-    options: &StreamOptions,
-    provider: &str,
-    connect: C,
-    new_decoder: N,
-) -> AssistantStream
-where
-    C: FnMut(u32) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    D: WireDecoder,
-    N: FnMut() -> D + Send + 'static,
-{
-    drive(model, options, provider, connect, sse_framing, new_decoder)
-}
-
-/// The SSE framing for a request: `max_event_bytes` from the options, else the default.
-pub fn sse_framing(max_event_bytes: Option<usize>) -> SseDecoder {
-    match max_event_bytes {
-        Some(limit) => SseDecoder::with_max_event_size(limit),
-        None => SseDecoder::new(),
-    }
-}
-
-/// Runs one streamed request in any framing: see the module docs.
+/// Runs one streamed request: see the module docs.
 ///
-/// `connect(attempt)` is called once per attempt (0-based). `new_framing` gets
-/// `options.max_event_bytes` and `new_decoder` makes a fresh decoder; both are
-/// called once per attempt.
-pub fn drive<C, Fut, F, NF, D, N>(
+/// `connect(attempt)` is called once per attempt (0-based); `new_decoder` makes a fresh
+/// decoder, and the decoder's framing ([`StreamDecoder::framing`]) gets
+/// `options.max_event_bytes`, once per attempt.
+pub fn drive<C, Fut, D, N>(
     model: &Model,
     options: &StreamOptions,
     provider: &str,
     connect: C,
-    new_framing: NF,
     new_decoder: N,
 ) -> AssistantStream
 where
     C: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    F: Framing,
-    NF: FnMut(Option<usize>) -> F + Send + 'static,
-    D: FrameDecoder<F::Frame>,
+    D: StreamDecoder,
     N: FnMut() -> D + Send + 'static,
 {
     let span = tracing::info_span!(
@@ -152,7 +199,6 @@ where
     );
     let driver = Driver {
         connect,
-        new_framing,
         new_decoder,
         provider: provider.to_owned(),
         policy: options.retry.clone(),
@@ -164,6 +210,7 @@ where
         phase: Phase::Connect,
         started: Instant::now(),
         emitted_content: false,
+        ended: false,
         pending: Vec::new(),
         rng: seed(),
         span,
@@ -183,9 +230,8 @@ enum Phase<F, D> {
     Finished,
 }
 
-struct Driver<C, NF, N, F, D> {
+struct Driver<C, N, D: StreamDecoder> {
     connect: C,
-    new_framing: NF,
     new_decoder: N,
     provider: String,
     policy: RetryPolicy,
@@ -194,9 +240,11 @@ struct Driver<C, NF, N, F, D> {
     sleeper: Arc<dyn Sleeper>,
     cancel: CancellationToken,
     attempt: u32,
-    phase: Phase<F, D>,
+    phase: Phase<D::Framing, D>,
     started: Instant,
     emitted_content: bool,
+    /// The decoder emitted its terminal delta in this attempt.
+    ended: bool,
     pending: Vec<Delta>,
     rng: u64,
     span: tracing::Span,
@@ -208,13 +256,11 @@ enum Outcome {
     Retry(Error),
 }
 
-impl<C, Fut, F, NF, D, N> Driver<C, NF, N, F, D>
+impl<C, Fut, D, N> Driver<C, N, D>
 where
     C: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = Result<HttpResponse, Error>> + Send + 'static,
-    F: Framing,
-    NF: FnMut(Option<usize>) -> F + Send + 'static,
-    D: FrameDecoder<F::Frame>,
+    D: StreamDecoder,
     N: FnMut() -> D + Send + 'static,
 {
     async fn step(&mut self) -> Option<Vec<Delta>> {
@@ -241,9 +287,10 @@ where
                     match result {
                         Ok(response) => {
                             self.span.record("status", response.status);
+                            self.ended = false;
                             self.phase = Phase::Body {
                                 body: response.body,
-                                framing: (self.new_framing)(self.max_event_bytes),
+                                framing: D::framing(self.max_event_bytes),
                                 decoder: (self.new_decoder)(),
                             };
                         }
@@ -280,11 +327,12 @@ where
                             // are freed and reused while they are still cheap to reuse.
                             for piece in bytes.chunks(FRAMING_PIECE) {
                                 let framed = framing.push(piece, &mut events);
-                                for event in events.drain(..) {
-                                    decoder.frame(event, &mut out);
-                                }
+                                self.decode(&mut decoder, &mut events, &mut out);
                                 if let Err(e) = framed {
                                     out.push(Delta::Error(framing_error(&self.provider, e)));
+                                    break;
+                                }
+                                if self.ended {
                                     break;
                                 }
                             }
@@ -297,12 +345,11 @@ where
                         }
                         None => {
                             let framed = framing.finish(&mut events);
-                            for event in events.drain(..) {
-                                decoder.frame(event, &mut out);
-                            }
+                            self.decode(&mut decoder, &mut events, &mut out);
                             match framed {
                                 Err(e) => out.push(Delta::Error(framing_error(&self.provider, e))),
-                                Ok(()) => decoder.end(&mut out),
+                                Ok(()) if !self.ended => decode_end(&mut decoder, &mut out),
+                                Ok(()) => {}
                             }
                             true
                         }
@@ -327,6 +374,28 @@ where
                     }
                 }
             }
+        }
+    }
+
+    /// Decodes `events` in order (each settled, [`decode_frame`]) until one ends the stream:
+    /// a decoder is never handed a frame after its terminal delta.
+    fn decode(
+        &mut self,
+        decoder: &mut D,
+        events: &mut Vec<<D::Framing as Framing>::Frame>,
+        out: &mut Vec<Delta>,
+    ) {
+        for event in events.drain(..) {
+            if self.ended {
+                continue;
+            }
+            let from = out.len();
+            decode_frame(decoder, event, out);
+            self.ended = out
+                .get(from..)
+                .unwrap_or_default()
+                .iter()
+                .any(|d| matches!(d, Delta::Done | Delta::Error(_)));
         }
     }
 

@@ -5,6 +5,7 @@
 //! `llm-core` does no IO by default. The `tokio` feature adds [`drive`], the
 //! request driver (retries, timeouts, SSE) that HTTP provider crates plug into.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 pub mod assembler;
 pub mod cancel;

@@ -90,6 +90,10 @@ impl Capabilities {
     /// No capability: every shared conformance scenario is skipped.
     pub const NONE: Capabilities = Capabilities(0);
 
+    /// Every capability ([`Capability::ALL`]); a provider that lacks a few says which
+    /// ([`Capabilities::without`]).
+    pub const ALL: Capabilities = Capabilities::of(Capability::ALL);
+
     /// The set of `list`.
     #[allow(clippy::indexing_slicing, reason = "i < list.len(); a const fn cannot use iterators")]
     pub const fn of(list: &[Capability]) -> Capabilities {
@@ -105,6 +109,11 @@ impl Capabilities {
     /// This set plus `capability`.
     pub const fn with(self, capability: Capability) -> Capabilities {
         Capabilities(self.0 | capability.bit())
+    }
+
+    /// This set less `capability`.
+    pub const fn without(self, capability: Capability) -> Capabilities {
+        Capabilities(self.0 & !capability.bit())
     }
 
     /// Whether `capability` is in the set.
@@ -224,14 +233,6 @@ impl ProviderInfo {
             max_tokens: info.max_tokens,
             ..Model::default()
         }
-    }
-
-    /// The API key from the first of [`ProviderInfo::key_env`] that is set and not blank.
-    pub fn key_from_env(&self) -> Option<String> {
-        self.key_env
-            .iter()
-            .filter_map(|var| std::env::var(var).ok())
-            .find(|key| !key.trim().is_empty())
     }
 }
 

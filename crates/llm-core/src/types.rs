@@ -8,22 +8,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Well-known API ids (`Model::api`). The set is open: any string is allowed.
-pub mod api {
-    /// Anthropic Messages API.
-    pub const ANTHROPIC_MESSAGES: &str = "anthropic-messages";
-    /// OpenAI Chat Completions (and compatible servers).
-    pub const OPENAI_COMPLETIONS: &str = "openai-completions";
-    /// OpenAI Responses API.
-    pub const OPENAI_RESPONSES: &str = "openai-responses";
-    /// Google Generative Language API (Gemini).
-    pub const GOOGLE_GENERATIVE_AI: &str = "google-generative-ai";
-    /// Google Vertex AI (Gemini).
-    pub const GOOGLE_VERTEX: &str = "google-vertex";
-    /// Mistral chat completions.
-    pub const MISTRAL_CONVERSATIONS: &str = "mistral-conversations";
-}
-
 /// An input modality a model accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -11,7 +11,6 @@
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::drive::WireDecoder;
 use llm_core::sse::SseDecoder;
 use llm_core::{AssistantEvent, MessageAssembler, Model};
 use serde_json::json;
@@ -83,10 +82,10 @@ fn run(body: &[u8], model: &Model) -> usize {
     let mut feed =
         |events: &mut Vec<_>, deltas: &mut Vec<_>, assembler: &mut MessageAssembler, end: bool| {
             for e in events.drain(..) {
-                decoder.event(e, deltas);
+                llm_core::drive::decode_frame(&mut decoder, e, deltas);
             }
             if end {
-                decoder.end(deltas);
+                llm_core::drive::decode_end(&mut decoder, deltas);
             }
             for d in deltas.drain(..) {
                 assembler.push(d);

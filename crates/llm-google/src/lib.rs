@@ -32,13 +32,15 @@
 //! `LOW`/`HIGH`/…), `streamFunctionCallArguments` (boolean: Gemini 3 on Vertex streams
 //! each call's arguments as `partialArgs`, decoded into live argument fragments), and for
 //! Vertex `project` and `location`.
-
+#![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
+use std::sync::Arc;
+
+use llm_core::StreamOptions;
 use llm_core::output::{OutputFamily, OutputMode};
-use llm_core::{AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::{HttpRequest, HttpTransport};
+use llm_core::{Capabilities, Capability, Error, ErrorKind, Model, ModelInfo, ProviderInfo};
+use llm_http::{BoxFuture, Env, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 mod compat;
 mod convert;
@@ -50,112 +52,87 @@ pub use compat::GoogleCompat;
 pub use stream::Decoder;
 
 /// API id of the Generative Language API (Gemini API / AI Studio).
-pub const API: &str = llm_core::api::GOOGLE_GENERATIVE_AI;
+pub const API: &str = "google-generative-ai";
 /// API id of Vertex AI.
-pub const VERTEX_API: &str = llm_core::api::GOOGLE_VERTEX;
+pub const VERTEX_API: &str = "google-vertex";
 /// Provider name used in errors.
 pub const PROVIDER: &str = "google";
 
 /// Default Vertex location when neither the model, the options nor the environment name one.
 pub const DEFAULT_VERTEX_LOCATION: &str = "us-central1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flavor {
+/// The Gemini provider, for the Generative Language API (`GoogleProvider::new()`, API id
+/// [`API`]) or Vertex AI (`GoogleProvider::builder().wire(Gemini::Vertex).build()`, API id
+/// [`VERTEX_API`]).
+///
+/// The two differ only in the API id (the registry key). A request goes to the endpoint its
+/// `model.api` names (`google-generative-ai` or `google-vertex`); a model with another API
+/// id goes to the provider's own endpoint.
+///
+/// Vertex AI needs a project (`project` provider option, [`GoogleCompat::project`], or
+/// `GOOGLE_CLOUD_PROJECT`) and takes the location the same way (default
+/// [`DEFAULT_VERTEX_LOCATION`]); its API key option holds an OAuth access token.
+pub type GoogleProvider = llm_http::HttpProvider<Gemini>;
+
+/// The Gemini wire format, on one of its two APIs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Gemini {
+    /// The Generative Language API (Gemini API / AI Studio).
+    #[default]
     GenerativeLanguage,
+    /// Vertex AI.
     Vertex,
 }
 
-/// The Gemini provider, for either the Generative Language API ([`GoogleProvider::new`],
-/// API id [`API`]) or Vertex AI ([`GoogleProvider::vertex`], API id [`VERTEX_API`]).
-///
-/// The two differ only in [`Provider::api`] (the registry key). A request goes to the
-/// endpoint its `model.api` names (`google-generative-ai` or `google-vertex`); a model
-/// with another API id goes to the provider's own endpoint.
-#[derive(Debug, Clone)]
-pub struct GoogleProvider {
-    http: HttpTransport,
-    flavor: Flavor,
-}
-
-impl Default for GoogleProvider {
-    fn default() -> Self {
-        Self::new()
+/// The endpoint of a request for `model`.
+fn endpoint(
+    flavor: Gemini,
+    model: &Model,
+    options: &StreamOptions,
+    env: &Env,
+) -> Result<convert::Endpoint, Error> {
+    // The model's API id picks the endpoint; the flavor only decides for other ids.
+    let vertex = match model.api.as_str() {
+        VERTEX_API => true,
+        API => false,
+        _ => flavor == Gemini::Vertex,
+    };
+    if !vertex {
+        return Ok(convert::Endpoint::GenerativeLanguage);
     }
-}
-
-impl GoogleProvider {
-    /// The Generative Language API provider with its own HTTP clients.
-    pub fn new() -> Self {
-        GoogleProvider { http: HttpTransport::new(), flavor: Flavor::GenerativeLanguage }
+    let compat = GoogleCompat::from_model(model)?;
+    let pick = |option: &str, from_compat: Option<String>, vars: &[&str]| -> Option<String> {
+        options
+            .provider_options
+            .get(option)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+            .or(from_compat)
+            .or_else(|| vars.iter().find_map(|var| env.get(var)))
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let project = pick("project", compat.project, &["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"]).ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            PROVIDER,
+            "Vertex AI needs a project: set the `project` provider option, the model compat `project`, or GOOGLE_CLOUD_PROJECT",
+        )
+        .with_retryable(false)
+    })?;
+    let location = pick("location", compat.location, &["GOOGLE_CLOUD_LOCATION"])
+        .unwrap_or_else(|| DEFAULT_VERTEX_LOCATION.to_owned());
+    let valid =
+        |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if !valid(&project) || !valid(&location) {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            PROVIDER,
+            "Invalid Vertex AI project or location",
+        )
+        .with_retryable(false));
     }
-
-    /// The Generative Language API provider on `http`.
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        GoogleProvider {
-            http: HttpTransport::with_client(http),
-            flavor: Flavor::GenerativeLanguage,
-        }
-    }
-
-    /// The Vertex AI provider with its own HTTP clients.
-    ///
-    /// Needs a project (`project` provider option, [`GoogleCompat::project`], or
-    /// `GOOGLE_CLOUD_PROJECT`) and takes the location the same way (default
-    /// [`DEFAULT_VERTEX_LOCATION`]). The API key option holds an OAuth access token.
-    pub fn vertex() -> Self {
-        GoogleProvider { http: HttpTransport::new(), flavor: Flavor::Vertex }
-    }
-
-    /// The Vertex AI provider on `http`.
-    pub fn vertex_with_http_client(http: reqwest::Client) -> Self {
-        GoogleProvider { http: HttpTransport::with_client(http), flavor: Flavor::Vertex }
-    }
-
-    fn endpoint(&self, model: &Model, options: &StreamOptions) -> Result<convert::Endpoint, Error> {
-        // The model's API id picks the endpoint; the flavor only decides for other ids.
-        let vertex = match model.api.as_str() {
-            VERTEX_API => true,
-            API => false,
-            _ => self.flavor == Flavor::Vertex,
-        };
-        if !vertex {
-            return Ok(convert::Endpoint::GenerativeLanguage);
-        }
-        let compat = GoogleCompat::from_model(model)?;
-        let pick = |option: &str, from_compat: Option<String>, env: &[&str]| -> Option<String> {
-            options
-                .provider_options
-                .get(option)
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
-                .or(from_compat)
-                .or_else(|| env.iter().find_map(|var| std::env::var(var).ok()))
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-        };
-        let project = pick("project", compat.project, &["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"]).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                PROVIDER,
-                "Vertex AI needs a project: set the `project` provider option, the model compat `project`, or GOOGLE_CLOUD_PROJECT",
-            )
-            .with_retryable(false)
-        })?;
-        let location = pick("location", compat.location, &["GOOGLE_CLOUD_LOCATION"])
-            .unwrap_or_else(|| DEFAULT_VERTEX_LOCATION.to_owned());
-        let valid = |s: &str| {
-            s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-        };
-        if !valid(&project) || !valid(&location) {
-            return Err(Error::new(
-                ErrorKind::InvalidRequest,
-                PROVIDER,
-                "Invalid Vertex AI project or location",
-            )
-            .with_retryable(false));
-        }
-        Ok(convert::Endpoint::Vertex { project, location })
-    }
+    Ok(convert::Endpoint::Vertex { project, location })
 }
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
@@ -166,15 +143,9 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://generativelanguage.googleapis.com/v1beta",
     key_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-    ]),
+    capabilities: Capabilities::ALL
+        .without(Capability::StreamingToolArguments)
+        .without(Capability::StrictSchemas),
     models: &[
         ModelInfo::new("gemini-2.5-flash", 1_048_576, 65_536, [0.3, 2.5, 0.075, 0.0])
             .reasoning()
@@ -209,35 +180,38 @@ pub const INFO: ProviderInfo = ProviderInfo {
 /// `responseSchema` (Gemini's OpenAPI subset), not as `responseJsonSchema`.
 pub const RESPONSE_SCHEMA: &str = "responseSchema";
 
-impl Provider for GoogleProvider {
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
+impl WireFormat for Gemini {
+    type Decoder = Decoder;
+    type Call = HttpRequest;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
     fn api(&self) -> &str {
-        match self.flavor {
-            Flavor::GenerativeLanguage => API,
-            Flavor::Vertex => VERTEX_API,
+        match self {
+            Gemini::GenerativeLanguage => API,
+            Gemini::Vertex => VERTEX_API,
         }
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let request = self
-            .endpoint(model, options)
-            .and_then(|endpoint| convert::build_request(model, context, options, &endpoint));
-        let request = match request {
-            Ok(r) => r,
-            Err(e) => return AssistantStream::from_error(model, e),
-        };
-        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
-        self.http.stream_sse(
-            model,
-            options,
-            PROVIDER,
-            http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
-            Decoder::new,
-        )
+    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
+        let Request { model, context, options, env } = request;
+        let endpoint = endpoint(*self, model, options, env)?;
+        let wire = convert::build_request(model, context, options, &endpoint)?;
+        HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)
+    }
+
+    fn attempt(
+        &self,
+        call: &Arc<HttpRequest>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        exchange.send(Arc::clone(call), |r| error::http_error(r.status, r.retry_after, r.body))
+    }
+
+    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+        Decoder::new()
     }
 }
 
@@ -254,30 +228,40 @@ mod tests {
 
     #[test]
     fn api_ids() {
+        use llm_core::Provider;
         assert_eq!(GoogleProvider::new().api(), "google-generative-ai");
-        assert_eq!(GoogleProvider::vertex().api(), "google-vertex");
+        assert_eq!(GoogleProvider::builder().wire(Gemini::Vertex).build().api(), "google-vertex");
     }
 
     #[test]
     fn vertex_needs_a_project_and_takes_options() {
-        let p = GoogleProvider::vertex();
+        let env = Env::vars([("GOOGLE_CLOUD_LOCATION", "asia-east1")]);
+        let endpoint =
+            |model: &Model, options: &StreamOptions| endpoint(Gemini::Vertex, model, options, &env);
         let model = Model { id: "gemini-2.5-flash".into(), ..Model::default() };
         let gl = Model { api: API.into(), ..model.clone() };
         assert_eq!(
-            p.endpoint(&gl, &StreamOptions::default()).unwrap(),
+            endpoint(&gl, &StreamOptions::default()).unwrap(),
             convert::Endpoint::GenerativeLanguage
         );
+        assert!(endpoint(&model, &StreamOptions::default()).is_err(), "no project anywhere");
         let mut options = StreamOptions::default();
         options.provider_options.insert("project".into(), serde_json::json!("my-proj"));
         options.provider_options.insert("location".into(), serde_json::json!("europe-west4"));
         assert_eq!(
-            p.endpoint(&model, &options).unwrap(),
+            endpoint(&model, &options).unwrap(),
             convert::Endpoint::Vertex {
                 project: "my-proj".into(),
                 location: "europe-west4".into()
             }
         );
+        options.provider_options.remove("location");
+        assert_eq!(
+            endpoint(&model, &options).unwrap(),
+            convert::Endpoint::Vertex { project: "my-proj".into(), location: "asia-east1".into() },
+            "the location from the provider's environment"
+        );
         options.provider_options.insert("project".into(), serde_json::json!("a/b"));
-        assert!(p.endpoint(&model, &options).is_err());
+        assert!(endpoint(&model, &options).is_err());
     }
 }

@@ -686,15 +686,15 @@ impl WireDecoder for Decoder {
         if self.finished {
             return;
         }
-        let from = out.len();
         self.data(event.data, out);
-        self.surrogates.settle(out, from);
     }
 
     fn end(&mut self, out: &mut Vec<Delta>) {
-        let from = out.len();
         self.decode_end(out);
-        self.surrogates.settle(out, from);
+    }
+
+    fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
+        Some(&mut self.surrogates)
     }
 }
 

@@ -170,7 +170,13 @@ async fn vertex_url_and_bearer_token() {
     let mut o = options();
     o.provider_options.insert("project".into(), json!("demo-project"));
     o.provider_options.insert("location".into(), json!("europe-west4"));
-    let events = collect(&GoogleProvider::vertex(), &m, &weather_context(), &o).await;
+    let events = collect(
+        &GoogleProvider::builder().wire(llm_google::Gemini::Vertex).build(),
+        &m,
+        &weather_context(),
+        &o,
+    )
+    .await;
     assert!(matches!(events.last(), Some(AssistantEvent::Done { .. })));
     let seen = seen(&server);
     assert_eq!(
@@ -266,7 +272,6 @@ async fn connection_refused_is_transport_without_url() {
 
 #[test]
 fn public_decoder_with_assembler() {
-    use llm_core::drive::WireDecoder;
     use llm_core::sse::SseDecoder;
     let mut sse = SseDecoder::new();
     let mut decoder = llm_google::Decoder::new();
@@ -276,9 +281,9 @@ fn public_decoder_with_assembler() {
     sse.push(TWO_CALLS.as_bytes(), &mut events).unwrap();
     sse.finish(&mut events).unwrap();
     for e in events {
-        decoder.event(e, &mut deltas);
+        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    decoder.end(&mut deltas);
+    llm_core::drive::decode_end(&mut decoder, &mut deltas);
     for d in deltas {
         assembler.push(d);
     }

@@ -1,8 +1,10 @@
-//! The one HTTP exchange of clawcall's provider crates.
+//! The one HTTP exchange of clawcall's provider crates, and what being a provider is.
 //!
-//! A provider converts its request ([`HttpRequest`]: URL, headers, body), decodes its
-//! stream (a [`llm_core::drive::FrameDecoder`]) and maps its error bodies (a function
-//! from [`ErrorResponse`] to [`llm_core::Error`]); everything between lives here, once:
+//! A provider crate implements [`WireFormat`]: it converts its request ([`HttpRequest`]:
+//! URL, headers, body), decodes its stream (a [`llm_core::drive::StreamDecoder`]) and maps
+//! its error bodies (a function from [`ErrorResponse`] to [`llm_core::Error`]);
+//! [`HttpProvider`] makes that an [`llm_core::Provider`], and everything between lives
+//! here, once:
 //!
 //! - [`HttpTransport`]: one cached `reqwest` client (rustls) per distinct transport
 //!   configuration ([`TransportConfig`]: the connect timeout, which reqwest fixes per
@@ -13,12 +15,14 @@
 //! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
 //! - an error status read under [`MAX_ERROR_BODY_BYTES`], with `retry-after`,
 //!   `retry-after-ms` and `x-should-retry` applied for every provider;
-//! - the request driver ([`llm_core::drive`]) in any framing: [`HttpTransport::stream_sse`]
-//!   and [`HttpTransport::stream`].
+//! - the request driver ([`llm_core::drive`]) in the decoder's framing, per attempt
+//!   ([`WireFormat::attempt`]: a provider may sign or look something up first);
+//! - the environment a provider reads ([`Env`]).
 //!
 //! llm-core stays free of IO and of an HTTP client; this crate is the only place in
 //! the workspace that sends HTTP for a provider.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,13 +30,19 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use llm_core::drive::{FrameDecoder, HttpResponse, WireDecoder};
+
 use llm_core::error::parse_retry_after;
-use llm_core::framing::Framing;
-use llm_core::{AssistantStream, Error, ErrorKind, Model, StreamOptions};
+use llm_core::{Error, ErrorKind, StreamOptions};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-/// The HTTP client crate, for [`http_provider!`] and callers building their own client.
+mod env;
+mod provider;
+
+pub use env::Env;
+pub use futures_util::future::BoxFuture;
+pub use llm_core::drive::HttpResponse;
+pub use provider::{Exchange, HttpProvider, ProviderBuilder, Request, WireFormat};
+/// The HTTP client crate, for callers building their own client.
 pub use reqwest;
 
 /// At most this much of an error response's body is read (the rest is dropped).
@@ -69,10 +79,12 @@ impl fmt::Debug for RedactedHeaders<'_> {
     }
 }
 
-/// One request, ready to send (POST). Its `Debug` redacts secret headers and prints
-/// only the body's size.
+/// One request, ready to send. Its `Debug` redacts secret headers and prints only the
+/// body's size.
 #[derive(Clone, PartialEq, Eq)]
 pub struct HttpRequest {
+    /// The method: `POST` for every model request.
+    pub method: reqwest::Method,
     /// The full URL. Never put a key in it (use a header).
     pub url: String,
     /// Headers in send order; a later header with the same name replaces an earlier one.
@@ -84,6 +96,7 @@ pub struct HttpRequest {
 impl fmt::Debug for HttpRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpRequest")
+            .field("method", &self.method)
             .field("url", &self.url)
             .field("headers", &RedactedHeaders(&self.headers))
             .field("body_bytes", &self.body.len())
@@ -108,7 +121,12 @@ impl HttpRequest {
             )
             .with_retryable(false)
         })?;
-        Ok(HttpRequest { url, headers, body: Bytes::from(body) })
+        Ok(HttpRequest { method: reqwest::Method::POST, url, headers, body: Bytes::from(body) })
+    }
+
+    /// A `GET` of `url` with `headers` and no body.
+    pub fn get(url: String, headers: Vec<(String, String)>) -> Self {
+        HttpRequest { method: reqwest::Method::GET, url, headers, body: Bytes::new() }
     }
 }
 
@@ -296,84 +314,6 @@ impl HttpTransport {
         cache.push((key, client.clone()));
         Ok(client)
     }
-
-    /// Streams `request` through the driver with SSE framing.
-    ///
-    /// `request` is taken as built (`HttpRequest::json` fails on a body that cannot
-    /// be serialized): an `Err` ends the stream with that error. `map_error` turns an
-    /// error status into the provider's error; `new_decoder` makes a fresh decoder
-    /// per attempt. A client that cannot be built ends the stream with that error.
-    pub fn stream_sse<M, D, N>(
-        &self,
-        model: &Model,
-        options: &StreamOptions,
-        provider: &str,
-        request: Result<HttpRequest, Error>,
-        map_error: M,
-        new_decoder: N,
-    ) -> AssistantStream
-    where
-        M: Fn(ErrorResponse) -> Error + Send + Sync + 'static,
-        D: WireDecoder,
-        N: FnMut() -> D + Send + 'static,
-    {
-        self.stream(
-            model,
-            options,
-            provider,
-            request,
-            map_error,
-            llm_core::drive::sse_framing,
-            new_decoder,
-        )
-    }
-
-    /// Streams `request` through the driver in any framing (`new_framing` gets
-    /// `options.max_event_bytes`); otherwise as [`HttpTransport::stream_sse`].
-    #[allow(clippy::too_many_arguments, reason = "the three provider parts plus the request")]
-    pub fn stream<M, F, NF, D, N>(
-        &self,
-        model: &Model,
-        options: &StreamOptions,
-        provider: &str,
-        request: Result<HttpRequest, Error>,
-        map_error: M,
-        new_framing: NF,
-        new_decoder: N,
-    ) -> AssistantStream
-    where
-        M: Fn(ErrorResponse) -> Error + Send + Sync + 'static,
-        F: Framing,
-        NF: FnMut(Option<usize>) -> F + Send + 'static,
-        D: FrameDecoder<F::Frame>,
-        N: FnMut() -> D + Send + 'static,
-    {
-        let client = request.and_then(|request| {
-            Ok((request, self.client(TransportConfig::from_options(options), provider)?))
-        });
-        let (request, client) = match client {
-            Ok(both) => both,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let request = Arc::new(request);
-        let map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> = Arc::new(map_error);
-        let name: Arc<str> = provider.into();
-        llm_core::drive::drive(
-            model,
-            options,
-            provider,
-            move |_attempt| {
-                send(
-                    client.clone(),
-                    Arc::clone(&request),
-                    Arc::clone(&name),
-                    Arc::clone(&map_error),
-                )
-            },
-            new_framing,
-            new_decoder,
-        )
-    }
 }
 
 /// A client builder with the settings every provider's client has, for `config`: its connect
@@ -415,42 +355,6 @@ fn platform_roots() -> &'static [reqwest::Certificate] {
     })
 }
 
-/// Declares a provider struct that owns an [`HttpTransport`], with `Default`,
-/// `new()` (its own cached clients) and `with_http_client(reqwest::Client)`, so
-/// each provider crate writes only its `Provider` impl.
-///
-/// ```ignore
-/// llm_http::http_provider! {
-///     /// The Acme provider.
-///     pub struct AcmeProvider;
-/// }
-/// ```
-#[macro_export]
-macro_rules! http_provider {
-    ($(#[$meta:meta])* pub struct $name:ident;) => {
-        $(#[$meta])*
-        ///
-        /// Cheap to clone; clones share the HTTP clients.
-        #[derive(Debug, Clone, Default)]
-        pub struct $name {
-            http: $crate::HttpTransport,
-        }
-
-        impl $name {
-            /// A provider with its own HTTP clients (rustls; one per connect timeout).
-            pub fn new() -> Self {
-                Self::default()
-            }
-
-            /// A provider that sends every request with `http` (proxies, custom TLS,
-            /// pools; that client's own connect timeout applies).
-            pub fn with_http_client(http: $crate::reqwest::Client) -> Self {
-                $name { http: $crate::HttpTransport::with_client(http) }
-            }
-        }
-    };
-}
-
 /// Sends one attempt. A 2xx returns the body stream (read errors become transport
 /// errors), except an HTML page (`text/html`), which is a `decode` error keeping the page;
 /// any other status is read under [`MAX_ERROR_BODY_BYTES`] and mapped by
@@ -462,13 +366,12 @@ pub async fn send(
     map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
 ) -> Result<HttpResponse, Error> {
     let headers = header_map(&request.headers, &provider)?;
-    let response = client
-        .post(request.url.as_str())
-        .headers(headers)
-        .body(request.body.clone())
-        .send()
-        .await
-        .map_err(|e| transport_error(&provider, "Request failed", e))?;
+    let mut builder = client.request(request.method.clone(), request.url.as_str()).headers(headers);
+    if !request.body.is_empty() || request.method != reqwest::Method::GET {
+        builder = builder.body(request.body.clone());
+    }
+    let response =
+        builder.send().await.map_err(|e| transport_error(&provider, "Request failed", e))?;
     let status = response.status().as_u16();
     if response.status().is_success() && is_html(response.headers()) {
         // No provider streams HTML: this is a portal, a proxy's page or a wrong base URL.

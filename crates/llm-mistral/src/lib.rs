@@ -28,30 +28,35 @@
 //! `reasoningEffort` (string) override the computed reasoning parameters;
 //! `parallelToolCalls` (bool) sets `parallel_tool_calls`. Model flags:
 //! [`MistralCompat`].
-
+#![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
+use std::sync::Arc;
+
 use llm_core::output::{OutputFamily, OutputMode};
-use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::HttpRequest;
+use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
+use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 mod convert;
 mod error;
 mod stream;
 
 pub use convert::{MistralCompat, MistralReasoningFormat};
+pub use stream::Decoder;
 
 /// The API id this crate serves.
-pub const API: &str = llm_core::api::MISTRAL_CONVERSATIONS;
+pub const API: &str = "mistral-conversations";
 
 /// The provider name used in errors.
 pub const PROVIDER: &str = "mistral";
 
-llm_http::http_provider! {
-    /// The Mistral provider.
-    pub struct MistralProvider;
-}
+/// The Mistral provider: `MistralProvider::new()`, or `MistralProvider::builder()` for its
+/// own HTTP client or environment.
+pub type MistralProvider = llm_http::HttpProvider<Mistral>;
+
+/// The Mistral chat-completions wire format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mistral;
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
 /// read it (capabilities decide which shared scenarios apply).
@@ -61,14 +66,10 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://api.mistral.ai",
     key_env: &["MISTRAL_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-    ]),
+    capabilities: Capabilities::ALL
+        .without(Capability::ImagesInToolResults)
+        .without(Capability::PromptCaching)
+        .without(Capability::StrictSchemas),
     models: &[
         ModelInfo::new("mistral-large-latest", 128_000, 32_768, [2.0, 6.0, 0.0, 0.0]).images(),
         ModelInfo::new("mistral-medium-latest", 128_000, 32_768, [0.4, 2.0, 0.0, 0.0]).images(),
@@ -82,29 +83,29 @@ pub const INFO: ProviderInfo = ProviderInfo {
     )],
 };
 
-impl Provider for MistralProvider {
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
+impl WireFormat for Mistral {
+    type Decoder = Decoder;
+    type Call = HttpRequest;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
-    fn api(&self) -> &str {
-        API
+    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
+        let wire = convert::build_request(request.model, request.context, request.options)?;
+        HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let request = match convert::build_request(model, context, options) {
-            Ok(request) => request,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body);
-        self.http.stream_sse(
-            model,
-            options,
-            PROVIDER,
-            http,
-            |r| error::http_error(r.status, r.retry_after, r.body),
-            stream::Decoder::new,
-        )
+    fn attempt(
+        &self,
+        call: &Arc<HttpRequest>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        exchange.send(Arc::clone(call), |r| error::http_error(r.status, r.retry_after, r.body))
+    }
+
+    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+        Decoder::new()
     }
 }
 

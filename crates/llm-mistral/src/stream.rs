@@ -45,7 +45,7 @@ struct CallState {
 
 /// The Mistral [`WireDecoder`].
 #[derive(Debug, Default)]
-pub(crate) struct Decoder {
+pub struct Decoder {
     next_key: BlockKey,
     /// The open text or thinking block.
     current: Option<(TextKind, BlockKey)>,

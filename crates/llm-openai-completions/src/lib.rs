@@ -58,7 +58,7 @@
 //! extras (`prompt_filter_results` chunks without choices, `content_filter_results`) are
 //! ignored, and `finish_reason: "content_filter"` is a `refused` error. The Responses API
 //! on Azure (`llm-openai-responses`) also reads the `AZURE_OPENAI_*` environment.
-
+#![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
 
 mod azure;
@@ -67,12 +67,11 @@ mod convert;
 mod error;
 mod stream;
 
-use llm_core::output::{OutputFamily, OutputMode};
 use std::sync::Arc;
 
-use llm_core::{AssistantStream, Context, Model, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::HttpRequest;
+use llm_core::output::{OutputFamily, OutputMode};
+use llm_core::{Capabilities, Error, Model, ModelInfo, ProviderInfo};
+use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
 pub use stream::Decoder;
@@ -88,10 +87,14 @@ pub(crate) fn provider_name(model: &Model) -> String {
     if model.provider.is_empty() { PROVIDER.to_owned() } else { model.provider.clone() }
 }
 
-llm_http::http_provider! {
-    /// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`].
-    pub struct OpenAiCompletionsProvider;
-}
+/// OpenAI Chat Completions (and compatible servers) as an [`llm_core::Provider`]:
+/// `OpenAiCompletionsProvider::new()`, or `OpenAiCompletionsProvider::builder()` for its own
+/// HTTP client or environment.
+pub type OpenAiCompletionsProvider = llm_http::HttpProvider<OpenAiCompletions>;
+
+/// The OpenAI Chat Completions wire format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenAiCompletions;
 
 /// What this crate declares about itself: `claw`, the conformance grid and the docs
 /// read it (capabilities decide which shared scenarios apply).
@@ -101,17 +104,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://api.openai.com/v1",
     key_env: &["OPENAI_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-        Capability::StrictSchemas,
-    ]),
+    capabilities: Capabilities::ALL,
     models: &[
         ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
             .reasoning()
@@ -134,49 +127,62 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-impl llm_core::Provider for OpenAiCompletionsProvider {
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
+/// A prepared request: what is sent, and how its answer is decoded.
+#[derive(Debug)]
+pub struct Call {
+    http: Arc<HttpRequest>,
+    decoder: Arc<stream::DecoderConfig>,
+}
+
+impl WireFormat for OpenAiCompletions {
+    type Decoder = Decoder;
+    type Call = Call;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
-    fn api(&self) -> &str {
-        API
+    fn provider_name(&self, model: &Model) -> String {
+        provider_name(model)
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
+    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+        let Request { model, context, options, .. } = request;
         let provider = provider_name(model);
-        let compat = match OpenAiCompletionsCompat::from_model(model) {
-            Ok(c) => compat::ResolvedCompat::resolve(model, &c),
-            Err(e) => return AssistantStream::from_error(model, e),
-        };
-        let request = match convert::build_request(model, context, options, &compat) {
-            Ok(r) => r,
-            Err(e) => return AssistantStream::from_error(model, e),
-        };
-        let http = HttpRequest::json(&provider, request.url, request.headers, &request.body);
+        let compat =
+            compat::ResolvedCompat::resolve(model, &OpenAiCompletionsCompat::from_model(model)?);
+        let wire = convert::build_request(model, context, options, &compat)?;
+        let http = HttpRequest::json(&provider, wire.url, wire.headers, &wire.body)?;
         tracing::debug!(
             provider = %provider,
             model = %model.id,
-            tools = request.body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
-            bytes = http.as_ref().map_or(0, |h| h.body.len()),
+            tools = wire.body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
+            bytes = http.body.len(),
             "openai-completions request"
         );
-        let config = Arc::new(stream::DecoderConfig {
-            provider: provider.clone(),
+        let decoder = Arc::new(stream::DecoderConfig {
+            provider,
             reasoning_fields: compat.reasoning_fields.clone(),
-            strict_plans: request.strict_plans,
+            strict_plans: wire.strict_plans,
             reasoning_tags: compat.reasoning_tags,
             refusal_is_error: options.output.is_some(),
         });
-        let error_provider = provider.clone();
-        self.http.stream_sse(
-            model,
-            options,
-            &provider,
-            http,
-            move |r| error::http_error(&error_provider, r.status, r.retry_after, r.body),
-            move || stream::Decoder::with_config(Arc::clone(&config)),
-        )
+        Ok(Call { http: Arc::new(http), decoder })
+    }
+
+    fn attempt(
+        &self,
+        call: &Arc<Call>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        let provider = exchange.provider().to_owned();
+        exchange.send(Arc::clone(&call.http), move |r| {
+            error::http_error(&provider, r.status, r.retry_after, r.body)
+        })
+    }
+
+    fn decoder(&self, call: &Call) -> Decoder {
+        Decoder::with_config(Arc::clone(&call.decoder))
     }
 }
 

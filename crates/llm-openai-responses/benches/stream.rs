@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::drive::WireDecoder;
 use llm_core::sse::SseDecoder;
 use llm_core::{AssistantEvent, MessageAssembler, Model};
 use serde_json::json;
@@ -73,7 +72,7 @@ fn run(bytes: &[u8], model: &Model) -> usize {
     let mut count = 0;
     let mut feed = |events: &mut Vec<_>, deltas: &mut Vec<_>, assembler: &mut MessageAssembler| {
         for event in events.drain(..) {
-            decoder.event(event, deltas);
+            llm_core::drive::decode_frame(&mut decoder, event, deltas);
         }
         for delta in deltas.drain(..) {
             assembler.push(delta);
@@ -103,7 +102,7 @@ fn decode_only(bytes: &[u8]) -> usize {
     for chunk in bytes.chunks(CHUNK) {
         sse.push(chunk, &mut events).unwrap();
         for event in events.drain(..) {
-            decoder.event(event, &mut deltas);
+            llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
         }
         count += deltas.len();
         deltas.clear();

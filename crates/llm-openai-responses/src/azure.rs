@@ -2,13 +2,13 @@
 //! request goes, how it authenticates, and which deployment it names.
 //!
 //! Every setting comes from the request's provider options first, then from the
-//! environment the provider reads ([`Env`]: the process environment, or a fixed map).
+//! environment the provider reads ([`Env`]: the process environment, or variables it was given).
 //! Pure functions of those inputs; no IO.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use llm_core::{Error, ErrorKind, Model, StreamOptions};
+use llm_http::Env;
 use reqwest::Url;
 use serde_json::Value;
 
@@ -26,39 +26,6 @@ pub(crate) const ENV_DEPLOYMENT_MAP: &str = "AZURE_OPENAI_DEPLOYMENT_NAME_MAP";
 pub(crate) const ENV_API_KEY: &str = "AZURE_OPENAI_API_KEY";
 /// `api-version` when neither the options nor the environment set one.
 pub(crate) const DEFAULT_API_VERSION: &str = "v1";
-
-/// Where the provider reads its environment settings from.
-#[derive(Clone, Default)]
-pub(crate) enum Env {
-    /// `std::env::var`, read per request.
-    #[default]
-    Process,
-    /// A fixed map (tests, or a program that configures Azure from elsewhere).
-    Fixed(Arc<BTreeMap<String, String>>),
-}
-
-impl std::fmt::Debug for Env {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Env::Process => f.write_str("Process"),
-            // Names only: the map may hold the API key.
-            Env::Fixed(map) => {
-                f.debug_tuple("Fixed").field(&map.keys().collect::<Vec<_>>()).finish()
-            }
-        }
-    }
-}
-
-impl Env {
-    /// The trimmed value of `name`, `None` when unset or blank.
-    pub(crate) fn get(&self, name: &str) -> Option<String> {
-        let value = match self {
-            Env::Process => std::env::var(name).ok(),
-            Env::Fixed(map) => map.get(name).cloned(),
-        };
-        value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
-    }
-}
 
 /// Which client shape the endpoint takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,10 +82,10 @@ fn option(options: &StreamOptions, name: &str) -> Option<String> {
 /// Resolves the route of one request: base URL, client shape, auth and deployment.
 pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Result<Route, Error> {
     let raw = option(options, "azureBaseUrl")
-        .or_else(|| env.get(ENV_BASE_URL))
+        .or_else(|| env.first(&[ENV_BASE_URL]))
         .or_else(|| {
             option(options, "azureResourceName")
-                .or_else(|| env.get(ENV_RESOURCE_NAME))
+                .or_else(|| env.first(&[ENV_RESOURCE_NAME]))
                 .map(|name| format!("https://{name}.openai.azure.com/openai/v1"))
         })
         .or_else(|| Some(model.base_url.trim().to_owned()).filter(|u| !u.is_empty()))
@@ -132,7 +99,7 @@ pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Resu
     let base = normalize_base_url(&raw)?;
     let client = client_for(&base);
     let api_version = option(options, "azureApiVersion")
-        .or_else(|| env.get(ENV_API_VERSION))
+        .or_else(|| env.first(&[ENV_API_VERSION]))
         .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
     let auth = match (option(options, "azureAuth").as_deref(), client) {
         (Some("bearer" | "entra"), _) | (None, Client::OpenAiCompatible) => Auth::Bearer,
@@ -146,7 +113,7 @@ pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Resu
     let url = request_url(&base, client, &api_version);
     let deployment = option(options, "azureDeploymentName")
         .or_else(|| {
-            env.get(ENV_DEPLOYMENT_MAP)
+            env.first(&[ENV_DEPLOYMENT_MAP])
                 .and_then(|map| parse_deployment_map(&map).remove(model.id.as_str()))
         })
         .unwrap_or_else(|| model.id.clone());
@@ -235,7 +202,7 @@ pub(crate) fn headers(
         .as_ref()
         .map(|k| k.expose().to_owned())
         .filter(|k| !k.trim().is_empty())
-        .or_else(|| env.get(ENV_API_KEY));
+        .or_else(|| env.first(&[ENV_API_KEY]));
     let configured = model.headers.iter().chain(options.headers.iter());
     let configured_auth = model
         .headers

@@ -66,7 +66,7 @@ pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-    azure: Option<(&Route, &crate::azure::Env)>,
+    azure: Option<(&Route, &llm_http::Env)>,
 ) -> Result<WireRequest, Error> {
     let compat = parse_compat(model)?;
     let headers = match azure {

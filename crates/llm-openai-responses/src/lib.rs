@@ -57,10 +57,10 @@
 //!
 //! # Azure OpenAI
 //!
-//! [`OpenAiResponsesProvider::azure`] (API id [`AZURE_API`], provider
-//! [`AZURE_PROVIDER`]) sends the same requests to Azure OpenAI. Each setting is read from
-//! the request's provider options, then from the environment
-//! ([`OpenAiResponsesProvider::with_env`] replaces the process environment):
+//! [`OpenAiResponses::Azure`] (API id [`AZURE_API`], provider [`AZURE_PROVIDER`]) sends the
+//! same requests to Azure OpenAI. Each setting is read from the request's provider options,
+//! then from the environment (the variables given to the provider's builder,
+//! [`llm_http::ProviderBuilder::env`], replace the process's):
 //!
 //! | provider option | environment | effect |
 //! |---|---|---|
@@ -107,19 +107,21 @@
 //!   silent `length` stop.
 //! - HTTP errors keep status and code as fields instead of repeating the status in the
 //!   text, and `DeploymentNotFound` names the deployment that was asked for.
+#![warn(clippy::disallowed_methods)]
 
 mod azure;
 mod convert;
 mod error;
 mod stream;
 
-use llm_core::output::{OutputFamily, OutputMode};
+pub use stream::Decoder;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use llm_core::{AssistantStream, Context, Model, Provider, StreamOptions};
-use llm_core::{Capabilities, Capability, ModelInfo, ProviderInfo};
-use llm_http::{HttpRequest, HttpTransport};
+use llm_core::output::{OutputFamily, OutputMode};
+use llm_core::{Capabilities, Error, Model, ModelInfo, ProviderInfo};
+use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 use serde::Deserialize;
 
 /// The API id this crate serves.
@@ -163,55 +165,32 @@ pub struct OpenAiResponsesCompat {
     pub thinking_level_map: BTreeMap<String, Option<String>>,
 }
 
-/// The OpenAI Responses provider, for OpenAI ([`OpenAiResponsesProvider::new`], API id
-/// [`API`]) or Azure OpenAI ([`OpenAiResponsesProvider::azure`], API id [`AZURE_API`]).
+/// The OpenAI Responses provider, for OpenAI (`OpenAiResponsesProvider::new()`, API id
+/// [`API`]) or Azure OpenAI (`OpenAiResponsesProvider::builder().wire(OpenAiResponses::Azure)`,
+/// API id [`AZURE_API`]; its settings from the provider options and the builder's
+/// environment, see "Azure OpenAI" in the crate docs).
 ///
-/// The two differ only in [`Provider::api`] (the registry key): a request takes the
-/// Azure route when its `model.api` is [`AZURE_API`], or when it has another API id and
-/// the provider was made with [`OpenAiResponsesProvider::azure`].
-///
-/// Cheap to clone; clones share the HTTP clients.
-#[derive(Debug, Clone, Default)]
-pub struct OpenAiResponsesProvider {
-    http: HttpTransport,
-    azure: bool,
-    env: azure::Env,
+/// The two differ only in the API id (the registry key): a request takes the Azure route
+/// when its `model.api` is [`AZURE_API`], or when it has another API id and the provider
+/// speaks [`OpenAiResponses::Azure`].
+pub type OpenAiResponsesProvider = llm_http::HttpProvider<OpenAiResponses>;
+
+/// The OpenAI Responses wire format, on OpenAI's or Azure's routes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OpenAiResponses {
+    /// OpenAI's routes.
+    #[default]
+    OpenAi,
+    /// Azure OpenAI's routes.
+    Azure,
 }
 
-impl OpenAiResponsesProvider {
-    /// The OpenAI provider with its own HTTP clients (rustls; one per connect timeout).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The OpenAI provider sending every request with `http` (proxies, custom TLS, pools;
-    /// that client's own connect timeout applies).
-    pub fn with_http_client(http: reqwest::Client) -> Self {
-        OpenAiResponsesProvider { http: HttpTransport::with_client(http), ..Self::default() }
-    }
-
-    /// The Azure OpenAI provider (API id [`AZURE_API`]); see "Azure OpenAI" in the crate docs.
-    pub fn azure() -> Self {
-        OpenAiResponsesProvider { azure: true, ..Self::default() }
-    }
-
-    /// The Azure OpenAI provider sending every request with `http`.
-    pub fn azure_with_http_client(http: reqwest::Client) -> Self {
-        OpenAiResponsesProvider { azure: true, ..Self::with_http_client(http) }
-    }
-
-    /// Reads the `AZURE_OPENAI_*` settings from `env` instead of the process environment
-    /// (for tests, or a program that keeps its configuration elsewhere).
-    pub fn with_env(mut self, env: BTreeMap<String, String>) -> Self {
-        self.env = azure::Env::Fixed(Arc::new(env));
-        self
-    }
-
-    fn is_azure(&self, model: &Model) -> bool {
+impl OpenAiResponses {
+    fn is_azure(self, model: &Model) -> bool {
         match model.api.as_str() {
             AZURE_API => true,
             API => false,
-            _ => self.azure,
+            _ => self == OpenAiResponses::Azure,
         }
     }
 }
@@ -238,17 +217,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
     provider: PROVIDER,
     default_base_url: "https://api.openai.com/v1",
     key_env: &["OPENAI_API_KEY"],
-    capabilities: Capabilities::of(&[
-        Capability::Streaming,
-        Capability::Tools,
-        Capability::ParallelToolCalls,
-        Capability::StreamingToolArguments,
-        Capability::Thinking,
-        Capability::ImagesInUserMessages,
-        Capability::ImagesInToolResults,
-        Capability::PromptCaching,
-        Capability::StrictSchemas,
-    ]),
+    capabilities: Capabilities::ALL,
     models: &[
         ModelInfo::new("gpt-5-mini", 400_000, 128_000, [0.25, 2.0, 0.025, 0.0])
             .reasoning()
@@ -270,53 +239,66 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-impl Provider for OpenAiResponsesProvider {
-    fn capabilities(&self) -> Capabilities {
-        INFO.capabilities
+/// A prepared request: what is sent, how its answer is decoded, and the Azure deployment
+/// its errors name.
+#[derive(Debug)]
+pub struct Call {
+    http: Arc<HttpRequest>,
+    tool_names: Arc<BTreeSet<String>>,
+    strict_plans: Arc<BTreeMap<String, Arc<llm_core::strict::StrictPlan>>>,
+    refusing: bool,
+    deployment: Option<String>,
+}
+
+impl WireFormat for OpenAiResponses {
+    type Decoder = Decoder;
+    type Call = Call;
+
+    fn info(&self) -> &'static ProviderInfo {
+        match self {
+            OpenAiResponses::OpenAi => &INFO,
+            OpenAiResponses::Azure => &AZURE_INFO,
+        }
     }
 
-    fn api(&self) -> &str {
-        if self.azure { AZURE_API } else { API }
+    fn provider_name(&self, model: &Model) -> String {
+        if self.is_azure(model) { AZURE_PROVIDER } else { PROVIDER }.to_owned()
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
+    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+        let Request { model, context, options, env } = request;
         let azure = self.is_azure(model);
+        let route = azure.then(|| azure::resolve(model, options, env)).transpose()?;
+        let wire =
+            convert::build_request(model, context, options, route.as_ref().map(|r| (r, env)))?;
         let provider = if azure { AZURE_PROVIDER } else { PROVIDER };
-        let route = match azure.then(|| azure::resolve(model, options, &self.env)).transpose() {
-            Ok(route) => route,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let built = convert::build_request(
-            model,
-            context,
-            options,
-            route.as_ref().map(|route| (route, &self.env)),
-        );
-        let request = match built {
-            Ok(request) => request,
-            Err(error) => return AssistantStream::from_error(model, error),
-        };
-        let http = HttpRequest::json(provider, request.url, request.headers, &request.body);
-        let tool_names: Arc<BTreeSet<String>> =
-            Arc::new(context.tools.iter().map(|t| t.name.clone()).collect());
-        let strict_plans = Arc::new(request.strict_plans);
-        let deployment = route.map(|route| route.deployment);
-        let refusing = options.output.is_some();
-        self.http.stream_sse(
-            model,
-            options,
-            provider,
-            http,
-            move |r| match &deployment {
-                Some(deployment) => {
-                    error::azure_http_error(r.status, r.retry_after, r.body, deployment)
-                }
-                None => error::http_error(r.status, r.retry_after, r.body),
-            },
-            move || {
-                stream::Decoder::new(tool_names.clone(), strict_plans.clone()).refusing(refusing)
-            },
-        )
+        let http = HttpRequest::json(provider, wire.url, wire.headers, &wire.body)?;
+        Ok(Call {
+            http: Arc::new(http),
+            tool_names: Arc::new(context.tools.iter().map(|t| t.name.clone()).collect()),
+            strict_plans: Arc::new(wire.strict_plans),
+            refusing: options.output.is_some(),
+            deployment: route.map(|route| route.deployment),
+        })
+    }
+
+    fn attempt(
+        &self,
+        call: &Arc<Call>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        let for_errors = Arc::clone(call);
+        exchange.send(Arc::clone(&call.http), move |r| match &for_errors.deployment {
+            Some(deployment) => {
+                error::azure_http_error(r.status, r.retry_after, r.body, deployment)
+            }
+            None => error::http_error(r.status, r.retry_after, r.body),
+        })
+    }
+
+    fn decoder(&self, call: &Call) -> Decoder {
+        Decoder::new(Arc::clone(&call.tool_names), Arc::clone(&call.strict_plans))
+            .refusing(call.refusing)
     }
 }
 

@@ -284,7 +284,7 @@ fn compat_is_a_plain_documented_struct() {
     assert_eq!(compat.replay_item_ids, Some(true));
     assert_eq!(compat.thinking_level_map.get("off"), Some(&None));
     let _ = OpenAiResponsesProvider::default();
-    let _ = OpenAiResponsesProvider::with_http_client(reqwest::Client::new());
+    let _ = OpenAiResponsesProvider::builder().http_client(reqwest::Client::new()).build();
 }
 
 /// One real tool round trip; runs only when `OPENAI_API_KEY` is set.
@@ -352,7 +352,9 @@ async fn live_azure_smoke_tool_round_trip() {
         );
         return;
     };
-    let provider = OpenAiResponsesProvider::azure();
+    let provider = OpenAiResponsesProvider::builder()
+        .wire(llm_openai_responses::OpenAiResponses::Azure)
+        .build();
     let model = Model {
         id: deployment,
         api: AZURE_API.into(),

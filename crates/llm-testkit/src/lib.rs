@@ -5,11 +5,11 @@
 //! - [`server`]: the one loopback replay server (hand-written HTTP/1.1 on tokio TCP:
 //!   no axum, no hyper server), recording requests and cutting streams into writes;
 //! - [`replay`]: replaying a recorded multi-turn session (`claw`'s offline mode, the
-//!   end-to-end tests);
-//! - [`streams`]: SSE stream generators for benchmarks.
+//!   end-to-end tests).
 //!
 //! `cargo xtask conformance`, `cargo xtask faults`, the provider crates' tests and
 //! `claw` use it; it depends on llm-core only.
+#![warn(clippy::disallowed_methods)]
 
 use std::fmt;
 use std::path::PathBuf;
@@ -18,7 +18,6 @@ pub mod eventstream;
 pub mod fixture;
 pub mod replay;
 pub mod server;
-pub mod streams;
 
 /// A test-kit failure: what failed and where.
 #[derive(Debug)]

@@ -9,6 +9,7 @@
 //! [`to_protocol_descriptors`] turns the plan into the `llm_core::Tool` list
 //! the providers consume.
 #![warn(missing_docs)]
+#![warn(clippy::disallowed_methods)]
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};

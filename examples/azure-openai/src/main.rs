@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clawcall::agent_core::AgentHooks;
 use clawcall::llm_core::{ApiKey, Tool};
-use clawcall::llm_openai_responses::{AZURE_INFO, OpenAiResponsesProvider};
+use clawcall::llm_openai_responses::{AZURE_INFO, OpenAiResponses, OpenAiResponsesProvider};
 use clawcall::{
     Agent, AgentConfig, AgentContext, AgentTool, Message, ToolError, ToolInvocation, ToolOutput,
 };
@@ -127,7 +127,13 @@ async fn main() -> ExitCode {
     let deployment = set("AZURE_OPENAI_DEPLOYMENT").unwrap_or_else(|| "gpt-5-mini".to_owned());
     let prompt = std::env::args().nth(1).unwrap_or_else(|| "What time is it in UTC?".to_owned());
     let source: Option<TokenSource> = entra.then(|| Arc::new(az_cli_token) as TokenSource);
-    let config = config(OpenAiResponsesProvider::azure(), &deployment, "", key, source);
+    let config = config(
+        OpenAiResponsesProvider::builder().wire(OpenAiResponses::Azure).build(),
+        &deployment,
+        "",
+        key,
+        source,
+    );
     let context = AgentContext {
         system_prompt: Some("Answer briefly. Use the tool for the time.".to_owned()),
         messages: Vec::new(),

@@ -49,7 +49,10 @@ async fn an_entra_token_resolved_per_turn_is_the_bearer_of_that_turn() {
         Ok(format!("entra-token-{n}"))
     });
     // A fixed, empty environment: nothing from the machine running the test.
-    let provider = OpenAiResponsesProvider::azure().with_env(BTreeMap::new());
+    let provider = OpenAiResponsesProvider::builder()
+        .wire(OpenAiResponses::Azure)
+        .env(BTreeMap::<String, String>::new())
+        .build();
     let base = format!("http://{}/openai/v1", server.addr);
     let config = config(provider, "gpt-5-mini", &base, None, Some(source));
     let context =
@@ -77,7 +80,10 @@ async fn an_entra_token_resolved_per_turn_is_the_bearer_of_that_turn() {
 async fn a_failing_token_source_ends_the_run_before_any_request() {
     let server = Server::start(Responses::Sequence(vec![]), Chunking::Whole).await.unwrap();
     let source: TokenSource = Arc::new(|| Err("az is not logged in".to_owned()));
-    let provider = OpenAiResponsesProvider::azure().with_env(BTreeMap::new());
+    let provider = OpenAiResponsesProvider::builder()
+        .wire(OpenAiResponses::Azure)
+        .env(BTreeMap::<String, String>::new())
+        .build();
     let base = format!("http://{}/openai/v1", server.addr);
     let config = config(provider, "gpt-5-mini", &base, None, Some(source));
     let context = AgentContext { system_prompt: None, messages: Vec::new(), tools: Vec::new() };

@@ -608,21 +608,15 @@ pub(super) fn wire_salted(
     salt: Option<u32>,
 ) -> Result<(Body, Model)> {
     let (parts, api, id) = match provider {
-        "anthropic" => {
-            (anthropic(scenario, size, salt), llm_core::api::ANTHROPIC_MESSAGES, "claude-bench")
-        }
+        "anthropic" => (anthropic(scenario, size, salt), llm_anthropic::API, "claude-bench"),
         "openai-completions" => {
-            (completions(scenario, size, salt), llm_core::api::OPENAI_COMPLETIONS, "gpt-bench")
+            (completions(scenario, size, salt), llm_openai_completions::API, "gpt-bench")
         }
         "openai-responses" => {
-            (responses(scenario, size, salt), llm_core::api::OPENAI_RESPONSES, "gpt-bench")
+            (responses(scenario, size, salt), llm_openai_responses::API, "gpt-bench")
         }
-        "google" => {
-            (google(scenario, size, salt), llm_core::api::GOOGLE_GENERATIVE_AI, "gemini-bench")
-        }
-        "mistral" => {
-            (mistral(scenario, size, salt), llm_core::api::MISTRAL_CONVERSATIONS, "devstral-bench")
-        }
+        "google" => (google(scenario, size, salt), llm_google::API, "gemini-bench"),
+        "mistral" => (mistral(scenario, size, salt), llm_mistral::API, "devstral-bench"),
         "bedrock" => {
             (bedrock(scenario, size, salt), llm_bedrock::API, "us.anthropic.claude-bench-v1:0")
         }

@@ -223,7 +223,7 @@ fn main() -> ExitCode {
     let workspace = PathBuf::from(env_or("CLAW_WORKSPACE", "."));
     let model = Model {
         id: env_or("CLAW_MODEL", "gpt-4o-mini"),
-        api: llm_core::api::OPENAI_COMPLETIONS.into(),
+        api: llm_openai_completions::API.into(),
         provider: "openai".into(),
         base_url: env_or("CLAW_PROVIDER_BASE_URL", "https://api.openai.com/v1"),
         ..Model::default()

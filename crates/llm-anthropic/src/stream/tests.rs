@@ -25,14 +25,14 @@ fn deltas_chunked(decoder: &mut Decoder, sse: &str, chunk: usize) -> Vec<Delta> 
     for piece in sse.as_bytes().chunks(chunk.max(1)) {
         sse_decoder.push(piece, &mut events).unwrap();
         for e in events.drain(..) {
-            decoder.event(e, &mut out);
+            llm_core::drive::decode_frame(decoder, e, &mut out);
         }
     }
     sse_decoder.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        decoder.event(e, &mut out);
+        llm_core::drive::decode_frame(decoder, e, &mut out);
     }
-    decoder.end(&mut out);
+    llm_core::drive::decode_end(decoder, &mut out);
     out
 }
 

@@ -380,6 +380,7 @@ const ARN_URL: &str = "https://bedrock-runtime.us-west-2.amazonaws.com/model/arn
 
 fn request(url: &str) -> HttpRequest {
     HttpRequest {
+        method: reqwest::Method::POST,
         url: url.to_owned(),
         headers: vec![
             ("content-type".into(), "application/json".into()),
@@ -552,11 +553,10 @@ fn sigv4_signs_the_method_of_a_get_without_a_body() {
         region: "us-west-2".into(),
     };
     let path = "/inference-profiles/arn%3Aaws%3Abedrock%3Aus-west-2%3A123456789012%3Aapplication-inference-profile%2Fabc123";
-    let mut r = HttpRequest {
-        url: format!("https://bedrock.us-west-2.amazonaws.com{path}"),
-        headers: vec![("accept".into(), "application/json".into())],
-        body: bytes::Bytes::new(),
-    };
+    let mut r = HttpRequest::get(
+        format!("https://bedrock.us-west-2.amazonaws.com{path}"),
+        vec![("accept".into(), "application/json".into())],
+    );
     apply_for_method(&auth, "GET", &mut r, signing_time()).unwrap();
     let (expected, canonical_request) = expected_authorization(
         "GET",

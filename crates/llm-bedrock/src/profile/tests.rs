@@ -1,5 +1,5 @@
 //! Which requests ask `GetInferenceProfile`, where the lookup goes and how its answer is
-//! read. The end-to-end cases are in `tests/app_profile.rs`.
+//! read. The end-to-end cases are in `tests/it/app_profile.rs`.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use serde_json::json;

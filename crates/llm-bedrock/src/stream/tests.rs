@@ -44,9 +44,9 @@ fn run(frames: Vec<AwsFrame>) -> Vec<Delta> {
     let mut decoder = Decoder::new();
     let mut out = Vec::new();
     for frame in frames {
-        decoder.frame(frame, &mut out);
+        llm_core::drive::decode_frame(&mut decoder, frame, &mut out);
     }
-    FrameDecoder::end(&mut decoder, &mut out);
+    llm_core::drive::decode_end(&mut decoder, &mut out);
     out
 }
 
@@ -435,9 +435,9 @@ fn fable() -> Model {
 fn run_with(mut decoder: Decoder, frames: Vec<AwsFrame>) -> Vec<Delta> {
     let mut out = Vec::new();
     for frame in frames {
-        decoder.frame(frame, &mut out);
+        llm_core::drive::decode_frame(&mut decoder, frame, &mut out);
     }
-    FrameDecoder::end(&mut decoder, &mut out);
+    llm_core::drive::decode_end(&mut decoder, &mut out);
     out
 }
 

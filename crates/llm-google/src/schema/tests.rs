@@ -1,6 +1,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::disallowed_methods,
     clippy::indexing_slicing,
     dead_code,
     reason = "tests"

@@ -1,7 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use llm_core::{ApiKey, ErrorKind, Model, StreamOptions};
 use serde_json::{Value, json};
@@ -9,7 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> Env {
-    Env::Fixed(Arc::new(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()))
+    Env::vars(pairs.iter().copied())
 }
 
 fn model(base_url: &str) -> Model {

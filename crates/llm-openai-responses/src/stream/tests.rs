@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use llm_core::drive::WireDecoder;
 use llm_core::printer::print_transcript;
 use llm_core::sse::SseDecoder;
 use llm_core::strict::{StrictPlan, to_strict};
@@ -44,14 +43,14 @@ fn run_chunks(chunks: &[&[u8]], tools: &[&str], plans: &Plans) -> Vec<AssistantE
     for chunk in chunks {
         sse.push(chunk, &mut raw).unwrap();
         for event in raw.drain(..) {
-            decoder.event(event, &mut deltas);
+            llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
         }
     }
     sse.finish(&mut raw).unwrap();
     for event in raw.drain(..) {
-        decoder.event(event, &mut deltas);
+        llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
     }
-    decoder.end(&mut deltas);
+    llm_core::drive::decode_end(&mut decoder, &mut deltas);
     let mut assembler = MessageAssembler::new(&model(), 0);
     for delta in deltas {
         assembler.push(delta);
@@ -1001,9 +1000,9 @@ fn a_refusal_is_text_without_a_format_and_a_refused_error_with_one() {
     let mut decoder = Decoder::new(Arc::default(), Arc::default()).refusing(true);
     let mut deltas = Vec::new();
     for event in raw.drain(..) {
-        decoder.event(event, &mut deltas);
+        llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
     }
-    decoder.end(&mut deltas);
+    llm_core::drive::decode_end(&mut decoder, &mut deltas);
     let error = deltas.iter().find_map(|d| match d {
         llm_core::Delta::Error(e) => Some(e.clone()),
         _ => None,

@@ -2,6 +2,11 @@
 //! event-stream body, and a live smoke test that runs only with credentials.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
+mod app_profile;
+#[cfg(feature = "aws-config")]
+mod credentials;
+mod signing;
+
 use futures_util::StreamExt;
 use llm_core::{AssistantEvent, Context, Message, Model, Provider, StopReason, StreamOptions};
 use llm_testkit::eventstream::{FrameSource, encode};

@@ -10,8 +10,9 @@ use std::time::{Duration, SystemTime};
 
 use aws_smithy_types::DateTime;
 use aws_smithy_types::date_time::Format;
-use llm_bedrock::BedrockProvider;
+use llm_bedrock::{Bedrock, BedrockProvider};
 use llm_core::{AssistantMessage, Context, ErrorKind, Message, Model, Provider, StreamOptions};
+use llm_http::ProviderBuilder;
 use llm_testkit::eventstream::converse_text;
 use llm_testkit::fixture::{Canned, Responses};
 use llm_testkit::server::{Chunking, Recorded, Server};
@@ -129,7 +130,7 @@ async fn credential_process_credentials_are_refreshed_before_they_expire() {
         ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEENVIRONMENT"),
         ("AWS_SECRET_ACCESS_KEY", "environment-secret-EXAMPLE"),
     ]);
-    let provider = BedrockProvider::new().with_env(env);
+    let provider = BedrockProvider::builder().env(env).build();
     let server = start(vec![
         converse_text("ok").unwrap(),
         converse_text("ok").unwrap(),
@@ -184,7 +185,7 @@ async fn web_identity_credentials_come_from_sts() {
         ("AWS_ROLE_SESSION_NAME", "clawcall"),
         ("AWS_ENDPOINT_URL_STS", &endpoint),
     ]);
-    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    let message = ask(&BedrockProvider::builder().env(env).build(), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(recorded.len(), 2);
@@ -226,7 +227,7 @@ async fn assume_role_profiles_ask_sts_with_the_source_profile() {
     let server = start(vec![sts, converse_text("ok").unwrap()]).await;
     let endpoint = format!("http://{}", server.addr);
     let env = scratch.env(&[("AWS_PROFILE", "deploy"), ("AWS_ENDPOINT_URL_STS", &endpoint)]);
-    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    let message = ask(&BedrockProvider::builder().env(env).build(), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(recorded.len(), 2);
@@ -255,7 +256,7 @@ async fn container_credentials_come_from_the_full_uri() {
         ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
         ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-EXAMPLE"),
     ]);
-    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    let message = ask(&BedrockProvider::builder().env(env).build(), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(
@@ -270,7 +271,7 @@ async fn container_credentials_come_from_the_full_uri() {
 /// role name, then the role's credentials.
 #[tokio::test]
 async fn instance_metadata_credentials_use_an_imdsv2_session() {
-    imds_round_trip(|_| BedrockProvider::new()).await;
+    imds_round_trip(|_| BedrockProvider::builder()).await;
 }
 
 /// Instance metadata is asked without the HTTP client's proxy (a proxy cannot reach it and
@@ -284,13 +285,13 @@ async fn instance_metadata_never_goes_through_the_clients_proxy() {
             (url.port() == Some(metadata_port)).then(|| proxy.clone())
         });
         let client = reqwest::Client::builder().proxy(metadata_only).build().unwrap();
-        BedrockProvider::with_http_client(client)
+        BedrockProvider::builder().http_client(client)
     })
     .await;
 }
 
 /// A metadata server and a runtime server; `provider` gets the metadata server's port.
-async fn imds_round_trip(provider: impl FnOnce(u16) -> BedrockProvider) {
+async fn imds_round_trip(provider: impl FnOnce(u16) -> ProviderBuilder<Bedrock>) {
     let scratch = Scratch::new();
     let metadata = start(vec![
         Canned::new(
@@ -314,7 +315,7 @@ async fn imds_round_trip(provider: impl FnOnce(u16) -> BedrockProvider) {
     let mut env = scratch.env(&[]);
     env.remove("AWS_EC2_METADATA_DISABLED");
     env.insert("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), format!("http://{}", metadata.addr));
-    let message = ask(&provider(metadata.addr.port()).with_env(env), &server).await;
+    let message = ask(&provider(metadata.addr.port()).env(env).build(), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = metadata.recorded();
     let calls: Vec<(&str, &str)> =
@@ -371,7 +372,7 @@ async fn sso_credentials_come_from_the_token_cache_and_the_portal() {
     let server = start(vec![portal, converse_text("ok").unwrap()]).await;
     let endpoint = format!("http://{}", server.addr);
     let env = scratch.env(&[("AWS_PROFILE", "dev"), ("AWS_ENDPOINT_URL_SSO", &endpoint)]);
-    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    let message = ask(&BedrockProvider::builder().env(env).build(), &server).await;
     assert_eq!(message.error_message, None);
     let recorded = server.recorded();
     assert_eq!(
@@ -394,7 +395,7 @@ async fn no_credentials_anywhere_names_the_chain() {
     let scratch = Scratch::new();
     let env = scratch.env(&[("AWS_SECRET_ACCESS_KEY", "lonely-secret-EXAMPLE")]);
     let server = start(vec![converse_text("ok").unwrap()]).await;
-    let message = ask(&BedrockProvider::new().with_env(env), &server).await;
+    let message = ask(&BedrockProvider::builder().env(env).build(), &server).await;
     assert_eq!(message.error_type.as_deref(), Some(ErrorKind::Auth.as_str()));
     let text = message.error_message.unwrap();
     assert!(text.contains("AWS_SECRET_ACCESS_KEY is set, AWS_ACCESS_KEY_ID is not"), "{text}");
@@ -418,8 +419,10 @@ async fn a_silent_credential_endpoint_is_bounded() {
     });
     let uri = format!("http://{addr}/creds");
     let env = scratch.env(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri)]);
-    let provider =
-        BedrockProvider::new().with_env(env).with_credentials_timeout(Duration::from_millis(500));
+    let provider = BedrockProvider::builder()
+        .wire(Bedrock::default().with_credentials_timeout(Duration::from_millis(500)))
+        .env(env)
+        .build();
     let server = start(vec![converse_text("ok").unwrap()]).await;
     let started = std::time::Instant::now();
     let message = ask(&provider, &server).await;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use llm_bedrock::BedrockProvider;
+use llm_bedrock::{Bedrock, BedrockProvider};
 use llm_core::{AssistantMessage, Context, Message, Model, Provider, StopReason, StreamOptions};
 use llm_testkit::eventstream::converse_text;
 use llm_testkit::fixture::{Canned, Responses};
@@ -201,7 +201,9 @@ async fn a_failed_lookup_falls_back_to_the_heuristic_and_waits_before_asking_aga
     .await;
     let base = format!("http://{}", server.addr);
     let backoff = Duration::from_millis(300);
-    let provider = BedrockProvider::new().with_profile_lookup_backoff(backoff);
+    let provider = BedrockProvider::builder()
+        .wire(Bedrock::default().with_profile_lookup_backoff(backoff))
+        .build();
     let model = model(OPAQUE_ARN, base.clone());
     ask(&provider, &model, &options(base.clone())).await;
     ask(&provider.clone(), &model, &options(base.clone())).await;
@@ -274,7 +276,9 @@ async fn a_hanging_lookup_times_out_and_the_request_goes_on() {
     let (control_plane, task) = silent_control_plane().await;
     let server = start(vec![converse_text("ok").unwrap()]).await;
     let base = format!("http://{}", server.addr);
-    let provider = BedrockProvider::new().with_profile_lookup_timeout(Duration::from_millis(200));
+    let provider = BedrockProvider::builder()
+        .wire(Bedrock::default().with_profile_lookup_timeout(Duration::from_millis(200)))
+        .build();
     ask(&provider, &model(OPAQUE_ARN, base), &options(control_plane)).await;
     let recorded = server.recorded();
     assert_eq!(recorded.len(), 1);
@@ -295,7 +299,9 @@ async fn cancelling_the_request_cancels_the_lookup() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         cancel.cancel();
     });
-    let provider = BedrockProvider::new().with_profile_lookup_timeout(Duration::from_secs(60));
+    let provider = BedrockProvider::builder()
+        .wire(Bedrock::default().with_profile_lookup_timeout(Duration::from_secs(60)))
+        .build();
     let message = provider.complete(&model(OPAQUE_ARN, base), &context(), &options).await;
     assert_eq!(message.stop_reason, StopReason::Aborted, "{message:?}");
     assert!(server.recorded().is_empty());

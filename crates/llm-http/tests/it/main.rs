@@ -1,14 +1,16 @@
 //! llm-http against a loopback TCP server that writes HTTP/1.1 by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
+mod tls;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use llm_core::{Error, ErrorKind, StreamOptions};
+use llm_core::{Context, Error, ErrorKind, Provider, StreamOptions};
 use llm_http::{
-    ErrorResponse, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, ResponseHeaders,
-    TransportConfig, is_secret_header, send,
+    ErrorResponse, HttpProvider, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES, ResponseHeaders,
+    TransportConfig, WireFormat, is_secret_header, send,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -47,6 +49,7 @@ fn status(code: u16, headers: &str, body: &[u8]) -> Vec<u8> {
 
 fn request(url: String) -> Arc<HttpRequest> {
     Arc::new(HttpRequest {
+        method: reqwest::Method::POST,
         url,
         headers: vec![
             ("content-type".into(), "application/json".into()),
@@ -207,6 +210,7 @@ async fn an_invalid_header_value_fails_without_echoing_it() {
 #[test]
 fn debug_redacts_every_credential_header() {
     let req = HttpRequest {
+        method: reqwest::Method::POST,
         url: "https://example.invalid/v1".into(),
         headers: vec![
             ("Authorization".into(), "Bearer sk-one".into()),
@@ -303,6 +307,47 @@ impl llm_core::drive::WireDecoder for TextDecoder {
     fn end(&mut self, _out: &mut Vec<llm_core::Delta>) {}
 }
 
+/// A wire format of one test request to the model's base URL, answered in [`TextDecoder`]'s
+/// stream.
+#[derive(Debug, Default)]
+struct TextWire;
+
+static TEXT_INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
+    name: "test",
+    api: "test",
+    provider: "test",
+    default_base_url: "",
+    key_env: &[],
+    capabilities: llm_core::Capabilities::NONE,
+    models: &[],
+    output: &[],
+};
+
+impl WireFormat for TextWire {
+    type Decoder = TextDecoder;
+    type Call = HttpRequest;
+
+    fn info(&self) -> &'static llm_core::ProviderInfo {
+        &TEXT_INFO
+    }
+
+    fn prepare(&self, request: llm_http::Request<'_>) -> Result<HttpRequest, Error> {
+        Ok((*self::request(request.model.base_url.clone())).clone())
+    }
+
+    fn attempt(
+        &self,
+        call: &Arc<HttpRequest>,
+        exchange: llm_http::Exchange,
+    ) -> llm_http::BoxFuture<'static, Result<llm_http::HttpResponse, Error>> {
+        exchange.send(Arc::clone(call), |r| (mapper())(r))
+    }
+
+    fn decoder(&self, _call: &HttpRequest) -> TextDecoder {
+        TextDecoder
+    }
+}
+
 /// Streams one request through the driver; the final event and the recorded waits.
 async fn drive_once(
     url: String,
@@ -311,14 +356,8 @@ async fn drive_once(
     let sleeper = Arc::new(llm_core::RecordingSleeper::new());
     let options =
         StreamOptions { retry, sleeper: Some(sleeper.clone()), ..StreamOptions::default() };
-    let stream = HttpTransport::new().stream_sse(
-        &llm_core::Model::default(),
-        &options,
-        "test",
-        Ok((*request(url)).clone()),
-        |r| (mapper())(r),
-        || TextDecoder,
-    );
+    let model = llm_core::Model { base_url: url, ..llm_core::Model::default() };
+    let stream = HttpProvider::<TextWire>::new().stream(&model, &Context::default(), &options);
     let events: Vec<_> = stream.collect().await;
     (events.last().cloned().unwrap(), sleeper.delays())
 }

@@ -28,12 +28,14 @@ fn exception(status: u16, name: &str, message: &str, date: Option<SystemTime>) -
 
 /// Keys in an injected environment: the process environment is never read or changed.
 fn signing_provider() -> BedrockProvider {
-    BedrockProvider::new().with_env([
-        ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
-        ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
-        ("AWS_REGION", "us-west-2"),
-        ("HOME", "/nonexistent"),
-    ])
+    BedrockProvider::builder()
+        .env([
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+            ("AWS_REGION", "us-west-2"),
+            ("HOME", "/nonexistent"),
+        ])
+        .build()
 }
 
 fn model(base_url: String) -> Model {

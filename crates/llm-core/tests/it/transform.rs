@@ -31,11 +31,11 @@ fn model(provider: &str, api_id: &str, id: &str, images: bool) -> Model {
 }
 
 fn claude() -> Model {
-    model("anthropic", api::ANTHROPIC_MESSAGES, "claude-sonnet-4-5", true)
+    model("anthropic", "anthropic-messages", "claude-sonnet-4-5", true)
 }
 
 fn gpt() -> Model {
-    model("openai", api::OPENAI_RESPONSES, "gpt-5", true)
+    model("openai", "openai-responses", "gpt-5", true)
 }
 
 fn assistant(from: &Model, content: Vec<AssistantContent>, stop: StopReason) -> Message {
@@ -308,7 +308,7 @@ proptest! {
 
 #[test]
 fn non_vision_target_replaces_and_collapses_images() {
-    let target = model("openai", api::OPENAI_COMPLETIONS, "text-only", false);
+    let target = model("openai", "openai-completions", "text-only", false);
     let user = Message::User(UserMessage {
         content: UserMessageContent::Blocks(vec![
             UserContent::text("look"),
@@ -468,9 +468,9 @@ fn other_model_without_rules_keeps_ids() {
 fn same_model_needs_provider_api_and_id() {
     let target = claude();
     for source in [
-        model("anthropic", api::ANTHROPIC_MESSAGES, "claude-opus-4-1", true),
-        model("openrouter", api::ANTHROPIC_MESSAGES, "claude-sonnet-4-5", true),
-        model("anthropic", api::OPENAI_COMPLETIONS, "claude-sonnet-4-5", true),
+        model("anthropic", "anthropic-messages", "claude-opus-4-1", true),
+        model("openrouter", "anthropic-messages", "claude-sonnet-4-5", true),
+        model("anthropic", "openai-completions", "claude-sonnet-4-5", true),
     ] {
         let messages =
             vec![assistant(&source, vec![thinking("x", Some("sig"), false)], StopReason::Stop)];
@@ -481,7 +481,7 @@ fn same_model_needs_provider_api_and_id() {
 
 #[test]
 fn mistral_rules_map_calls_and_results_consistently() {
-    let target = model("mistral", api::MISTRAL_CONVERSATIONS, "mistral-large", false);
+    let target = model("mistral", "mistral-conversations", "mistral-large", false);
     let messages = vec![
         Message::user("go"),
         assistant(&gpt(), vec![call("call_a", "f"), call("call_b", "g")], StopReason::ToolUse),

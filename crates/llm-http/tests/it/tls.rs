@@ -86,6 +86,7 @@ async fn https_server(pki: &Pki) -> u16 {
 async fn send_to(transport: &HttpTransport, port: u16) -> Result<Vec<u8>, Error> {
     let client = transport.client(TransportConfig { connect_timeout: None }, "test")?;
     let request = Arc::new(HttpRequest {
+        method: reqwest::Method::POST,
         url: format!("https://127.0.0.1:{port}/v1/x"),
         headers: vec![("x-api-key".into(), "sk-tls-test".into())],
         body: bytes::Bytes::from_static(b"{}"),
@@ -140,7 +141,7 @@ async fn ssl_cert_file_adds_a_private_ca() {
     std::fs::write(&other_file, new_pki().ca_pem).unwrap();
     for (file, expected) in [(&ca_file, "accepted"), (&other_file, "rejected")] {
         let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "ssl_cert_file_child", "--ignored", "--nocapture"])
+            .args(["--exact", "tls::ssl_cert_file_child", "--ignored", "--nocapture"])
             .env("SSL_CERT_FILE", file)
             .env_remove("SSL_CERT_DIR")
             .env(PORT_ENV, port.to_string())

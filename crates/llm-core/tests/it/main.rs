@@ -1,0 +1,12 @@
+//! llm-core's integration tests: one binary, a module per subject.
+
+mod args_done;
+mod changed_path;
+mod drive_path_rule;
+mod fidelity;
+mod lone_surrogates;
+mod partial_json;
+mod sse;
+mod strict;
+mod transform;
+mod validation;
