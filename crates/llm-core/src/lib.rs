@@ -22,6 +22,7 @@ pub mod scripted;
 pub mod sse;
 pub mod stream;
 pub mod strict;
+pub mod telemetry;
 pub mod transform;
 pub mod typed;
 pub mod types;

@@ -462,6 +462,7 @@ pub async fn send(
     map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
 ) -> Result<HttpResponse, Error> {
     let headers = header_map(&request.headers, &provider)?;
+    record_server(&tracing::Span::current(), &request.url);
     let response = client
         .post(request.url.as_str())
         .headers(headers)
@@ -508,6 +509,23 @@ pub async fn send(
         _ => {}
     }
     Err(error)
+}
+
+/// Names the server on the request's `chat` span (`server.address`, `server.port`): from the
+/// URL actually sent, which a provider may have resolved past its base URL (a region, a
+/// deployment). Only the host and port: a URL's path or query may carry an identifier.
+fn record_server(span: &tracing::Span, url: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Ok(url) = reqwest::Url::parse(url) {
+        if let Some(host) = url.host_str() {
+            span.record("server.address", host);
+        }
+        if let Some(port) = url.port_or_known_default() {
+            span.record("server.port", port);
+        }
+    }
 }
 
 /// Whether the response says it is an HTML page.
