@@ -557,7 +557,7 @@ impl AgentRun {
         let reason = serde_json::to_value(reason).ok();
         let reason = reason.as_ref().and_then(Value::as_str).unwrap_or("failed");
         span.record("clawcall.end_reason", reason);
-        span.record("clawcall.turns", turns);
+        span.record("clawcall.turns", i64::from(turns));
         if matches!(reason, "error" | "failed") {
             span.record("error.type", reason);
             span.record("otel.status_code", "ERROR");
@@ -967,7 +967,7 @@ impl AgentRun {
 /// The span of a turn that begins, beneath the run's (the previous turn's ends when its
 /// last call does).
 fn turn_span(run: &tracing::Span, turn: u32) -> tracing::Span {
-    tracing::info_span!(parent: run, "turn", clawcall.turn = turn)
+    tracing::info_span!(parent: run, "turn", clawcall.turn = i64::from(turn))
 }
 
 /// The `execute_tool {name}` span of one call, beneath its turn; its arguments only when

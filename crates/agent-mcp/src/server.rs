@@ -811,7 +811,7 @@ impl Server {
                         span.record("server.address", host);
                     }
                     let default = if uri.scheme_str() == Some("https") { 443 } else { 80 };
-                    span.record("server.port", uri.port_u16().unwrap_or(default));
+                    span.record("server.port", i64::from(uri.port_u16().unwrap_or(default)));
                 }
             }
         }

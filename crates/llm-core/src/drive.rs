@@ -201,7 +201,7 @@ fn chat_span(model: &Model) -> tracing::Span {
         server.address = Empty,
         server.port = Empty,
         http.response.status_code = Empty,
-        clawcall.retries = 0u32,
+        clawcall.retries = 0i64,
     );
     if !span.is_disabled() {
         span.record("otel.name", format!("chat {}", model.id));
@@ -290,7 +290,8 @@ where
                     };
                     match result {
                         Ok(response) => {
-                            self.span.record("http.response.status_code", response.status);
+                            self.span
+                                .record("http.response.status_code", i64::from(response.status));
                             self.phase = Phase::Body {
                                 body: response.body,
                                 framing: (self.new_framing)(self.max_event_bytes),
@@ -299,7 +300,7 @@ where
                         }
                         Err(error) => {
                             if let Some(status) = error.status {
-                                self.span.record("http.response.status_code", status);
+                                self.span.record("http.response.status_code", i64::from(status));
                             }
                             self.phase = Phase::Connect;
                             if let Some(batch) = self.retry_or_fail(error).await {
@@ -478,7 +479,7 @@ where
             return Some(self.finish(vec![Delta::Error(Error::aborted(self.provider.clone()))]));
         }
         self.attempt += 1;
-        self.span.record("clawcall.retries", self.attempt);
+        self.span.record("clawcall.retries", i64::from(self.attempt));
         self.phase = Phase::Connect;
         None
     }
@@ -497,7 +498,9 @@ where
                     }
                 }
                 Delta::Stop(reason) => self.seen.stop = Some(*reason),
-                Delta::Usage(_) | Delta::Done | Delta::Error(_) | Delta::BlockEnd { .. } => {}
+                // Usage often comes after the content, in a read of its own.
+                Delta::Usage(u) => self.last_usage = Some(*u),
+                Delta::Done | Delta::Error(_) | Delta::BlockEnd { .. } => {}
                 _ => {
                     if self.seen.first_chunk.is_none() {
                         self.seen.first_chunk = Some(self.started.elapsed());
@@ -538,11 +541,20 @@ where
                 span.record("otel.status_code", "ERROR");
             }
             if let Some(u) = &self.last_usage {
-                span.record("gen_ai.usage.input_tokens", telemetry::input_tokens(u));
-                span.record("gen_ai.usage.output_tokens", u.output);
+                span.record(
+                    "gen_ai.usage.input_tokens",
+                    telemetry::int(telemetry::input_tokens(u)),
+                );
+                span.record("gen_ai.usage.output_tokens", telemetry::int(u.output));
                 if latest {
-                    span.record("gen_ai.usage.cache_read.input_tokens", u.cache_read);
-                    span.record("gen_ai.usage.cache_creation.input_tokens", u.cache_write);
+                    span.record(
+                        "gen_ai.usage.cache_read.input_tokens",
+                        telemetry::int(u.cache_read),
+                    );
+                    span.record(
+                        "gen_ai.usage.cache_creation.input_tokens",
+                        telemetry::int(u.cache_write),
+                    );
                 }
             }
             if latest && let Some(first) = self.seen.first_chunk {

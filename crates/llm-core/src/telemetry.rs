@@ -247,6 +247,12 @@ pub fn finish_reason(reason: StopReason) -> &'static str {
     }
 }
 
+/// A count as a span attribute: a signed integer, as OTLP carries integers (an exporter
+/// may turn an unsigned one into a string).
+pub fn int(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
 /// Input tokens as the conventions count them: cached ones included.
 pub fn input_tokens(usage: &crate::types::Usage) -> u64 {
     usage.input.saturating_add(usage.cache_read).saturating_add(usage.cache_write)

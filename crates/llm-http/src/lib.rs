@@ -523,7 +523,7 @@ fn record_server(span: &tracing::Span, url: &str) {
             span.record("server.address", host);
         }
         if let Some(port) = url.port_or_known_default() {
-            span.record("server.port", port);
+            span.record("server.port", i64::from(port));
         }
     }
 }
