@@ -21,6 +21,12 @@
 //! `tool-planner` descriptors and an executor registry, and [`PlannedHooks`]
 //! keeps every request's tools equal to the plan.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod catalog;
 mod context;

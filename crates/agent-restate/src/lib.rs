@@ -8,6 +8,12 @@
 //! a virtual object keyed by session id whose handler journals every step with
 //! `ctx.run`. See `docs/scaling.md`.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod journal;
 mod session;

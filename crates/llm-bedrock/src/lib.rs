@@ -89,6 +89,12 @@
 //! - an `exception` message before any content (a throttling exception, say) is retried
 //!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod attempt;
 pub mod auth;

@@ -5,6 +5,12 @@
 //! `llm-core` does no IO by default. The `tokio` feature adds [`drive`], the
 //! request driver (retries, timeouts, SSE) that HTTP provider crates plug into.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 pub mod assembler;
 pub mod cancel;

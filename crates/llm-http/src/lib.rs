@@ -19,6 +19,12 @@
 //! llm-core stays free of IO and of an HTTP client; this crate is the only place in
 //! the workspace that sends HTTP for a provider.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -107,6 +107,12 @@
 //!   silent `length` stop.
 //! - HTTP errors keep status and code as fields instead of repeating the status in the
 //!   text, and `DeploymentNotFound` names the deployment that was asked for.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod azure;
 mod convert;
