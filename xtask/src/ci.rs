@@ -11,7 +11,8 @@
 //! 6. tidy
 //! 7. docs: `cargo doc --workspace --no-deps` with warnings as errors (broken intra-doc links)
 //! 8. the feature matrix: each feature of each crate on its own (`cargo check`)
-//! 9. `cargo package --workspace`: every published crate packages and builds from its package
+//! 9. `cargo package` of every crate without `publish = false`: each packages and builds from
+//!    its package
 
 use std::path::Path;
 use std::process::Command;
@@ -25,6 +26,7 @@ enum Step {
     /// A cargo command with extra environment variables.
     CargoEnv(&'static [(&'static str, &'static str)], &'static [&'static str]),
     FeatureMatrix,
+    Package,
     Conformance,
     Faults,
     Tidy,
@@ -65,11 +67,7 @@ const STEPS: &[(&str, Step)] = &[
         Step::CargoEnv(&[("RUSTDOCFLAGS", "-D warnings")], &["doc", "--workspace", "--no-deps"]),
     ),
     ("feature matrix (cargo check, each feature alone)", Step::FeatureMatrix),
-    // Dirty trees are allowed so the gate also runs on uncommitted work; CI's clone is clean.
-    (
-        "cargo package --workspace --allow-dirty",
-        Step::Cargo(&["package", "--workspace", "--allow-dirty"]),
-    ),
+    ("cargo package (every crate without `publish = false`)", Step::Package),
 ];
 
 fn seconds(d: Duration) -> String {
@@ -88,6 +86,7 @@ pub fn run(root: &Path) -> Result<()> {
             Step::Cargo(args) => run_cargo(&cargo, root, &[], args)?,
             Step::CargoEnv(env, args) => run_cargo(&cargo, root, env, args)?,
             Step::FeatureMatrix => feature_matrix(&cargo, root)?,
+            Step::Package => package(&cargo, root)?,
             Step::Conformance => {
                 let report =
                     conformance::run(&conformance::Options::from_env(root.join("fixtures")))?;
@@ -150,9 +149,30 @@ fn run_cargo(
     Ok(if status.success() { Ok(()) } else { Err(format!("exited with {status}")) })
 }
 
-/// Each crate with features builds with none of them and with each alone (what
-/// `cargo hack check --each-feature` does), read from `cargo metadata`.
-fn feature_matrix(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> {
+/// `cargo package` of every workspace crate that may be published (the others, whose
+/// dependencies need not be on crates.io, are left out): each is packaged and built from its
+/// package against the others' packages. Dirty trees are allowed so the gate also runs on
+/// uncommitted work; CI's clone is clean.
+fn package(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> {
+    let mut args = vec!["package".to_owned(), "--allow-dirty".to_owned()];
+    for package in workspace_packages(cargo, root)? {
+        let unpublished = package
+            .get("publish")
+            .and_then(|p| p.as_array())
+            .is_some_and(|registries| registries.is_empty());
+        if let Some(name) = package.get("name").and_then(|n| n.as_str())
+            && !unpublished
+        {
+            args.extend(["-p".to_owned(), name.to_owned()]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    println!("--> cargo {}", args.join(" "));
+    run_cargo(cargo, root, &[], &args)
+}
+
+/// The workspace's packages, as `cargo metadata --no-deps` describes them.
+fn workspace_packages(cargo: &str, root: &Path) -> Result<Vec<serde_json::Value>> {
     let output = Command::new(cargo)
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .current_dir(root)
@@ -160,8 +180,13 @@ fn feature_matrix(cargo: &str, root: &Path) -> Result<std::result::Result<(), St
         .map_err(|e| Error::Msg(format!("cannot run cargo metadata: {e}")))?;
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
         .map_err(|e| Error::Msg(format!("cannot parse cargo metadata: {e}")))?;
-    let packages = metadata.get("packages").and_then(|p| p.as_array()).cloned().unwrap_or_default();
-    for package in packages {
+    Ok(metadata.get("packages").and_then(|p| p.as_array()).cloned().unwrap_or_default())
+}
+
+/// Each crate with features builds with none of them and with each alone (what
+/// `cargo hack check --each-feature` does), read from `cargo metadata`.
+fn feature_matrix(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> {
+    for package in workspace_packages(cargo, root)? {
         let name = package.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_owned();
         let features: Vec<String> = package
             .get("features")
