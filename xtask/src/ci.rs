@@ -9,6 +9,10 @@
 //! 4. conformance (this crate's runner, called directly)
 //! 5. faults: the fault matrix, cancellation at every index, the secret scan
 //! 6. tidy
+//! 7. docs: `cargo doc --workspace --no-deps` with warnings as errors (broken intra-doc links)
+//! 8. the feature matrix: each feature of each crate on its own (`cargo check`)
+//! 9. `cargo package` of every crate without `publish = false`: each packages and builds from
+//!    its package
 
 use std::path::Path;
 use std::process::Command;
@@ -19,6 +23,10 @@ use crate::{Error, Result, conformance, faults, tidy};
 enum Step {
     Setup,
     Cargo(&'static [&'static str]),
+    /// A cargo command with extra environment variables.
+    CargoEnv(&'static [(&'static str, &'static str)], &'static [&'static str]),
+    FeatureMatrix,
+    Package,
     Conformance,
     Faults,
     Tidy,
@@ -54,6 +62,12 @@ const STEPS: &[(&str, Step)] = &[
     ("cargo xtask conformance", Step::Conformance),
     ("cargo xtask faults", Step::Faults),
     ("cargo xtask tidy", Step::Tidy),
+    (
+        "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
+        Step::CargoEnv(&[("RUSTDOCFLAGS", "-D warnings")], &["doc", "--workspace", "--no-deps"]),
+    ),
+    ("feature matrix (cargo check, each feature alone)", Step::FeatureMatrix),
+    ("cargo package (every crate without `publish = false`)", Step::Package),
 ];
 
 fn seconds(d: Duration) -> String {
@@ -69,14 +83,10 @@ pub fn run(root: &Path) -> Result<()> {
         let step_started = Instant::now();
         let outcome = match step {
             Step::Setup => setup(root),
-            Step::Cargo(args) => {
-                let status = Command::new(&cargo)
-                    .args(*args)
-                    .current_dir(root)
-                    .status()
-                    .map_err(|e| Error::Msg(format!("cannot run {cargo}: {e}")))?;
-                if status.success() { Ok(()) } else { Err(format!("exited with {status}")) }
-            }
+            Step::Cargo(args) => run_cargo(&cargo, root, &[], args)?,
+            Step::CargoEnv(env, args) => run_cargo(&cargo, root, env, args)?,
+            Step::FeatureMatrix => feature_matrix(&cargo, root)?,
+            Step::Package => package(&cargo, root)?,
             Step::Conformance => {
                 let report =
                     conformance::run(&conformance::options_from_env(root.join("fixtures")))?;
@@ -121,6 +131,85 @@ pub fn run(root: &Path) -> Result<()> {
     }
     println!("ci: all {} steps passed in {}", STEPS.len(), seconds(started.elapsed()));
     Ok(())
+}
+
+/// Runs `cargo args...` at `root` with `env` added.
+fn run_cargo(
+    cargo: &str,
+    root: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Result<std::result::Result<(), String>> {
+    let status = Command::new(cargo)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root)
+        .status()
+        .map_err(|e| Error::Msg(format!("cannot run {cargo}: {e}")))?;
+    Ok(if status.success() { Ok(()) } else { Err(format!("exited with {status}")) })
+}
+
+/// `cargo package` of every workspace crate that may be published (the others, whose
+/// dependencies need not be on crates.io, are left out): each is packaged and built from its
+/// package against the others' packages. Dirty trees are allowed so the gate also runs on
+/// uncommitted work; CI's clone is clean.
+fn package(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> {
+    let mut args = vec!["package".to_owned(), "--allow-dirty".to_owned()];
+    for package in workspace_packages(cargo, root)? {
+        let unpublished = package
+            .get("publish")
+            .and_then(|p| p.as_array())
+            .is_some_and(|registries| registries.is_empty());
+        if let Some(name) = package.get("name").and_then(|n| n.as_str())
+            && !unpublished
+        {
+            args.extend(["-p".to_owned(), name.to_owned()]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    println!("--> cargo {}", args.join(" "));
+    run_cargo(cargo, root, &[], &args)
+}
+
+/// The workspace's packages, as `cargo metadata --no-deps` describes them.
+fn workspace_packages(cargo: &str, root: &Path) -> Result<Vec<serde_json::Value>> {
+    let output = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(root)
+        .output()
+        .map_err(|e| Error::Msg(format!("cannot run cargo metadata: {e}")))?;
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| Error::Msg(format!("cannot parse cargo metadata: {e}")))?;
+    Ok(metadata.get("packages").and_then(|p| p.as_array()).cloned().unwrap_or_default())
+}
+
+/// Each crate with features builds with none of them and with each alone (what
+/// `cargo hack check --each-feature` does), read from `cargo metadata`.
+fn feature_matrix(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> {
+    for package in workspace_packages(cargo, root)? {
+        let name = package.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_owned();
+        let features: Vec<String> = package
+            .get("features")
+            .and_then(|f| f.as_object())
+            .map(|f| f.keys().filter(|k| *k != "default").cloned().collect())
+            .unwrap_or_default();
+        if features.is_empty() {
+            continue;
+        }
+        let mut sets = vec![String::new()];
+        sets.extend(features);
+        for set in sets {
+            let mut args = vec!["check", "-p", &name, "--no-default-features"];
+            if !set.is_empty() {
+                args.extend(["--features", &set]);
+            }
+            println!("--> cargo {}", args.join(" "));
+            if let Err(why) = run_cargo(cargo, root, &[], &args)? {
+                return Ok(Err(format!("{name} with features [{set}]: {why}")));
+            }
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Runs every `.ci/setup-*` script in name order; each is idempotent and says what it did.

@@ -10,7 +10,7 @@
 //! - [`ci`]: the whole gate (fmt, clippy, tests, conformance, faults, tidy).
 //! - [`fuzz`]: the cargo-fuzz targets in `fuzz/` and their seed-corpus replay.
 //! - [`new_provider`]: scaffolds a provider crate and its fixture folder.
-//! - [`bench`]: every provider end to end on generated 1/4/16 MiB streams (CPU per MiB,
+//! - [`bench`](mod@bench): every provider end to end on generated 1/4/16 MiB streams (CPU per MiB,
 //!   peak memory, ratios; `docs/benchmarks.md`). Not part of `ci`.
 //!
 //! Every check is also a `#[test]` (`xtask/tests/it.rs`), so plain

@@ -3,7 +3,8 @@
 //! level that writes everything into a buffer, and the key must appear nowhere
 //! the library writes: no event (`Debug` or the fixture printer), no error
 //! (`Display` or `Debug`), no final message or saved transcript JSON, no `Debug`
-//! of the options, the provider or the stream, no tracing output, and not in the
+//! of the options, the provider or the stream, no tracing output (the `chat` span's
+//! attributes included, with content captured: what an OTLP exporter would send), and not in the
 //! request URL (where an HTTP client's own logging would print it). The key must
 //! have reached the server in a header, or the scan would prove nothing.
 //!
@@ -176,6 +177,7 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
     options.api_key = job.key.map(ApiKey::new);
     let (model, provider) = fixture_provider(job.entry, fixture, server.addr, &mut options)?;
     let mut stream = provider.stream(&model, &fixture.context, &options);
+    llm_core::telemetry::record_input(stream.span(), &fixture.context);
     let mut surfaces: Vec<(&str, String)> = vec![
         ("Debug of the options", format!("{options:?}")),
         ("Debug of the provider", provider_debug(job.entry.name)),
@@ -191,6 +193,11 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
         }
     }
     surfaces.push(("Debug of the finished stream", format!("{stream:?}")));
+    if let Some(AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. }) =
+        events.last()
+    {
+        llm_core::telemetry::record_output(stream.span(), message);
+    }
     drop(stream);
     drop(provider);
     for event in &events {
@@ -243,9 +250,13 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
         problems.push("the key was not sent in any header: the scan proves nothing".to_owned());
     }
     let traced = trace.text();
-    if !requests.is_empty() && !traced.contains("llm_request") {
-        problems
-            .push("no `llm_request` span in the tracing output: nothing was captured".to_owned());
+    // The span output must be there, content included, or the scan proves nothing of it.
+    for field in ["gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages"] {
+        if !requests.is_empty() && !traced.contains(field) {
+            problems.push(format!(
+                "no `{field}` in the tracing output: the `chat` span was not captured"
+            ));
+        }
     }
     surfaces.push(("the TRACE output", traced.clone()));
     for (surface, text) in &surfaces {
@@ -345,6 +356,9 @@ fn jobs(entries: &[ProviderEntry], root: &Path) -> Result<Vec<Job>> {
 
 /// Replays every fixture with the secret and searches every output.
 pub fn run(options: &Options) -> Result<SecretReport> {
+    // Spans as full as they get: the latest conventions, with the messages as content.
+    llm_core::telemetry::set_semconv(llm_core::telemetry::Semconv::Latest);
+    llm_core::telemetry::set_capture_content(true);
     let entries = options.providers()?;
     let all = jobs(&entries, &options.fixtures_root)?;
     let replays = all.len();

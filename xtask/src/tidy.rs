@@ -8,6 +8,8 @@
 //!   on `clawcall` (the front door) and pulls in exactly one provider;
 //! - no key-shaped secret in `fixtures/`;
 //! - `rust-toolchain.toml`'s channel matches every crate's `rust-version`;
+//! - every crate that may be published has its crates.io metadata, docs.rs settings and a
+//!   README whose example is a doctest (`check_publishing`);
 //! - no crate has a normal dependency on `xtask`, and `claw-cli` pulls in neither
 //!   `xtask` nor `axum` (the shipped binary carries no dev tooling);
 //! - every provider crate is registered (the `clawcall` registry), has
@@ -47,6 +49,17 @@ struct Package {
     rust_version: Option<String>,
     dependencies: Vec<Dependency>,
     targets: Vec<Target>,
+    /// `None` when the crate may be published anywhere; `Some([])` for `publish = false`.
+    publish: Option<Vec<String>>,
+    description: Option<String>,
+    license: Option<String>,
+    repository: Option<String>,
+    readme: Option<PathBuf>,
+    #[serde(default)]
+    keywords: Vec<String>,
+    #[serde(default)]
+    categories: Vec<String>,
+    metadata: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,6 +127,7 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     let metadata = cargo_metadata(root)?;
     let mut problems = Vec::new();
     check_crate_docs(root, &metadata, &mut problems)?;
+    check_publishing(root, &metadata, &mut problems)?;
     check_dependencies(root, &metadata, &mut problems);
     check_toolchain(root, &metadata, &mut problems)?;
     check_fixture_folders(root, &metadata, &mut problems)?;
@@ -171,6 +185,63 @@ fn check_crate_docs(root: &Path, metadata: &Metadata, problems: &mut Vec<String>
     Ok(())
 }
 
+/// Every crate that may be published (no `publish = false`) has what its crates.io and docs.rs
+/// pages need: a description, a license, the repository, keywords, categories, the MSRV, a
+/// `README.md` named as its readme, docs.rs settings (all features, the `docsrs` cfg), and a
+/// library that compiles the README's example as a doctest. A new crate that lacks any of
+/// them fails here, or must say `publish = false`.
+fn check_publishing(root: &Path, metadata: &Metadata, problems: &mut Vec<String>) -> Result<()> {
+    for package in members(metadata) {
+        if package.publish.as_ref().is_some_and(Vec::is_empty) {
+            continue;
+        }
+        let name = &package.name;
+        let mut missing = Vec::new();
+        let empty = |v: &Option<String>| v.as_deref().is_none_or(|t| t.trim().is_empty());
+        for (field, absent) in [
+            ("description", empty(&package.description)),
+            ("license", empty(&package.license)),
+            ("repository", empty(&package.repository)),
+            ("rust-version", empty(&package.rust_version)),
+            ("keywords", package.keywords.is_empty()),
+            ("categories", package.categories.is_empty()),
+        ] {
+            if absent {
+                missing.push(field);
+            }
+        }
+        let docs_rs =
+            package.metadata.as_ref().and_then(|m| m.get("docs").and_then(|d| d.get("rs")));
+        let all_features = docs_rs.and_then(|d| d.get("all-features")).and_then(|v| v.as_bool());
+        let docsrs_cfg = docs_rs
+            .and_then(|d| d.get("rustdoc-args"))
+            .is_some_and(|args| args.to_string().contains("docsrs"));
+        if all_features != Some(true) || !docsrs_cfg {
+            missing.push("[package.metadata.docs.rs] all-features and rustdoc-args --cfg docsrs");
+        }
+        let dir = package.manifest_path.parent().unwrap_or(root);
+        let readme = dir.join("README.md");
+        if package.readme.as_ref().is_none_or(|r| !r.ends_with("README.md")) || !readme.is_file() {
+            missing.push("readme = \"README.md\" with the file beside Cargo.toml");
+        }
+        for target in package.targets.iter().filter(|t| t.kind.iter().any(|k| k == "lib")) {
+            let text = read_to_string(&target.src_path)?;
+            if !text.contains("include_str!(\"../README.md\")") {
+                missing
+                    .push("the README included by src/lib.rs (its example compiled as a doctest)");
+            }
+        }
+        if !missing.is_empty() {
+            problems.push(format!(
+                "{}: crate {name} may be published but lacks {} (or say `publish = false`)",
+                relative(root, &package.manifest_path),
+                missing.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Package ids reachable from `start` through normal (non-dev, non-build) dependencies.
 fn normal_closure<'a>(resolve: &'a Resolve, start: &'a str) -> BTreeSet<&'a str> {
     let nodes: BTreeMap<&str, &Node> = resolve.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
@@ -214,6 +285,10 @@ fn may_depend(name: &str, dep: &str, dev: bool) -> Option<bool> {
         // The conformance suite drives any provider through the test kit's servers.
         "llm-conformance" => {
             matches!(dep, "llm-core" | "llm-http" | "llm-testkit") || (dev && provider)
+        }
+        // The OTLP export of what the others trace.
+        "clawcall-otel" => {
+            matches!(dep, "llm-core" | "llm-http" | "agent-core" | "tool-planner") || test_support
         }
         "claw-cli" | "xtask" => dep != "xtask" || name == "xtask",
         _ if is_provider_crate(name) => {
@@ -1147,5 +1222,57 @@ mod tests {
     fn workspace_has_no_reference_outside_the_repository() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         assert_eq!(scan_references(root).unwrap(), Vec::<String>::new());
+    }
+
+    /// A new crate that does not say `publish = false` and lacks the metadata, the README
+    /// or the README doctest is reported; with all of them, or `publish = false`, it is not.
+    #[test]
+    fn a_publishable_crate_needs_its_metadata_and_readme() {
+        let dir = std::env::temp_dir().join(format!("tidy-publish-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        let lib = dir.join("src/lib.rs");
+        std::fs::write(&lib, "//! A crate.\n").unwrap();
+        let package = |extra: serde_json::Value| {
+            let mut p = serde_json::json!({
+                "name": "clawcall-new", "id": "clawcall-new 0.1.0",
+                "manifest_path": dir.join("Cargo.toml"), "rust_version": "1.95",
+                "dependencies": [], "publish": null,
+                "targets": [{ "kind": ["lib"], "src_path": lib }],
+            });
+            for (k, v) in extra.as_object().unwrap() {
+                p[k] = v.clone();
+            }
+            let metadata = serde_json::json!({
+                "packages": [p], "workspace_members": ["clawcall-new 0.1.0"], "resolve": null,
+            });
+            let metadata: Metadata = serde_json::from_value(metadata).unwrap();
+            let mut problems = Vec::new();
+            check_publishing(&dir, &metadata, &mut problems).unwrap();
+            problems
+        };
+        let bare = package(serde_json::json!({}));
+        assert_eq!(bare.len(), 1, "{bare:?}");
+        for field in [
+            "description",
+            "license",
+            "repository",
+            "keywords",
+            "categories",
+            "docs.rs",
+            "readme",
+            "doctest",
+        ] {
+            assert!(bare[0].contains(field), "{field}: {bare:?}");
+        }
+        assert!(package(serde_json::json!({ "publish": [] })).is_empty());
+        std::fs::write(dir.join("README.md"), "# clawcall-new\n").unwrap();
+        std::fs::write(&lib, "//! A crate.\n#[doc = include_str!(\"../README.md\")]\n").unwrap();
+        let complete = package(serde_json::json!({
+            "description": "d", "license": "MIT", "repository": "https://example.com/r",
+            "readme": dir.join("README.md"), "keywords": ["k"], "categories": ["c"],
+            "metadata": { "docs": { "rs": { "all-features": true, "rustdoc-args": ["--cfg", "docsrs"] } } },
+        }));
+        assert!(complete.is_empty(), "{complete:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -22,6 +22,12 @@
 //! keeps every request's tools equal to the plan.
 #![warn(missing_docs)]
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod catalog;
 mod context;

@@ -22,6 +22,7 @@ use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, Stream, StreamExt};
 use llm_core::output::StructuredOutcome;
+use llm_core::telemetry;
 use llm_core::validation::ValidatorCache;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, AssistantStream, CancellationToken, Context, Message,
@@ -30,6 +31,8 @@ use llm_core::{
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::context::{AgentContext, MessageQueue, QueueMode};
 use crate::event::{AgentEvent, EndReason};
@@ -426,8 +429,36 @@ impl Agent {
             follow_up: MessageQueue::new(),
             approvals: Approvals::default(),
             ended: false,
+            span: invoke_agent_span(&self.config.model),
+            turn: tracing::Span::none(),
         }
     }
+}
+
+/// The `invoke_agent` span of a run (`llm_core::telemetry`): its turns, model requests and
+/// tool calls nest beneath it.
+fn invoke_agent_span(model: &Model) -> tracing::Span {
+    let span = tracing::info_span!(
+        "invoke_agent",
+        otel.name = "invoke_agent",
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.system = Empty,
+        gen_ai.provider.name = Empty,
+        gen_ai.request.model = %model.id,
+        "error.type" = Empty,
+        clawcall.end_reason = Empty,
+        clawcall.turns = Empty,
+    );
+    if !span.is_disabled() {
+        let provider = telemetry::provider_name(model);
+        match telemetry::semconv() {
+            telemetry::Semconv::Default => span.record("gen_ai.system", provider),
+            telemetry::Semconv::Latest => span.record("gen_ai.provider.name", provider),
+        };
+    }
+    span
 }
 
 /// Decisions on approval requests, sent to a run from anywhere ([`AgentRun::approvals`]).
@@ -527,6 +558,10 @@ pub struct AgentRun {
     follow_up: MessageQueue,
     approvals: Approvals,
     ended: bool,
+    /// `invoke_agent`, entered while the run is polled; none once the run ended.
+    span: tracing::Span,
+    /// The current turn's span, beneath `span`.
+    turn: tracing::Span,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -672,6 +707,7 @@ impl AgentRun {
         let reason = machine.reason().unwrap_or(EndReason::Failed);
         let error = machine.error().cloned();
         let output = machine.output_outcome();
+        self.close_spans(reason, machine.turns());
         let mut context = machine.into_context();
         // The outcome may be kept long after the run (until it is joined): not with the room it grew into.
         context.messages.shrink_to_fit();
@@ -679,6 +715,24 @@ impl AgentRun {
             Some(Box::new(AgentOutcome { context, reason, error, queued, output, first_new }));
         self.response = None;
         self.tasks = FuturesUnordered::new();
+    }
+
+    /// Records how the run ended on its span and closes it and the turn's (a span ends
+    /// when its last handle goes, so the run's spans end with the run, not when it is dropped).
+    fn close_spans(&mut self, reason: EndReason, turns: u32) {
+        let span = std::mem::replace(&mut self.span, tracing::Span::none());
+        self.turn = tracing::Span::none();
+        if span.is_disabled() {
+            return;
+        }
+        let reason = serde_json::to_value(reason).ok();
+        let reason = reason.as_ref().and_then(Value::as_str).unwrap_or("failed");
+        span.record("clawcall.end_reason", reason);
+        span.record("clawcall.turns", i64::from(turns));
+        if matches!(reason, "error" | "failed") {
+            span.record("error.type", reason);
+            span.record("otel.status_code", "ERROR");
+        }
     }
 
     /// Carries out a command: starts its effect, or answers a synchronous one at once.
@@ -692,6 +746,7 @@ impl AgentRun {
             Command::PrepareTurn => {
                 let model = machine.model().clone();
                 let turn = machine.turns();
+                self.turn = turn_span(&self.span, turn);
                 let start = first_new(machine);
                 return self.spawn_answer(async move {
                     let info = TurnInfo {
@@ -706,6 +761,11 @@ impl AgentRun {
                 });
             }
             Command::Request => {
+                if self.turn.is_none() {
+                    // A restored machine may start at its request.
+                    let turn = machine.turns();
+                    self.turn = turn_span(&self.span, turn);
+                }
                 let provider = machine.model().provider.clone();
                 self.spawn(async move {
                     let key = match contained(&cancel, grace, || hooks.api_key(&provider)).await {
@@ -806,31 +866,37 @@ impl AgentRun {
                     idempotency_key: None,
                 };
                 let (executor, blocking) = (agent_tool.executor.clone(), agent_tool.blocking);
+                let span = execute_tool_span(&self.turn, tool_call, &invocation.arguments);
                 drop(context);
-                self.spawn(async move {
-                    // Started when the run first polls the call, as a loop that awaits it would.
-                    let task = ToolTask::start(executor, blocking, invocation);
-                    let expired = grace_expired(cancel, grace);
-                    futures_util::pin_mut!(expired);
-                    let answer = match futures_util::future::select(task, expired).await {
-                        Either::Left((outcome, _)) => {
-                            // No update may follow the result, even from a thread the tool left running.
-                            sink.0.close();
-                            match outcome {
-                                Ok(result) => Answer::Done(result),
-                                Err(panic) => Answer::Panicked(panic),
+                let tool_span = span.clone();
+                self.spawn(Instrument::instrument(
+                    async move {
+                        // Started when the run first polls the call, as a loop that awaits it would.
+                        let task = ToolTask::start(executor, blocking, invocation);
+                        let expired = grace_expired(cancel, grace);
+                        futures_util::pin_mut!(expired);
+                        let answer = match futures_util::future::select(task, expired).await {
+                            Either::Left((outcome, _)) => {
+                                // No update may follow the result, even from a thread the tool left running.
+                                sink.0.close();
+                                match outcome {
+                                    Ok(result) => Answer::Done(result),
+                                    Err(panic) => Answer::Panicked(panic),
+                                }
                             }
-                        }
-                        Either::Right((_, task)) => {
-                            // Nothing of the call may outlive the run: wait (bounded) for the
-                            // aborted task to be dropped rather than leaving it to the runtime.
-                            Box::pin(task.cancel_and_settle(grace)).await;
-                            Answer::Abandoned
-                        }
-                    };
-                    drop(sink);
-                    Completion::Input(Input::ToolFinished { call, answer })
-                });
+                            Either::Right((_, task)) => {
+                                // Nothing of the call may outlive the run: wait (bounded) for the
+                                // aborted task to be dropped rather than leaving it to the runtime.
+                                Box::pin(task.cancel_and_settle(grace)).await;
+                                Answer::Abandoned
+                            }
+                        };
+                        drop(sink);
+                        record_tool_answer(&tool_span, &answer);
+                        Completion::Input(Input::ToolFinished { call, answer })
+                    },
+                    span,
+                ));
             }
             Command::AfterToolCall { call, output, is_error } => {
                 return self.spawn_answer(async move {
@@ -947,9 +1013,13 @@ impl AgentRun {
         };
         let model = machine.model().clone();
         let provider = self.config.provider.clone();
+        let turn = self.turn.clone();
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            provider.stream(&model, &llm_context, &options)
+            turn.in_scope(|| provider.stream(&model, &llm_context, &options))
         }));
+        if let Ok(stream) = &started {
+            telemetry::record_input(stream.span(), &llm_context);
+        }
         if lent {
             machine.return_messages(std::mem::take(&mut llm_context.messages));
         }
@@ -978,7 +1048,10 @@ impl AgentRun {
             }
             Ok(Poll::Ready(Some(
                 AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. },
-            ))) => Input::ResponseEnded(message),
+            ))) => {
+                telemetry::record_output(response.stream.span(), &message);
+                Input::ResponseEnded(message)
+            }
             Ok(Poll::Ready(Some(event))) => return Some(Input::ResponseEvent(event)),
             Ok(Poll::Ready(None)) => Input::ResponseEnded(response.stream.partial().to_message()),
             Err(panic) => {
@@ -1063,6 +1136,7 @@ impl AgentRun {
     fn internal_error(&mut self, panic: Box<dyn std::any::Any + Send>) {
         let error = AgentError::Internal { message: panic_text(panic) };
         tracing::error!(%error, "agent loop panicked");
+        self.close_spans(EndReason::Failed, 0);
         // The transcript so far stays the caller's: a bug in the loop must not lose stored turns.
         let (context, first_new) = match self.machine.take() {
             Some(machine) => {
@@ -1088,6 +1162,63 @@ fn first_new(machine: &AgentMachine) -> usize {
     machine.context().messages.len().saturating_sub(machine.new_messages().len())
 }
 
+/// The span of a turn that begins, beneath the run's (the previous turn's ends when its
+/// last call does).
+fn turn_span(run: &tracing::Span, turn: u32) -> tracing::Span {
+    tracing::info_span!(parent: run, "turn", clawcall.turn = i64::from(turn))
+}
+
+/// The `execute_tool {name}` span of one call, beneath its turn; its arguments only when
+/// content is captured.
+fn execute_tool_span(
+    turn: &tracing::Span,
+    call: &llm_core::ToolCall,
+    args: &Value,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        parent: turn,
+        "execute_tool",
+        otel.name = Empty,
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.name,
+        gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.type = "function",
+        gen_ai.tool.call.arguments = Empty,
+        gen_ai.tool.call.result = Empty,
+        "error.type" = Empty,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("execute_tool {}", call.name));
+        if telemetry::capture_content() {
+            span.record("gen_ai.tool.call.arguments", args.to_string());
+        }
+    }
+    span
+}
+
+/// How a call ended, on its span: `error.type` is `tool_error`, `panic` or `aborted`.
+fn record_tool_answer(span: &tracing::Span, answer: &Answer<Result<ToolOutput, ToolError>>) {
+    if span.is_disabled() {
+        return;
+    }
+    let error = match answer {
+        Answer::Done(Ok(output)) => {
+            if telemetry::capture_content() {
+                let text = telemetry::user_content_text(&output.content);
+                span.record("gen_ai.tool.call.result", text);
+            }
+            return;
+        }
+        Answer::Done(Err(_)) => "tool_error",
+        Answer::Panicked(_) => "panic",
+        Answer::Abandoned => "aborted",
+    };
+    span.record("error.type", error);
+    span.record("otel.status_code", "ERROR");
+}
+
 /// What a hook is told about a call of the transcript.
 fn call_info(context: &AgentContext, call: CallRef) -> Option<CallInfo<'_>> {
     let Some(Message::Assistant(assistant)) = context.messages.get(call.message) else {
@@ -1107,6 +1238,9 @@ impl Stream for AgentRun {
         if this.ended {
             return Poll::Ready(None);
         }
+        // What the run starts while polled (hooks, requests, tools) nests beneath it.
+        let span = this.span.clone();
+        let _entered = span.enter();
         // The run goes on only while its consumer has nothing to read: a turn's
         // events (each end event with a copy of its message) are not produced
         // ahead of a consumer that is behind, which is most of them when many
@@ -1216,20 +1350,23 @@ impl ToolTask {
         match tokio::runtime::Handle::try_current() {
             Ok(handle) if blocking => {
                 let inner = handle.clone();
-                ToolTask::Spawned(
-                    handle.spawn_blocking(move || {
-                        Box::new(inner.block_on(executor.execute(invocation)))
-                    }),
-                )
+                // The call's span goes with it, so what the tool does nests beneath the call.
+                let span = tracing::Span::current();
+                ToolTask::Spawned(handle.spawn_blocking(move || {
+                    Box::new(inner.block_on(executor.execute(invocation).instrument(span)))
+                }))
             }
             Ok(handle) => {
                 // Boxed until the task starts (and freed then, by `unbox`), so the
                 // task's future is a few words beside the tool's own; the synchronous
                 // part of `execute` runs on the task too, where it cannot stall the run.
                 let invocation = Box::new(invocation);
+                let span = tracing::Span::current();
                 ToolTask::Spawned(
-                    handle
-                        .spawn(async move { Box::new(executor.execute(unbox(invocation)).await) }),
+                    handle.spawn(
+                        async move { Box::new(executor.execute(unbox(invocation)).await) }
+                            .instrument(span),
+                    ),
                 )
             }
             Err(_) => ToolTask::Local(Box::pin(async move {

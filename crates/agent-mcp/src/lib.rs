@@ -22,6 +22,12 @@
 //!
 //! See `docs/mcp.md`.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 /// The `_meta` key under which a `tools/call` carries the call's idempotency
 /// key (`ToolInvocation::idempotency_key`, set by a durable run): the same on

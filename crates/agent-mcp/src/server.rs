@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::config::{MAX_RESTART_BACKOFF, McpLimits, McpServerConfig, McpTransport, SAFE_ENV_VARS};
 use crate::content::map_call_result_with_limits;
@@ -759,8 +760,65 @@ impl Server {
         }
     }
 
-    /// Runs `tools/call`; every failure becomes a [`ToolError`] that says what happened.
+    /// Runs `tools/call` in its span (`tools/call {tool}`, as the MCP semantic conventions
+    /// name it, beneath the agent's `execute_tool` span); every failure becomes a
+    /// [`ToolError`] that says what happened.
     pub(crate) async fn call(
+        &self,
+        tool_name: &str,
+        invocation: ToolInvocation,
+    ) -> Result<ToolOutput, ToolError> {
+        let span = self.call_span(tool_name);
+        let result = self.call_in_span(tool_name, invocation).instrument(span.clone()).await;
+        if result.is_err() && !span.is_disabled() {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+        }
+        result
+    }
+
+    /// The span of one `tools/call`: the method, the tool, the server's id, and where it is
+    /// (host and port only: never a header, a token or the URL's path).
+    fn call_span(&self, tool_name: &str) -> tracing::Span {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            "mcp",
+            otel.name = Empty,
+            otel.kind = "client",
+            otel.status_code = Empty,
+            mcp.method.name = "tools/call",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = tool_name,
+            clawcall.mcp.server = %self.config.id,
+            network.transport = Empty,
+            jsonrpc.request.id = Empty,
+            server.address = Empty,
+            server.port = Empty,
+            "error.type" = Empty,
+        );
+        if span.is_disabled() {
+            return span;
+        }
+        span.record("otel.name", format!("tools/call {tool_name}"));
+        match &self.config.transport {
+            McpTransport::Stdio { .. } => {
+                span.record("network.transport", "pipe");
+            }
+            McpTransport::Http { url, .. } => {
+                span.record("network.transport", "tcp");
+                if let Ok(uri) = url.parse::<http::Uri>() {
+                    if let Some(host) = uri.host() {
+                        span.record("server.address", host);
+                    }
+                    let default = if uri.scheme_str() == Some("https") { 443 } else { 80 };
+                    span.record("server.port", i64::from(uri.port_u16().unwrap_or(default)));
+                }
+            }
+        }
+        span
+    }
+
+    async fn call_in_span(
         &self,
         tool_name: &str,
         invocation: ToolInvocation,
@@ -798,6 +856,7 @@ impl Server {
             Ok(h) => h,
             Err(e) => return Err(self.call_failed(tool_name, e, &mut stray).await),
         };
+        tracing::Span::current().record("jsonrpc.request.id", handle.id.to_string());
         let mut in_flight = InFlight::new(
             &self.notifications,
             peer.clone(),

@@ -11,6 +11,12 @@
 //! every command a journaled `ctx.run` step (model request, hook answer, tool
 //! call) or a deterministic transition. See `docs/scaling.md`.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod driver;
 mod journal;

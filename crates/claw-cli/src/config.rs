@@ -34,6 +34,8 @@ pub(crate) struct Config {
     /// MCP servers whose tools are offered with the built-in ones.
     #[serde(default)]
     pub(crate) mcp: McpSection,
+    /// The OTLP/HTTP endpoint spans and metrics are exported to (`--otlp`).
+    pub(crate) otlp: Option<String>,
 }
 
 /// `[mcp]`: MCP servers by id (`[mcp.servers.fs]`).

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use agent_core::{Agent, AgentConfig, AgentContext, EndReason};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clawcall_otel::OtlpExport;
 use futures_util::StreamExt;
 use llm_core::{ApiKey, Message, Model, StreamOptions};
 
@@ -139,6 +140,11 @@ struct Args {
     /// Send no API key (for a local server that needs none).
     #[arg(long)]
     no_key: bool,
+
+    /// Export spans and metrics (OpenTelemetry GenAI conventions) over OTLP/HTTP to this
+    /// collector, such as http://127.0.0.1:4318 (config: `otlp`). Without it nothing is exported.
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
 
     /// Comma-separated built-in tools to offer: read_file, list_dir, calculator,
     /// current_time, append_note. Default: all; `--tools ""` offers none.
@@ -293,7 +299,6 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let no_color = cli.args.no_color || config::env("NO_COLOR").is_some();
-    init_tracing(cli.args.verbose, !no_color && std::io::stderr().is_terminal());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -301,6 +306,15 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG_ERROR);
         }
     };
+    // A config that does not load is reported by the run; here it only names no endpoint.
+    let otlp =
+        cli.args.otlp.clone().or_else(|| config::load(cli.args.config.as_deref()).ok()?.otlp);
+    let export = match otlp.map(|url| OtlpExport::start(&url, "claw", runtime.handle().clone())) {
+        None => None,
+        Some(Ok(export)) => Some(export),
+        Some(Err(e)) => return ExitCode::from(fail(exit::USAGE, format_args!("--otlp: {e}"))),
+    };
+    init_tracing(cli.args.verbose, !no_color && std::io::stderr().is_terminal(), export.as_ref());
     if std::io::stdin().is_terminal() {
         save_terminal();
     }
@@ -313,6 +327,12 @@ fn main() -> ExitCode {
         }
         None => runtime.block_on(run(cli.args)),
     };
+    // Sent while the runtime that carries the requests still runs.
+    if let Some(export) = export
+        && let Err(e) = export.shutdown()
+    {
+        warn(e);
+    }
     // A tool stuck in a blocking call must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(500));
     // A signal may have ended a question's line editing (raw mode) midway.
@@ -355,8 +375,12 @@ fn export_session(name: &std::path::Path, html: bool, output: Option<&std::path:
     }
 }
 
-fn init_tracing(verbose: u8, ansi: bool) {
+/// Logs to stderr, and exports through `export` when given (the only layer that wants spans
+/// below `warn` by default: without it, spans cost nothing).
+fn init_tracing(verbose: u8, ansi: bool, export: Option<&OtlpExport>) {
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    use tracing_subscriber::util::SubscriberInitExt;
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -366,11 +390,11 @@ fn init_tracing(verbose: u8, ansi: bool) {
         Ok(v) if !v.is_empty() => EnvFilter::new(v),
         _ => EnvFilter::new(default),
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry().with(log).with(export.map(OtlpExport::layer)).try_init();
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {

@@ -75,6 +75,7 @@
 //! # }
 //! ```
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod registry;
 
@@ -113,7 +114,12 @@ pub use llm_openai_completions;
 pub use llm_openai_responses;
 // new-provider: insert above (re-export)
 
-/// The README's example, compiled as a doctest.
+/// The workspace README's example, compiled as a doctest.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctest;
+
+/// This crate's README example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -60,6 +60,12 @@
 //! | `serverTools` | array of objects | server tools (`{"type":"web_search_20250305","name":"web_search"}`, ...) sent as given after the client tools |
 #![warn(missing_docs)]
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod convert;
 mod error;

@@ -90,6 +90,12 @@
 //!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
 #![warn(missing_docs)]
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod attempt;
 pub mod auth;

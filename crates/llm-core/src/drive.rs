@@ -25,7 +25,8 @@ use crate::framing::Framing;
 use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::stream::AssistantStream;
-use crate::types::Model;
+use crate::telemetry::{self, Semconv};
+use crate::types::{Model, StopReason};
 use crate::wire_text::SurrogateJoiner;
 
 /// Bytes of a read handed to the framing at a time (see where it is used).
@@ -186,21 +187,13 @@ where
     D: StreamDecoder,
     N: FnMut() -> D + Send + 'static,
 {
-    let span = tracing::info_span!(
-        "llm_request",
-        provider = %provider,
-        model = %model.id,
-        status = tracing::field::Empty,
-        retries = 0u32,
-        duration_ms = tracing::field::Empty,
-        input_tokens = tracing::field::Empty,
-        output_tokens = tracing::field::Empty,
-        error_kind = tracing::field::Empty,
-    );
+    let span = chat_span(model);
     let driver = Driver {
         connect,
         new_decoder,
         provider: provider.to_owned(),
+        provider_name: telemetry::provider_name(model).to_owned(),
+        model_id: model.id.clone(),
         policy: options.retry.clone(),
         timeouts: options.timeouts.clone(),
         max_event_bytes: options.max_event_bytes,
@@ -213,15 +206,68 @@ where
         ended: false,
         pending: Vec::new(),
         rng: seed(),
-        span,
+        span: span.clone(),
         last_usage: None,
+        seen: Seen::default(),
     };
     let deltas = futures_util::stream::unfold(driver, |mut d| async move {
-        let batch = d.step().await?;
+        // Entered while the request works, so the HTTP exchange can name its server on it.
+        let span = d.span.clone();
+        let batch = tracing::Instrument::instrument(d.step(), span).await?;
         Some((futures_util::stream::iter(batch), d))
     })
     .flatten();
-    AssistantStream::new(model, &options.cancel, deltas)
+    AssistantStream::new(model, &options.cancel, deltas).with_span(span)
+}
+
+/// The `chat {model}` span of one request, as the GenAI conventions describe it
+/// (`crate::telemetry`): the fields known at the end are declared empty and recorded then.
+fn chat_span(model: &Model) -> tracing::Span {
+    use tracing::field::Empty;
+    let span = tracing::info_span!(
+        "chat",
+        otel.name = Empty,
+        otel.kind = "client",
+        otel.status_code = Empty,
+        gen_ai.operation.name = "chat",
+        gen_ai.system = Empty,
+        gen_ai.provider.name = Empty,
+        gen_ai.request.model = %model.id,
+        gen_ai.response.model = Empty,
+        gen_ai.response.id = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.response.time_to_first_chunk = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.usage.cache_read.input_tokens = Empty,
+        gen_ai.usage.cache_creation.input_tokens = Empty,
+        gen_ai.input.messages = Empty,
+        gen_ai.system_instructions = Empty,
+        gen_ai.output.messages = Empty,
+        "error.type" = Empty,
+        server.address = Empty,
+        server.port = Empty,
+        http.response.status_code = Empty,
+        clawcall.retries = 0i64,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("chat {}", model.id));
+        let provider = telemetry::provider_name(model);
+        match telemetry::semconv() {
+            Semconv::Default => span.record("gen_ai.system", provider),
+            Semconv::Latest => span.record("gen_ai.provider.name", provider),
+        };
+    }
+    span
+}
+
+/// What the response said about itself, for the span and the metrics.
+#[derive(Default)]
+struct Seen {
+    response_id: Option<String>,
+    response_model: Option<String>,
+    stop: Option<StopReason>,
+    first_chunk: Option<Duration>,
 }
 
 enum Phase<F, D> {
@@ -234,6 +280,9 @@ struct Driver<C, N, D: StreamDecoder> {
     connect: C,
     new_decoder: N,
     provider: String,
+    /// The provider as the GenAI conventions name it, and the model asked for (for metrics).
+    provider_name: String,
+    model_id: String,
     policy: RetryPolicy,
     timeouts: Timeouts,
     max_event_bytes: Option<usize>,
@@ -249,6 +298,7 @@ struct Driver<C, N, D: StreamDecoder> {
     rng: u64,
     span: tracing::Span,
     last_usage: Option<crate::types::Usage>,
+    seen: Seen,
 }
 
 enum Outcome {
@@ -286,7 +336,8 @@ where
                     };
                     match result {
                         Ok(response) => {
-                            self.span.record("status", response.status);
+                            self.span
+                                .record("http.response.status_code", i64::from(response.status));
                             self.ended = false;
                             self.phase = Phase::Body {
                                 body: response.body,
@@ -296,7 +347,7 @@ where
                         }
                         Err(error) => {
                             if let Some(status) = error.status {
-                                self.span.record("status", status);
+                                self.span.record("http.response.status_code", i64::from(status));
                             }
                             self.phase = Phase::Connect;
                             if let Some(batch) = self.retry_or_fail(error).await {
@@ -355,6 +406,7 @@ where
                         }
                     };
                     let terminal = out.iter().any(|d| matches!(d, Delta::Done | Delta::Error(_)));
+                    self.observe(&out);
                     match self.classify(out) {
                         Outcome::Emit(batch) => {
                             if terminal || ended {
@@ -496,28 +548,96 @@ where
             return Some(self.finish(vec![Delta::Error(Error::aborted(self.provider.clone()))]));
         }
         self.attempt += 1;
-        self.span.record("retries", self.attempt);
+        self.span.record("clawcall.retries", i64::from(self.attempt));
         self.phase = Phase::Connect;
         None
     }
 
+    /// Notes what the response says about itself; the first content starts the clock's
+    /// second reading (time to first chunk).
+    fn observe(&mut self, out: &[Delta]) {
+        for delta in out {
+            match delta {
+                Delta::Metadata { response_id, response_model } => {
+                    if response_id.is_some() {
+                        self.seen.response_id.clone_from(response_id);
+                    }
+                    if response_model.is_some() {
+                        self.seen.response_model.clone_from(response_model);
+                    }
+                }
+                Delta::Stop(reason) => self.seen.stop = Some(*reason),
+                // Usage often comes after the content, in a read of its own.
+                Delta::Usage(u) => self.last_usage = Some(*u),
+                Delta::Done | Delta::Error(_) | Delta::BlockEnd { .. } => {}
+                _ => {
+                    if self.seen.first_chunk.is_none() {
+                        self.seen.first_chunk = Some(self.started.elapsed());
+                    }
+                }
+            }
+        }
+    }
+
     fn finish(&mut self, batch: Vec<Delta>) -> Vec<Delta> {
         self.phase = Phase::Finished;
-        self.span.record("duration_ms", self.started.elapsed().as_millis() as u64);
+        let mut error_type = None;
         for d in &batch {
             match d {
                 Delta::Usage(u) => self.last_usage = Some(*u),
-                Delta::Error(e) => {
-                    self.span.record("error_kind", e.kind.as_str());
-                }
+                Delta::Error(e) => error_type = Some(e.kind.as_str()),
+                Delta::Stop(reason) => self.seen.stop = Some(*reason),
                 _ => {}
             }
         }
-        if let Some(u) = self.last_usage {
-            self.span.record("input_tokens", u.input);
-            self.span.record("output_tokens", u.output);
+        let latest = telemetry::semconv() == Semconv::Latest;
+        let stop = match error_type {
+            Some("aborted") => StopReason::Aborted,
+            Some(_) => StopReason::Error,
+            None => self.seen.stop.unwrap_or_default(),
+        };
+        let span = &self.span;
+        if !span.is_disabled() {
+            span.record("gen_ai.response.finish_reasons", telemetry::finish_reason(stop));
+            if let Some(id) = &self.seen.response_id {
+                span.record("gen_ai.response.id", id.as_str());
+            }
+            if let Some(model) = &self.seen.response_model {
+                span.record("gen_ai.response.model", model.as_str());
+            }
+            if let Some(kind) = error_type {
+                span.record("error.type", kind);
+                span.record("otel.status_code", "ERROR");
+            }
+            if let Some(u) = &self.last_usage {
+                span.record(
+                    "gen_ai.usage.input_tokens",
+                    telemetry::int(telemetry::input_tokens(u)),
+                );
+                span.record("gen_ai.usage.output_tokens", telemetry::int(u.output));
+                if latest {
+                    span.record(
+                        "gen_ai.usage.cache_read.input_tokens",
+                        telemetry::int(u.cache_read),
+                    );
+                    span.record(
+                        "gen_ai.usage.cache_creation.input_tokens",
+                        telemetry::int(u.cache_write),
+                    );
+                }
+            }
+            if latest && let Some(first) = self.seen.first_chunk {
+                span.record("gen_ai.response.time_to_first_chunk", first.as_secs_f64());
+            }
         }
-        tracing::info!(parent: &self.span, "request finished");
+        telemetry::record_chat_metrics(&telemetry::ChatMetrics {
+            provider: &self.provider_name,
+            request_model: &self.model_id,
+            response_model: self.seen.response_model.as_deref(),
+            error_type,
+            duration: self.started.elapsed(),
+            usage: self.last_usage.as_ref(),
+        });
         batch
     }
 

@@ -6,6 +6,12 @@
 //! request driver (retries, timeouts, SSE) that HTTP provider crates plug into.
 #![warn(missing_docs)]
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 pub mod assembler;
 pub mod cancel;
@@ -23,6 +29,7 @@ pub mod scripted;
 pub mod sse;
 pub mod stream;
 pub mod strict;
+pub mod telemetry;
 pub mod transform;
 pub mod typed;
 pub mod types;

@@ -28,6 +28,8 @@ pub struct AssistantStream {
     cancelled: Pin<Box<Cancelled>>,
     /// A terminal event was returned, or the stream was aborted.
     ended: bool,
+    /// The request's `chat` span (none for a stream not from the driver).
+    span: tracing::Span,
 }
 
 impl std::fmt::Debug for AssistantStream {
@@ -49,7 +51,21 @@ impl AssistantStream {
             cancel: cancel.clone(),
             cancelled: Box::pin(cancel.cancelled()),
             ended: false,
+            span: tracing::Span::none(),
         }
+    }
+
+    /// This stream with the span of its request ([`AssistantStream::span`]).
+    pub fn with_span(mut self, span: tracing::Span) -> Self {
+        self.span = span;
+        self
+    }
+
+    /// The request's `chat` span (`crate::telemetry`), for a caller that records what only
+    /// it knows there, such as the input messages when content is captured; a disabled span
+    /// when no subscriber wants it, or the stream did not come from the driver.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
     /// A stream that fails at once with `error` (no `start` event).

@@ -34,6 +34,12 @@
 //! Vertex `project` and `location`.
 #![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 use std::sync::Arc;
 

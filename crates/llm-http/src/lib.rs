@@ -23,6 +23,12 @@
 //! the workspace that sends HTTP for a provider.
 #![warn(missing_docs)]
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -366,6 +372,7 @@ pub async fn send(
     map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
 ) -> Result<HttpResponse, Error> {
     let headers = header_map(&request.headers, &provider)?;
+    record_server(&tracing::Span::current(), &request.url);
     let mut builder = client.request(request.method.clone(), request.url.as_str()).headers(headers);
     if !request.body.is_empty() || request.method != reqwest::Method::GET {
         builder = builder.body(request.body.clone());
@@ -411,6 +418,23 @@ pub async fn send(
         _ => {}
     }
     Err(error)
+}
+
+/// Names the server on the request's `chat` span (`server.address`, `server.port`): from the
+/// URL actually sent, which a provider may have resolved past its base URL (a region, a
+/// deployment). Only the host and port: a URL's path or query may carry an identifier.
+fn record_server(span: &tracing::Span, url: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Ok(url) = reqwest::Url::parse(url) {
+        if let Some(host) = url.host_str() {
+            span.record("server.address", host);
+        }
+        if let Some(port) = url.port_or_known_default() {
+            span.record("server.port", i64::from(port));
+        }
+    }
 }
 
 /// Whether the response says it is an HTML page.

@@ -60,6 +60,12 @@
 //! on Azure (`llm-openai-responses`) also reads the `AZURE_OPENAI_*` environment.
 #![warn(clippy::disallowed_methods)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod azure;
 mod compat;

@@ -108,6 +108,12 @@
 //! - HTTP errors keep status and code as fields instead of repeating the status in the
 //!   text, and `DeploymentNotFound` names the deployment that was asked for.
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod azure;
 mod convert;

@@ -4,7 +4,7 @@
 //!
 //! The encoder is written from the format's description (AWS event-stream encoding), with
 //! the `crc32fast` crate for the CRCs, so it shares nothing with the decoders it tests.
-//! [`load_body`] refuses bytes that differ from their source's encoding;
+//! [`check_body`] refuses bytes that differ from their source's encoding;
 //! `UPDATE_EXPECT=1 cargo xtask conformance` rewrites them ([`regenerate`]).
 
 use std::path::{Path, PathBuf};
