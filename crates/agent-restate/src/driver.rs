@@ -584,7 +584,9 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         let provider = self.provider.clone();
         let model = self.machine.model().clone();
         let context = self.machine.context().clone();
-        let options = self.options.clone();
+        let mut options = self.options.clone();
+        // A run whose final answer must match a schema: the requests that may answer carry it.
+        self.machine.output_options(&mut options);
         let timeout = self.limits.step_timeout;
         let name = format!("model-request {}", self.machine.turns());
         let limits = self.limits.clone();
