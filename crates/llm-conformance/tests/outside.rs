@@ -26,10 +26,12 @@ fn write(root: &Path, file: &str, text: &str) {
 const LIB_RS: &str = r#"//! A small provider: `POST /v1/generate` with `{"model", "prompt"}`, answered by SSE
 //! events `{"text": ..}` and `[DONE]`.
 
+use std::sync::Arc;
+
 use llm_core::drive::WireDecoder;
 use llm_core::sse::SseEvent;
-use llm_core::{AssistantStream, Context, Delta, Error, ErrorKind, Message, Model, Provider};
-use llm_core::{ProviderInfo, StopReason, StreamOptions, UserMessageContent};
+use llm_core::{Delta, Error, ErrorKind, Message, ProviderInfo, StopReason, UserMessageContent};
+use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 pub const INFO: ProviderInfo = ProviderInfo {
     name: "tiny",
@@ -42,10 +44,12 @@ pub const INFO: ProviderInfo = ProviderInfo {
     output: &[],
 };
 
-llm_http::http_provider! {
-    /// The tiny provider.
-    pub struct TinyProvider;
-}
+/// The tiny provider.
+pub type TinyProvider = llm_http::HttpProvider<Tiny>;
+
+/// Its wire format.
+#[derive(Debug, Default)]
+pub struct Tiny;
 
 #[derive(Default)]
 pub struct Decoder;
@@ -68,37 +72,46 @@ impl WireDecoder for Decoder {
     fn end(&mut self, _out: &mut Vec<Delta>) {}
 }
 
-impl Provider for TinyProvider {
-    fn api(&self) -> &str {
-        "tiny"
+impl WireFormat for Tiny {
+    type Decoder = Decoder;
+    type Call = HttpRequest;
+
+    fn info(&self) -> &'static ProviderInfo {
+        &INFO
     }
 
-    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> AssistantStream {
-        let prompt = context.messages.iter().rev().find_map(|m| match m {
+    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
+        let prompt = request.context.messages.iter().rev().find_map(|m| match m {
             Message::User(u) => match &u.content {
                 UserMessageContent::Text(t) => Some(t.clone()),
                 _ => None,
             },
             _ => None,
         });
-        let body = serde_json::json!({"model": model.id, "prompt": prompt});
+        let body = serde_json::json!({"model": request.model.id, "prompt": prompt});
         let mut headers = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
             ("accept".to_owned(), "text/event-stream".to_owned()),
         ];
-        if let Some(key) = &options.api_key {
+        if let Some(key) = &request.options.api_key {
             headers.push(("authorization".to_owned(), format!("Bearer {}", key.expose())));
         }
-        let url = format!("{}/v1/generate", model.base_url.trim_end_matches('/'));
-        let request = llm_http::HttpRequest::json("tiny", url, headers, &body);
-        self.http.stream_sse(
-            model,
-            options,
-            "tiny",
-            request,
-            |r| Error::new(ErrorKind::from_status(r.status), "tiny", r.body).with_status(r.status),
-            Decoder::default,
-        )
+        let url = format!("{}/v1/generate", request.model.base_url.trim_end_matches('/'));
+        HttpRequest::json("tiny", url, headers, &body)
+    }
+
+    fn attempt(
+        &self,
+        call: &Arc<HttpRequest>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        exchange.send(Arc::clone(call), |r| {
+            Error::new(ErrorKind::from_status(r.status), "tiny", r.body).with_status(r.status)
+        })
+    }
+
+    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+        Decoder
     }
 }
 "#;
