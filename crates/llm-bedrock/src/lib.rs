@@ -15,7 +15,7 @@
 //! # Configuration
 //!
 //! - Authentication ([`auth`]): a Bedrock API key as a bearer token, from
-//!   [`StreamOptions::api_key`] or `AWS_BEARER_TOKEN_BEDROCK`; else SigV4 with the
+//!   [`StreamOptions::api_key`](llm_core::StreamOptions::api_key) or `AWS_BEARER_TOKEN_BEDROCK`; else SigV4 with the
 //!   environment's keys or a shared-file profile (`AWS_BEDROCK_SKIP_AUTH=1`: dummy keys);
 //!   with the `aws-config` feature (off by default: it adds AWS's STS and SSO clients to
 //!   the build), then AWS's whole default credential chain (SSO, assume-role,

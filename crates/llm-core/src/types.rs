@@ -41,7 +41,7 @@ pub struct Model {
     /// Human-readable name.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// API id (see [`api`]); selects the provider implementation.
+    /// API id (each provider crate exports its own as `API`); selects the provider implementation.
     pub api: String,
     /// Provider name (`anthropic`, `openai`, `openrouter`, ...).
     pub provider: String,

@@ -24,7 +24,7 @@
 //! - [x] retries, timeouts, cancellation and tracing through [`llm_core::drive`]
 //! - [ ] non-streaming requests, FIM, agents/conversations endpoints
 //!
-//! Provider options ([`StreamOptions::provider_options`]): `promptMode` (string),
+//! Provider options ([`StreamOptions::provider_options`](llm_core::StreamOptions::provider_options)): `promptMode` (string),
 //! `reasoningEffort` (string) override the computed reasoning parameters;
 //! `parallelToolCalls` (bool) sets `parallel_tool_calls`. Model flags:
 //! [`MistralCompat`].

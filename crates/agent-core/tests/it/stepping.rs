@@ -397,3 +397,37 @@ async fn the_outcome_holds_the_transcript_once_and_serializes_this_runs_messages
     assert_eq!(stored["reason"], json!("completed"));
     assert!(stored.get("error").is_none() && stored.get("queued").is_none(), "{stored}");
 }
+
+#[tokio::test]
+async fn an_approval_reaches_the_call_it_names_when_several_wait() {
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "danger", json!({})), ("2", "danger", json!({}))]), text_turn("done")],
+    );
+    let danger = Arc::new(AtomicUsize::new(0));
+    let a = agent(&provider, |c| c.hooks = Arc::new(AskForDanger));
+    let mut run = a.run(ctx(vec![counted("danger", danger.clone())]), vec![Message::user("go")]);
+    let mut events = until_approval(&mut run).await;
+    events.extend(until_approval(&mut run).await);
+    let asked: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ApprovalRequested { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["1", "2"]);
+    // The second is approved, the first denied: each decision reaches the call it names.
+    run.approvals().approve("2");
+    run.approvals().deny("1", Some("not that one".into()));
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(10), collect(run))
+        .await
+        .expect("both decisions are taken");
+    events.extend(rest);
+    let (messages, reason) = end(&events);
+    assert_eq!(reason, EndReason::Completed);
+    assert_eq!(danger.load(Ordering::SeqCst), 1);
+    assert_eq!(result_text(&messages, "2"), "ran");
+    assert!(result_text(&messages, "1").contains("not that one"), "{messages:?}");
+    assert_invariant(&messages);
+}
