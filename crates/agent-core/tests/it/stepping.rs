@@ -431,3 +431,49 @@ async fn an_approval_reaches_the_call_it_names_when_several_wait() {
     assert!(result_text(&messages, "1").contains("not that one"), "{messages:?}");
     assert_invariant(&messages);
 }
+
+#[tokio::test]
+async fn a_run_stored_while_a_hook_resolves_a_tool_asks_for_it_again() {
+    struct Resolving;
+    impl AgentHooks for Resolving {
+        fn resolve_deferred_tool<'a>(
+            &'a self,
+            _info: CallInfo<'a>,
+        ) -> BoxFuture<'a, Result<Option<AgentTool>, ToolError>> {
+            // The resolver is slow: the run is stored while it works.
+            Box::pin(std::future::pending())
+        }
+    }
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [tool_turn(&[("1", "later", json!({}))]), text_turn("ok")],
+    );
+    let a = agent(&provider, |c| c.hooks = Arc::new(Resolving));
+    let mut run = a.run(ctx(vec![]), vec![Message::user("go")]);
+    while let Ok(Some(_)) =
+        tokio::time::timeout(std::time::Duration::from_millis(200), run.next()).await
+    {}
+    let machine = run.machine().expect("the run waits for the resolver");
+    let restored = AgentMachine::from_json(&machine.to_json().expect("stores")).expect("restores");
+    for m in [machine, &restored] {
+        let asks: Vec<String> = m
+            .outstanding()
+            .iter()
+            .filter(|c| matches!(c, Command::ResolveTool { .. }))
+            .map(|c| format!("{c:?}"))
+            .collect();
+        assert_eq!(asks.len(), 1, "{:?}", m.outstanding());
+    }
+}
+
+#[test]
+fn a_stored_hook_error_reads_back_with_the_hooks_name() {
+    for hook in ["prepare_next_turn", "api_key", "transform_context", "should_stop_after_turn"] {
+        let stored = json!({"kind": "hook_failed", "hook": hook, "message": "m"});
+        let error: AgentError = serde_json::from_value(stored).expect("reads");
+        assert!(matches!(error, AgentError::HookFailed { hook: h, .. } if h == hook), "{error:?}");
+    }
+    let stored = json!({"kind": "hook_panicked", "hook": "not_a_hook", "message": "m"});
+    let error: AgentError = serde_json::from_value(stored).expect("reads");
+    assert!(matches!(error, AgentError::HookPanicked { hook: "unknown", .. }), "{error:?}");
+}
