@@ -1,8 +1,9 @@
 //! Scale: many agent runs in flight in one process, and one very long run.
 //!
 //! `cargo bench -p agent-core --bench scale` (set `SCALE_RUNS` to change the
-//! number of concurrent runs, default 100,000). Each run: three turns with two
-//! parallel 50 ms tools each, then a text answer, from a generating provider,
+//! number of concurrent runs, default 100,000; `SCALE_TOOL_TURNS` for the tool
+//! turns, default 2). Each run: tool turns with two parallel 50 ms tools each,
+//! then a text answer, from a generating provider,
 //! all runs in flight at once on 2 worker threads. Every run's event stream is
 //! checked (exactly one `AgentEnd`, last) and its transcript invariant. Peak RSS
 //! is the kernel's high-water mark (`VmHWM` in /proc/self/status).
@@ -61,8 +62,9 @@ fn concurrent_runs(rt: &tokio::runtime::Runtime, runs: usize) {
     let ok = ok.load(Ordering::Relaxed);
     assert_eq!(ok, runs, "every run's invariant");
     println!(
-        "scale: {runs} concurrent runs (3 turns x 2 parallel 50 ms tools): all {ok} checked; peak RSS {:.0} MiB \
+        "scale: {runs} concurrent runs ({} tool turns x 2 parallel 50 ms tools): all {ok} checked; peak RSS {:.0} MiB \
          ({:.1} KiB per run above the {:.0} MiB baseline); wall {:.2} s; CPU {:.1} µs per run",
+        workload::tool_turns(),
         peak_kib as f64 / 1024.0,
         (peak_kib.saturating_sub(base_kib)) as f64 / runs as f64,
         base_kib as f64 / 1024.0,

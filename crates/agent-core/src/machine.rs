@@ -687,7 +687,7 @@ impl AgentMachine {
                 {
                     *started = true;
                     out.push(Output::Event(AgentEvent::MessageStart {
-                        message: Message::Assistant(message),
+                        message: Message::Assistant(Box::new(message)),
                     }));
                 }
             }
@@ -811,7 +811,7 @@ impl AgentMachine {
     fn abort_exit(&mut self, out: &mut Vec<Output>) {
         self.turn_start(out);
         let message = self.closing_message(StopReason::Aborted, "Agent run aborted".to_owned());
-        self.add_message(Message::Assistant(message), out);
+        self.add_message(Message::Assistant(Box::new(message)), out);
         self.turn_end(self.context.messages.len() - 1, Vec::new(), out);
         self.finish(EndReason::Aborted, out);
     }
@@ -820,7 +820,7 @@ impl AgentMachine {
     fn fail_exit(&mut self, error: AgentError, out: &mut Vec<Output>) {
         self.turn_start(out);
         let message = self.closing_message(StopReason::Error, error.to_string());
-        self.add_message(Message::Assistant(message), out);
+        self.add_message(Message::Assistant(Box::new(message)), out);
         self.turn_end(self.context.messages.len() - 1, Vec::new(), out);
         self.error = Some(error);
         self.finish(EndReason::Failed, out);
@@ -939,15 +939,15 @@ impl AgentMachine {
     ) {
         if !started {
             out.push(Output::Event(AgentEvent::MessageStart {
-                message: Message::Assistant(message.clone()),
+                message: Message::Assistant(Box::new(message.clone())),
             }));
         }
         compact(&mut message);
         unique_call_ids(&mut message);
         out.push(Output::Event(AgentEvent::MessageEnd {
-            message: Message::Assistant(message.clone()),
+            message: Message::Assistant(Box::new(message.clone())),
         }));
-        self.push(Message::Assistant(message));
+        self.push(Message::Assistant(Box::new(message)));
         let at = self.context.messages.len() - 1;
         self.turns += 1;
         self.response_stored(at, out);

@@ -796,7 +796,7 @@ fn exit_code(
         _ if stopped.is_some() => stopped.map_or(exit::INTERRUPTED, Stop::code),
         EndReason::Error => {
             let failed = outcome.messages().iter().rev().find_map(|m| match m {
-                Message::Assistant(a) if a.error_message.is_some() => Some(a),
+                Message::Assistant(a) if a.error_message.is_some() => Some(&**a),
                 _ => None,
             });
             fail(exit::PROVIDER_ERROR, provider_failure(failed, kind, model))

@@ -426,7 +426,7 @@ async fn live_smoke_tool_round_trip() {
     let call = first.tool_calls().next().expect("a tool call").clone();
     assert_eq!(call.name, "get_weather");
     assert!(call.arguments.get("city").is_some(), "{}", call.arguments);
-    ctx.messages.push(Message::Assistant(first));
+    ctx.messages.push(Message::Assistant(Box::new(first)));
     ctx.messages.push(Message::ToolResult(ToolResultMessage {
         tool_call_id: call.id,
         tool_name: call.name,

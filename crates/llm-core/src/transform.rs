@@ -398,7 +398,7 @@ pub fn transform_messages(
                 Message::ToolResult(result)
             }
             Message::Assistant(assistant) => {
-                Message::Assistant(transform_assistant(&assistant, target, id_rules, &mut id_map))
+                transform_assistant(&assistant, target, id_rules, &mut id_map).into()
             }
         };
         transformed.push(message);

@@ -432,10 +432,17 @@ impl ToolResultMessage {
 pub enum Message {
     /// From the user.
     User(UserMessage),
-    /// From the model.
-    Assistant(AssistantMessage),
+    /// From the model. Boxed: an assistant message is twice the size of the others,
+    /// and a transcript's every slot is as large as its largest variant.
+    Assistant(Box<AssistantMessage>),
     /// A tool's result.
     ToolResult(ToolResultMessage),
+}
+
+impl From<AssistantMessage> for Message {
+    fn from(message: AssistantMessage) -> Self {
+        Message::Assistant(Box::new(message))
+    }
 }
 
 impl Message {

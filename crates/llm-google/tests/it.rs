@@ -315,7 +315,7 @@ async fn live_smoke_tool_round_trip() {
     assert_eq!(first.stop_reason, StopReason::ToolUse, "{first:?}");
     let call = first.tool_calls().next().expect("a tool call").clone();
     assert_eq!(call.name, "get_weather");
-    context.messages.push(Message::Assistant(first.clone()));
+    context.messages.push(Message::Assistant(Box::new(first.clone())));
     context.messages.push(Message::ToolResult(ToolResultMessage {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),

@@ -68,14 +68,14 @@ fn assistant_from(
     model_id: &str,
     content: Vec<AssistantContent>,
 ) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: api.into(),
         provider: provider.into(),
         model: model_id.into(),
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str, name: &str, args: Value) -> AssistantContent {
@@ -989,7 +989,7 @@ async fn live_smoke_tool_round_trip() {
     let call = first.tool_calls().next().expect("a tool call").clone();
     assert_eq!(call.name, "get_weather");
     assert!(call.arguments.get("city").is_some(), "{:?}", call.arguments);
-    ctx.messages.push(Message::Assistant(first));
+    ctx.messages.push(Message::Assistant(Box::new(first)));
     ctx.messages.push(result(&call.id, "get_weather", "12°C and sunny", false));
     let o = StreamOptions { tool_choice: Some(ToolChoice::Auto), ..o };
     let second = MistralProvider::new().stream(&m, &ctx, &o).result().await;

@@ -187,7 +187,7 @@ async fn tool_call_round_trip_over_http() {
 
     // Second turn: the call and its result go back in Chat Completions' shape.
     let mut messages = context.messages.clone();
-    messages.push(Message::Assistant(message));
+    messages.push(Message::Assistant(Box::new(message)));
     messages.push(Message::ToolResult(ToolResultMessage {
         tool_call_id: "call_T1".into(),
         tool_name: "get_weather".into(),
@@ -516,7 +516,7 @@ async fn live_smoke_tool_round_trip() {
     assert_eq!(first.stop_reason, StopReason::ToolUse, "{:?}", first.error_message);
     let call = first.tool_calls().next().unwrap().clone();
     assert_eq!(call.name, "get_weather");
-    context.messages.push(Message::Assistant(first));
+    context.messages.push(Message::Assistant(Box::new(first)));
     context.messages.push(Message::ToolResult(ToolResultMessage {
         tool_call_id: call.id,
         tool_name: call.name,
@@ -621,7 +621,7 @@ async fn a_structured_answer_after_a_tool_turn() {
     let context = Context {
         messages: vec![
             Message::user("How big is Porto?"),
-            Message::Assistant(llm_core::AssistantMessage {
+            Message::Assistant(Box::new(llm_core::AssistantMessage {
                 content: vec![llm_core::AssistantContent::ToolCall(llm_core::ToolCall {
                     id: "call_1".into(),
                     name: "get_weather".into(),
@@ -634,7 +634,7 @@ async fn a_structured_answer_after_a_tool_turn() {
                 model: "gpt-4o-mini".into(),
                 stop_reason: StopReason::ToolUse,
                 ..llm_core::AssistantMessage::default()
-            }),
+            })),
             Message::ToolResult(llm_core::ToolResultMessage {
                 tool_call_id: "call_1".into(),
                 tool_name: "get_weather".into(),

@@ -322,7 +322,7 @@ async fn live_tool_round_trip(
     assert_eq!(first.stop_reason, StopReason::ToolUse, "{:?}", first.error_message);
     let call = first.tool_calls().next().cloned().unwrap();
     assert_eq!(call.name, "get_weather");
-    context.messages.push(Message::Assistant(first.clone()));
+    context.messages.push(Message::Assistant(Box::new(first.clone())));
     context.messages.push(Message::ToolResult(ToolResultMessage {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),

@@ -531,7 +531,7 @@ async fn one_agent_run(agent: Arc<Agent>, expected: Arc<Expected>, salt: u32) ->
     let answers: Vec<&AssistantMessage> = outcome
         .messages()
         .iter()
-        .filter_map(|m| if let Message::Assistant(a) = m { Some(a) } else { None })
+        .filter_map(|m| if let Message::Assistant(a) = m { Some(&**a) } else { None })
         .collect();
     let results = outcome.messages().iter().filter(|m| matches!(m, Message::ToolResult(_))).count();
     seen.wrong = if outcome.reason != EndReason::Completed {

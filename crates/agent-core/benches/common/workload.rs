@@ -1,8 +1,8 @@
 //! The scale workload, shared by the `scale` bench (RSS and CPU) and the
 //! `scale_heap` bench (heap bytes by allocation site).
 //!
-//! A generating provider answers each run with three turns of two parallel
-//! tool calls, then text; each tool sleeps 50 ms.
+//! A generating provider answers each run with `SCALE_TOOL_TURNS` (default 2)
+//! turns of two parallel tool calls, then text; each tool sleeps 50 ms.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +19,13 @@ use llm_core::{
 };
 use serde_json::json;
 
-/// Tool turns per run in the concurrent workload.
-pub(crate) const TOOL_TURNS: usize = 3;
+/// Tool turns per run in the concurrent workload: `SCALE_TOOL_TURNS`, default 2.
+pub(crate) fn tool_turns() -> usize {
+    static TURNS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *TURNS.get_or_init(|| {
+        std::env::var("SCALE_TOOL_TURNS").ok().and_then(|v| v.parse().ok()).unwrap_or(2)
+    })
+}
 /// Parallel calls per tool turn.
 pub(crate) const CALLS_PER_TURN: usize = 2;
 
@@ -120,7 +125,7 @@ pub(crate) fn work_tool(sleep: Duration) -> AgentTool {
 
 /// The agent of the concurrent workload.
 pub(crate) fn agent() -> Agent {
-    Agent::new(AgentConfig::new(model(), Arc::new(Generating::new(TOOL_TURNS, CALLS_PER_TURN))))
+    Agent::new(AgentConfig::new(model(), Arc::new(Generating::new(tool_turns(), CALLS_PER_TURN))))
 }
 
 /// Starts run `i` of the concurrent workload.
@@ -142,7 +147,7 @@ pub(crate) async fn check_run(mut run: AgentRun, ok: Arc<AtomicUsize>) -> Option
     let fine = ends == 1
         && last_was_end
         && outcome.reason == EndReason::Completed
-        && outcome.messages().len() == 1 + TOOL_TURNS * (1 + CALLS_PER_TURN) + 1
+        && outcome.messages().len() == 1 + tool_turns() * (1 + CALLS_PER_TURN) + 1
         && check_tool_results(outcome.messages()).is_empty();
     if fine {
         ok.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,7 @@ use crate::{
 
 fn last_assistant(messages: &[Message]) -> llm_core::AssistantMessage {
     match messages.last() {
-        Some(Message::Assistant(m)) => m.clone(),
+        Some(Message::Assistant(m)) => (**m).clone(),
         other => panic!("the run did not end with an assistant message: {other:?}"),
     }
 }

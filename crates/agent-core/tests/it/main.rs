@@ -693,7 +693,7 @@ async fn continue_checks_the_transcript() {
     let a = agent(&provider, |_| {});
     assert_eq!(a.continue_run(ctx(vec![])).unwrap_err(), ContinueError::Empty);
     let mut c = ctx(vec![]);
-    c.messages.push(Message::Assistant(AssistantMessage::default()));
+    c.messages.push(Message::Assistant(Box::default()));
     assert_eq!(
         a.continue_run(c).unwrap_err().to_string(),
         "Cannot continue from message role: assistant"

@@ -35,14 +35,14 @@ fn weather() -> Tool {
 }
 
 fn assistant(content: Vec<AssistantContent>, model: &Model) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: model.api.clone(),
         provider: model.provider.clone(),
         model: model.id.clone(),
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str, name: &str, args: Value) -> AssistantContent {
@@ -394,14 +394,14 @@ fn thinking_off_keeps_only_the_active_tool_turn() {
     let ctx = Context {
         messages: vec![
             Message::user("q1"),
-            Message::Assistant(AssistantMessage {
+            Message::Assistant(Box::new(AssistantMessage {
                 content: vec![thinking("old", Some("sigOld"))],
                 api: m.api.clone(),
                 provider: m.provider.clone(),
                 model: m.id.clone(),
                 stop_reason: StopReason::Stop,
                 ..AssistantMessage::default()
-            }),
+            })),
             Message::user("q2"),
             assistant(
                 vec![thinking("active", Some("sigActive")), call("toolu_5", "f", json!({}))],
@@ -570,7 +570,7 @@ fn errored_turns_are_dropped_and_empty_users_skipped() {
                 timestamp: 0,
             }),
             Message::user("real"),
-            Message::Assistant(AssistantMessage {
+            Message::Assistant(Box::new(AssistantMessage {
                 content: vec![AssistantContent::Text(TextContent {
                     text: "partial".into(),
                     text_signature: None,
@@ -580,7 +580,7 @@ fn errored_turns_are_dropped_and_empty_users_skipped() {
                 model: m.id.clone(),
                 stop_reason: StopReason::Error,
                 ..AssistantMessage::default()
-            }),
+            })),
         ],
         ..Context::default()
     };
@@ -713,7 +713,7 @@ fn server_tool_blocks_round_trip_to_the_same_model_and_are_dropped_for_others() 
     let ctx = Context {
         messages: vec![
             Message::user("q"),
-            Message::Assistant(message.clone()),
+            Message::Assistant(Box::new(message.clone())),
             Message::user("more"),
         ],
         ..Context::default()
@@ -734,7 +734,11 @@ fn server_tool_blocks_round_trip_to_the_same_model_and_are_dropped_for_others() 
     let mut other = message;
     other.model = "claude-opus-4-1".into();
     let ctx = Context {
-        messages: vec![Message::user("q"), Message::Assistant(other), Message::user("more")],
+        messages: vec![
+            Message::user("q"),
+            Message::Assistant(Box::new(other)),
+            Message::user("more"),
+        ],
         ..Context::default()
     };
     let r = build_request(&m, &ctx, &opts).unwrap();

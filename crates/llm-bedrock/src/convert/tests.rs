@@ -33,14 +33,14 @@ fn user(text: &str) -> Message {
 }
 
 fn assistant(model: &Model, content: Vec<AssistantContent>) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: model.api.clone(),
         provider: model.provider.clone(),
         model: model.id.clone(),
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str) -> AssistantContent {

@@ -39,7 +39,7 @@ fn gpt() -> Model {
 }
 
 fn assistant(from: &Model, content: Vec<AssistantContent>, stop: StopReason) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: from.api.clone(),
         provider: from.provider.clone(),
@@ -47,7 +47,7 @@ fn assistant(from: &Model, content: Vec<AssistantContent>, stop: StopReason) -> 
         stop_reason: stop,
         timestamp: 42,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str, name: &str) -> AssistantContent {

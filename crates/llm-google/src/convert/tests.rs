@@ -21,14 +21,14 @@ fn model(id: &str) -> Model {
 }
 
 fn assistant(model: &Model, content: Vec<AssistantContent>) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: model.api.clone(),
         provider: model.provider.clone(),
         model: model.id.clone(),
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str, name: &str, args: Value, sig: Option<&str>) -> AssistantContent {
@@ -327,7 +327,7 @@ fn cross_provider_replay_thinking_to_text_signatures_dropped_ids_normalized() {
     let context = Context {
         messages: vec![
             Message::user("go"),
-            Message::Assistant(foreign),
+            Message::Assistant(Box::new(foreign)),
             result("call_abc|fc_very+long/x", "f", vec![UserContent::text("done")], false),
         ],
         ..Context::default()
@@ -360,7 +360,7 @@ fn errored_turns_not_replayed_and_orphans_get_results() {
     let context = Context {
         messages: vec![
             Message::user("a"),
-            Message::Assistant(errored),
+            Message::Assistant(Box::new(errored)),
             Message::user("b"),
             assistant(&m, vec![call("c1", "f", json!({}), None)]),
             Message::user("c"),

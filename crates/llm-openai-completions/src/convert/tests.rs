@@ -44,14 +44,14 @@ fn debug_of_a_request_never_shows_the_key() {
 }
 
 fn assistant(model: &str, provider: &str, api: &str, content: Vec<AssistantContent>) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: api.into(),
         provider: provider.into(),
         model: model.into(),
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str, name: &str, args: Value) -> AssistantContent {

@@ -31,14 +31,14 @@ fn tool(name: &str, description: &str, parameters: Value) -> Tool {
 }
 
 fn assistant(model: &Model, content: Vec<AssistantContent>) -> Message {
-    Message::Assistant(AssistantMessage {
+    Message::Assistant(Box::new(AssistantMessage {
         content,
         api: model.api.clone(),
         provider: model.provider.clone(),
         model: model.id.clone(),
         stop_reason: StopReason::ToolUse,
         ..AssistantMessage::default()
-    })
+    }))
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> AssistantContent {
@@ -578,13 +578,13 @@ fn opaque_items_round_trip_to_the_same_model_and_are_dropped_for_others() {
     let context = |producer: &Model| Context {
         messages: vec![
             Message::user("q"),
-            Message::Assistant(AssistantMessage {
+            Message::Assistant(Box::new(AssistantMessage {
                 stop_reason: StopReason::Stop,
                 ..match assistant(producer, content.clone()) {
-                    Message::Assistant(a) => a,
+                    Message::Assistant(a) => *a,
                     _ => unreachable!(),
                 }
-            }),
+            })),
             Message::user("next"),
         ],
         ..Context::default()
