@@ -398,7 +398,7 @@ fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
 }
 "#;
 
-const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::Delta`s out.
+const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::raw::Delta`s out.
 //!
 //! Scaffold wire format (replace with the provider's): one JSON object per event,
 //! `{"type": "text", "text"}`, `{"type": "tool_call", "index", "id", "name"}`,
@@ -410,9 +410,10 @@ const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::D
 //! `SurrogateJoiner`: a server that builds its stream from UTF-16 strings may split a
 //! surrogate pair across two events, and a plain `String` field would fail the event.
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
-use llm_core::{Channel, Delta, StopReason, SurrogateJoiner, Usage, WireText};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
+use llm_core::raw::{Channel, Delta, SurrogateJoiner, WireText};
+use llm_core::{StopReason, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -576,17 +577,18 @@ fn serves_its_api_id() {
 /// two events: the decoder joins it into one character instead of failing either event.
 #[test]
 fn a_surrogate_pair_split_across_events_is_one_character() {
-    use llm_core::drive::WireDecoder;
+    use llm_core::raw::drive::WireDecoder;
     let mut decoder = llm_{{snake}}::Decoder::new();
     let mut out = Vec::new();
     for data in [r#"{"type":"text","text":"a\ud83d"}"#, r#"{"type":"text","text":"\ude00b"}"#] {
-        let event = llm_core::sse::SseEvent { event: None, data: data.to_owned(), id: None };
+        let event =
+            llm_core::raw::sse::SseEvent { event: None, data: data.to_owned(), id: None };
         decoder.event(event, &mut out);
     }
     let text: String = out
         .iter()
         .map(|d| match d {
-            llm_core::Delta::Text { text, .. } => text.as_str(),
+            llm_core::raw::Delta::Text { text, .. } => text.as_str(),
             other => panic!("{other:?}"),
         })
         .collect();

@@ -1,7 +1,7 @@
 //! The one HTTP exchange of clawcall's provider crates, and what being a provider is.
 //!
 //! A provider crate implements [`WireFormat`]: it converts its request ([`HttpRequest`]:
-//! URL, headers, body), decodes its stream (a [`llm_core::drive::StreamDecoder`]) and maps
+//! URL, headers, body), decodes its stream (a [`llm_core::raw::drive::StreamDecoder`]) and maps
 //! its error bodies (a function from [`ErrorResponse`] to [`llm_core::Error`]);
 //! [`HttpProvider`] makes that an [`llm_core::Provider`], and everything between lives
 //! here, once:
@@ -15,7 +15,7 @@
 //! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
 //! - an error status read under [`MAX_ERROR_BODY_BYTES`], with `retry-after`,
 //!   `retry-after-ms` and `x-should-retry` applied for every provider;
-//! - the request driver ([`llm_core::drive`]) in the decoder's framing, per attempt
+//! - the request driver ([`llm_core::raw::drive`]) in the decoder's framing, per attempt
 //!   ([`WireFormat::attempt`]: a provider may sign or look something up first);
 //! - the environment a provider reads ([`Env`]).
 //!
@@ -46,7 +46,7 @@ mod provider;
 
 pub use env::Env;
 pub use futures_util::future::BoxFuture;
-pub use llm_core::drive::HttpResponse;
+pub use llm_core::raw::drive::HttpResponse;
 pub use provider::{Exchange, HttpProvider, ProviderBuilder, Request, WireFormat};
 /// The HTTP client crate, for callers building their own client.
 pub use reqwest;
