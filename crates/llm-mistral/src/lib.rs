@@ -147,8 +147,8 @@ pub mod __private {
 
     /// Decodes a Mistral error body into `(message, code)`.
     pub fn decode_error_body(body: &str) -> (Option<String>, Option<String>) {
-        let d = crate::error::decode_body(body);
-        (d.message, d.code)
+        let read = llm_http::ErrorBody::parse(body);
+        (read.message.clone(), crate::error::label(&read).map(str::to_owned))
     }
 
     /// Maps an HTTP error response.

@@ -751,7 +751,13 @@ fn error_body_variants_decode() {
             "Service tier capacity exceeded for this model.",
             Some("invalid_request_error"),
         ),
-        (502, "<html>Bad Gateway</html>", ErrorKind::Overloaded, "<html>Bad Gateway</html>", None),
+        (
+            502,
+            "<html>Bad Gateway</html>",
+            ErrorKind::Overloaded,
+            "HTTP 502: <html>Bad Gateway</html>",
+            None,
+        ),
     ];
     for (status, body, kind, message, code) in cases {
         let e = private::http_error(status, body);
