@@ -31,20 +31,21 @@
 //!   with a corruption, the frames before the corrupted one and an error (CRC-32 detects every
 //!   one-byte error), or, when cut, the complete frames and a `Truncated` error.
 //! * `<provider>_stream`: bytes -> `SseDecoder` -> the provider's `WireDecoder` ->
-//!   `MessageAssembler`, as `llm_core::drive` and `AssistantStream` do it. Exactly one terminal
+//!   `MessageAssembler`, as `llm_core::raw::drive` and `AssistantStream` do it. Exactly one terminal
 //!   event, and it is the last; the terminal's reason matches its message; every
 //!   `content_index` is in range; `*End` events agree with the final message; tool arguments
 //!   are objects; the transcript does not depend on the chunking or on reading `partial()`;
 //!   peak memory is linear in the input.
 
 use llm_bedrock::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
-use llm_core::drive::WireDecoder;
-use llm_core::framing::Framing;
-use llm_core::partial_json::{PartialJson, parse_streaming_json};
-use llm_core::sse::{SseDecoder, SseError, SseEvent};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::framing::Framing;
+use llm_core::raw::partial_json::{PartialJson, parse_streaming_json};
+use llm_core::raw::sse::{SseDecoder, SseError, SseEvent};
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, Delta, Error, ErrorKind, MessageAssembler,
-    Model, ModelCost, StopReason,
+    AssistantContent, AssistantEvent, AssistantMessage, Error, ErrorKind, Model, ModelCost,
+    StopReason,
+    raw::{Delta, MessageAssembler},
 };
 
 /// Heap accounting from the caller's counting global allocator (the fuzz binaries have one;
@@ -610,7 +611,7 @@ pub fn stream_events(
         let result = sse.push(chunk, &mut sse_events);
         // Events completed before an SSE error in the same chunk come first.
         for event in sse_events.drain(..) {
-            llm_core::drive::decode_event(&mut *decoder, event, &mut deltas);
+            llm_core::raw::drive::decode_event(&mut *decoder, event, &mut deltas);
         }
         if let Err(e) = &result {
             deltas.push(sse_failure(e));
@@ -629,11 +630,11 @@ pub fn stream_events(
     }
     let result = sse.finish(&mut sse_events);
     for event in sse_events.drain(..) {
-        llm_core::drive::decode_event(&mut *decoder, event, &mut deltas);
+        llm_core::raw::drive::decode_event(&mut *decoder, event, &mut deltas);
     }
     match &result {
         Err(e) => deltas.push(sse_failure(e)),
-        Ok(()) => llm_core::drive::decode_sse_end(&mut *decoder, &mut deltas),
+        Ok(()) => llm_core::raw::drive::decode_sse_end(&mut *decoder, &mut deltas),
     }
     drain(&mut assembler, &mut deltas, &mut events);
     if !assembler.is_finished() {

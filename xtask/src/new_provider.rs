@@ -398,7 +398,7 @@ fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
 }
 "#;
 
-const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::Delta`s out.
+const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::raw::Delta`s out.
 //!
 //! Scaffold wire format (replace with the provider's): one JSON object per event,
 //! `{"type": "text", "text"}`, `{"type": "tool_call", "index", "id", "name"}`,
@@ -410,9 +410,10 @@ const STREAM_RS: &str = r#"//! Pure stream decoding: SSE events in, `llm_core::D
 //! `SurrogateJoiner`: a server that builds its stream from UTF-16 strings may split a
 //! surrogate pair across two events, and a plain `String` field would fail the event.
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
-use llm_core::{Channel, Delta, StopReason, SurrogateJoiner, Usage, WireText};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
+use llm_core::raw::{Channel, Delta, SurrogateJoiner, WireText};
+use llm_core::{StopReason, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -530,35 +531,49 @@ impl WireDecoder for Decoder {
 }
 "#;
 
-const ERROR_RS: &str = r#"//! Wire error bodies to `llm_core::Error`.
+const ERROR_RS: &str = r#"//! Wire error bodies to `llm_core::Error`: the codes this API names, to kinds.
+//!
+//! `llm_http::ErrorBody` reads a body whatever its envelope (JSON of any known shape, HTML,
+//! text, empty, cut short, huge); what is here is the table.
 
 use std::time::Duration;
 
 use llm_core::{Error, ErrorKind};
+use llm_http::ErrorBody;
 use serde_json::Value;
 
 use crate::PROVIDER;
 
-/// An HTTP error response: the kind from the status, the message from the body
-/// (`{"error": {"message": ..}}` when present), the raw body kept.
-pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: String) -> Error {
-    let parsed = serde_json::from_str::<Value>(&body).ok();
-    let message = parsed
-        .as_ref()
-        .and_then(|v| v.pointer("/error/message"))
-        .and_then(Value::as_str)
-        .map_or_else(|| format!("HTTP {status}"), str::to_owned);
-    Error::new(ErrorKind::from_status(status), PROVIDER, message)
-        .with_status(status)
-        .with_retry_after(retry_after)
-        .with_body(body)
+/// The kind the body's code names, else the status's (replace with the API's codes).
+fn kind_for(body: &ErrorBody, status: Option<u16>) -> ErrorKind {
+    match body.label() {
+        Some("invalid_api_key") => ErrorKind::Auth,
+        Some("rate_limit_exceeded") => ErrorKind::RateLimited,
+        _ if body.says_context_length() => ErrorKind::ContextLength,
+        _ => status.map_or(ErrorKind::Provider, ErrorKind::from_status),
+    }
 }
 
-/// An `{"type": "error", "message"}` event after HTTP 200: never retried once
-/// content may have been shown.
+/// An HTTP error response: the kind from the body's code or the status, the message from
+/// the body, the raw body kept.
+pub(crate) fn http_error(status: u16, retry_after: Option<Duration>, body: String) -> Error {
+    let read = ErrorBody::parse(&body);
+    let kind = kind_for(&read, Some(status));
+    let mut error = Error::new(kind, PROVIDER, read.message_or_status(status))
+        .with_status(status)
+        .with_retry_after(retry_after);
+    if let Some(code) = read.label() {
+        error = error.with_code(code);
+    }
+    error.with_body(body)
+}
+
+/// An `{"type": "error", "message"}` event after HTTP 200 (the driver retries it only
+/// while nothing has been shown).
 pub(crate) fn stream_error(event: &Value) -> Error {
-    let message = event.get("message").and_then(Value::as_str).unwrap_or("stream error");
-    Error::new(ErrorKind::Provider, PROVIDER, message).with_body(event.to_string())
+    let read = ErrorBody::from_value(event);
+    Error::new(kind_for(&read, None), PROVIDER, read.message_or("stream error"))
+        .with_body(event.to_string())
 }
 "#;
 
@@ -576,17 +591,18 @@ fn serves_its_api_id() {
 /// two events: the decoder joins it into one character instead of failing either event.
 #[test]
 fn a_surrogate_pair_split_across_events_is_one_character() {
-    use llm_core::drive::WireDecoder;
+    use llm_core::raw::drive::WireDecoder;
     let mut decoder = llm_{{snake}}::Decoder::new();
     let mut out = Vec::new();
     for data in [r#"{"type":"text","text":"a\ud83d"}"#, r#"{"type":"text","text":"\ude00b"}"#] {
-        let event = llm_core::sse::SseEvent { event: None, data: data.to_owned(), id: None };
+        let event =
+            llm_core::raw::sse::SseEvent { event: None, data: data.to_owned(), id: None };
         decoder.event(event, &mut out);
     }
     let text: String = out
         .iter()
         .map(|d| match d {
-            llm_core::Delta::Text { text, .. } => text.as_str(),
+            llm_core::raw::Delta::Text { text, .. } => text.as_str(),
             other => panic!("{other:?}"),
         })
         .collect();

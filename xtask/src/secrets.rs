@@ -217,7 +217,7 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
             ));
         }
     }
-    surfaces.push(("the printed transcript", llm_core::printer::print_transcript(&events)));
+    surfaces.push(("the printed transcript", llm_core::raw::printer::print_transcript(&events)));
 
     let requests = server.recorded();
     let mut problems = Vec::new();

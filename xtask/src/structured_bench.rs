@@ -16,8 +16,8 @@ use std::fmt::Write as _;
 use futures_util::StreamExt;
 use llm_core::output::{OutputFormat, StructuredEvent, StructuredOutcome, StructuredStream};
 use llm_core::{
-    AssistantEvent, Context, Delta, Message, Model, Provider, ScriptedProvider, ScriptedTurn,
-    StopReason, StreamOptions,
+    AssistantEvent, Context, Message, Model, Provider, StopReason, StreamOptions,
+    raw::{Delta, ScriptedProvider, ScriptedTurn},
 };
 use serde_json::{Value, json};
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use agent_core::*;
 use criterion::{Criterion, criterion_group, criterion_main};
 use llm_core::{
-    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason,
-    TextContent, Tool, ToolCall,
+    AssistantContent, AssistantMessage, Message, Model, StopReason, TextContent, Tool, ToolCall,
+    raw::{ScriptedProvider, ScriptedTurn},
 };
 use serde_json::json;
 

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use agent_restate::{Effect, Journal, JournaledProvider, PassThrough, StepError, journaled_tool};
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::future::BoxFuture;
-use llm_core::scripted::{ScriptedProvider, ScriptedTurn};
+use llm_core::raw::scripted::{ScriptedProvider, ScriptedTurn};
 use llm_core::{
     AssistantContent, AssistantMessage, Message, Model, StopReason, TextContent, Tool, ToolCall,
 };

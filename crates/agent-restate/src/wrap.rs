@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_core::{AgentTool, ToolError, ToolInvocation, ToolOutput};
 use futures_util::FutureExt;
-use llm_core::scripted::ScriptedTurn;
+use llm_core::raw::scripted::ScriptedTurn;
 use llm_core::{
-    AssistantMessage, AssistantStream, Context, Delta, Error, ErrorKind, Model, Provider,
-    StreamOptions, UserContent,
+    AssistantMessage, AssistantStream, Context, Error, ErrorKind, Model, Provider, StreamOptions,
+    UserContent, raw::Delta,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -46,7 +46,7 @@ pub(crate) fn load(path: &Path) -> Result<AgentOutput, String> {
     let title = schema.get("title").and_then(Value::as_str).map(name_from);
     let stem = path.file_stem().map(|s| name_from(&s.to_string_lossy()));
     let name = title.or(stem).filter(|n| !n.is_empty()).unwrap_or_else(|| DEFAULT_NAME.into());
-    let strict = llm_core::strict::to_strict(&schema).is_ok();
+    let strict = llm_core::raw::strict::to_strict(&schema).is_ok();
     let format = OutputFormat::new(name, schema).with_strict(strict);
     format.check().map_err(|e| format!("--schema {shown}: {e}"))?;
     Ok(AgentOutput::new(format))

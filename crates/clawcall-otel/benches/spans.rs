@@ -14,10 +14,11 @@ use agent_core::{Agent, AgentConfig, AgentContext, AgentTool, ToolInvocation, To
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::StreamExt;
-use llm_core::drive::HttpResponse;
+use llm_core::raw::drive::HttpResponse;
 use llm_core::{
-    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason,
-    StreamOptions, TextContent, Tool, ToolCall,
+    AssistantContent, AssistantMessage, Message, Model, StopReason, StreamOptions, TextContent,
+    Tool, ToolCall,
+    raw::{ScriptedProvider, ScriptedTurn},
 };
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
@@ -76,7 +77,7 @@ fn anthropic_model() -> Model {
 /// One request through the driver, the body in memory: the chat span and the metric events.
 async fn request(model: &Model, body: &Bytes) {
     let body = body.clone();
-    let mut stream = llm_core::drive::drive(
+    let mut stream = llm_core::raw::drive::drive(
         model,
         &StreamOptions::default(),
         "anthropic",

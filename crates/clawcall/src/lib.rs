@@ -51,15 +51,15 @@
 //!
 //! # A fake provider for your tests
 //!
-//! [`llm_core::scripted::ScriptedProvider`] plays canned turns through the same
+//! [`llm_core::raw::scripted::ScriptedProvider`] plays canned turns through the same
 //! assembler as the real providers, so an application's agent runs in a test with no
 //! network: put it in [`AgentConfig::new`] in place of the registry's provider.
 //!
 //! ```
 //! # async fn run() {
 //! use std::sync::Arc;
-//! use clawcall::llm_core::scripted::{ScriptedProvider, ScriptedTurn};
-//! use clawcall::llm_core::Delta;
+//! use clawcall::llm_core::raw::scripted::{ScriptedProvider, ScriptedTurn};
+//! use clawcall::llm_core::raw::Delta;
 //! use clawcall::{Agent, AgentConfig, AgentContext, Message, StopReason};
 //!
 //! let model = clawcall::model("anthropic/claude-haiku-4-5").expect("in the catalog");

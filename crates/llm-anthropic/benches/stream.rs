@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use llm_anthropic::Decoder;
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantEvent, MessageAssembler, Model};
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantEvent, Model, raw::MessageAssembler};
 
 const ARGS_BYTES: usize = 1 << 20;
 const FRAGMENT: usize = 100;
@@ -64,15 +64,15 @@ fn run(body: &[u8], model: &Model) -> usize {
     for chunk in body.chunks(CHUNK) {
         sse.push(chunk, &mut events).unwrap();
         for e in events.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
         }
         feed(&mut deltas, &mut assembler);
     }
     sse.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+        llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut deltas);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut deltas);
     feed(&mut deltas, &mut assembler);
     count
 }
@@ -87,7 +87,7 @@ fn run_decoder_only(body: &[u8]) -> usize {
     for chunk in body.chunks(CHUNK) {
         sse.push(chunk, &mut events).unwrap();
         for e in events.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
         }
         count += deltas.len();
         black_box(&deltas);
@@ -95,9 +95,9 @@ fn run_decoder_only(body: &[u8]) -> usize {
     }
     sse.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+        llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut deltas);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut deltas);
     count + deltas.len()
 }
 
@@ -114,7 +114,7 @@ fn bench(c: &mut Criterion) {
         sse.push(&body, &mut events).unwrap();
         sse.finish(&mut events).unwrap();
         for e in events {
-            llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
         }
         for d in deltas {
             check.push(d);

@@ -20,11 +20,12 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
-use llm_core::drive::WireDecoder;
-use llm_core::partial_json::PartialJson;
-use llm_core::sse::SseEvent;
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::partial_json::PartialJson;
+use llm_core::raw::sse::SseEvent;
 use llm_core::{
-    Channel, Delta, Error, ErrorKind, ProviderContent, StopReason, SurrogateJoiner, Usage, WireText,
+    Error, ErrorKind, ProviderContent, StopReason, Usage,
+    raw::{Channel, Delta, SurrogateJoiner, WireText},
 };
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
@@ -411,7 +412,7 @@ impl Decoder {
         } else {
             // Any other block is kept whole, whatever its fields; a lone surrogate half in one
             // becomes U+FFFD rather than failing the stream.
-            let raw = llm_core::replace_lone_surrogates(raw);
+            let raw = llm_core::raw::replace_lone_surrogates(raw);
             serde_json::from_str::<serde_json::Map<String, Value>>(&raw).map(|block| {
                 self.blocks.insert(key, Block::Opaque { block, input: None });
                 None

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use llm_anthropic::{API, AnthropicProvider, Decoder, PROVIDER};
-use llm_core::sse::SseDecoder;
+use llm_core::raw::sse::SseDecoder;
 use llm_core::{
-    ApiKey, AssistantContent, AssistantEvent, AssistantMessage, Context, ErrorKind, Message,
-    MessageAssembler, Model, ModelCost, Provider, RecordingSleeper, RetryPolicy, StopReason,
-    StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
+    ApiKey, AssistantContent, AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model,
+    ModelCost, Provider, RecordingSleeper, RetryPolicy, StopReason, StreamOptions, Tool,
+    ToolChoice, ToolResultMessage, UserContent, raw::MessageAssembler,
 };
 use llm_testkit::fixture::{Canned, Responses};
 use llm_testkit::server::{Chunking, Server};
@@ -379,14 +379,14 @@ fn public_decoder_bytes_to_message() {
     for byte in body.as_bytes().chunks(1) {
         sse.push(byte, &mut events).unwrap();
         for e in events.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
         }
     }
     sse.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+        llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut deltas);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut deltas);
     for d in deltas {
         assembler.push(d);
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use llm_bedrock::{AwsEventStreamFraming, AwsFrame};
-use llm_core::framing::Framing;
+use llm_core::raw::framing::Framing;
 
 const MIB: usize = 1024 * 1024;
 

@@ -10,8 +10,7 @@ use std::time::{Duration, SystemTime};
 use aws_smithy_types::DateTime;
 use aws_smithy_types::date_time::Format;
 use llm_core::{Error, ErrorKind};
-use llm_http::ErrorResponse;
-use serde_json::Value;
+use llm_http::{ErrorBody, ErrorResponse};
 
 use crate::PROVIDER;
 
@@ -20,8 +19,8 @@ const ERROR_TYPE_HEADER: &str = "x-amzn-ErrorType";
 
 /// An HTTP error response. The exception name comes from the
 /// `x-amzn-ErrorType` header (text before the first `:`), else from the `__type` or `code`
-/// field of the body (text after `#`), else from the status; the message from
-/// `message`/`Message`.
+/// field of the body (text after `#`), else from the status; the message from the body
+/// ([`ErrorBody`]).
 pub(crate) fn http_error(response: ErrorResponse) -> Error {
     let (name, message) = name_and_message(&response);
     let ErrorResponse { status, retry_after, body, .. } = response;
@@ -30,23 +29,16 @@ pub(crate) fn http_error(response: ErrorResponse) -> Error {
 
 /// The exception name and message of an HTTP error response (see [`http_error`]).
 fn name_and_message(response: &ErrorResponse) -> (String, String) {
-    let parsed = serde_json::from_str::<Value>(&response.body).ok();
-    let field = |names: &[&str]| {
-        names.iter().find_map(|n| {
-            parsed.as_ref().and_then(|v| v.get(*n)).and_then(Value::as_str).map(str::to_owned)
-        })
-    };
+    let read = ErrorBody::parse(&response.body);
     let name = response
         .headers
         .get(ERROR_TYPE_HEADER)
         .map(exception_name)
         .filter(|t| !t.is_empty())
-        .or_else(|| field(&["__type", "code", "Code"]).map(|t| exception_name(&t)))
+        .or_else(|| read.error_type.as_deref().or(read.code.as_deref()).map(exception_name))
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| status_exception(response.status).to_owned());
-    let message =
-        field(&["message", "Message"]).unwrap_or_else(|| format!("HTTP {}", response.status));
-    (name, message)
+    (name, read.message_or_status(response.status))
 }
 
 /// The codes AWS rejects a signature with when its time is off (the AWS SDKs' clock-skew
@@ -199,12 +191,7 @@ fn exception(name: &str, message: &str, status: u16) -> Error {
 /// An `exception` frame: `:exception-type` and a `{"message"}` payload (an unknown type keeps
 /// the raw payload as its message).
 pub(crate) fn stream_exception(exception_type: &str, payload: &str) -> Error {
-    let parsed = serde_json::from_str::<Value>(payload).ok();
-    let message = parsed
-        .as_ref()
-        .and_then(|v| v.get("message").or_else(|| v.get("Message")))
-        .and_then(Value::as_str)
-        .map_or_else(|| payload.to_owned(), str::to_owned);
+    let message = ErrorBody::parse(payload).message_or(payload.trim());
     exception(exception_type, &message, 0).with_body(payload.to_owned())
 }
 

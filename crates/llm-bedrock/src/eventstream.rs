@@ -1,5 +1,5 @@
 //! The AWS event-stream binary framing of Bedrock's `ConverseStream` body
-//! (`application/vnd.amazon.eventstream`), as an [`llm_core::framing::Framing`]
+//! (`application/vnd.amazon.eventstream`), as an [`llm_core::raw::framing::Framing`]
 //! for the shared driver.
 //!
 //! Each message is `total length (u32 BE) | headers length (u32 BE) | prelude CRC-32 |
@@ -25,7 +25,7 @@
 
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use bytes::{Bytes, BytesMut};
-use llm_core::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
+use llm_core::raw::framing::{DEFAULT_MAX_FRAME_BYTES, Framing};
 
 /// Largest accepted headers section of one message: 128 KiB, the limit of AWS's reference
 /// decoders.
@@ -161,7 +161,7 @@ impl AwsEventStreamFraming {
     }
 
     /// A framing with the limit a request's options set (`StreamOptions::max_event_bytes`),
-    /// else the default: the shape `llm_core::drive::StreamDecoder::framing` has.
+    /// else the default: the shape `llm_core::raw::drive::StreamDecoder::framing` has.
     pub fn with_limit(max: Option<usize>) -> Self {
         Self::with_max_frame_bytes(max.unwrap_or(DEFAULT_MAX_FRAME_BYTES))
     }

@@ -20,8 +20,11 @@
 
 use std::collections::HashMap;
 
-use llm_core::drive::StreamDecoder;
-use llm_core::{Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText};
+use llm_core::raw::drive::StreamDecoder;
+use llm_core::{
+    Error, ErrorKind, StopReason, Usage,
+    raw::{Channel, Delta, SurrogateJoiner, WireText},
+};
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -10,8 +10,8 @@
 //! # mod llm_acme { pub const INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
 //! #   name: "acme", api: "acme", provider: "acme", default_base_url: "", key_env: &[],
 //! #   capabilities: llm_core::Capabilities::NONE, models: &[], output: &[] };
-//! #   pub struct AcmeProvider; impl AcmeProvider { pub fn new() -> llm_core::ScriptedProvider {
-//! #   llm_core::ScriptedProvider::new("acme", []) } } }
+//! #   pub struct AcmeProvider; impl AcmeProvider { pub fn new() -> llm_core::raw::ScriptedProvider {
+//! #   llm_core::raw::ScriptedProvider::new("acme", []) } } }
 //!
 //! #[test]
 //! fn conformance() {

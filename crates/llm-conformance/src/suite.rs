@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use llm_core::printer::print_transcript;
+use llm_core::raw::printer::print_transcript;
 use llm_core::{
     ApiKey, AssistantEvent, Capability, Provider, ProviderInfo, RecordingSleeper, RetryPolicy,
     StreamOptions,

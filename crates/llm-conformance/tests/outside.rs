@@ -28,9 +28,9 @@ const LIB_RS: &str = r#"//! A small provider: `POST /v1/generate` with `{"model"
 
 use std::sync::Arc;
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
-use llm_core::{Delta, Error, ErrorKind, Message, ProviderInfo, StopReason, UserMessageContent};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
+use llm_core::{Error, ErrorKind, Message, ProviderInfo, StopReason, UserMessageContent, raw::Delta};
 use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
 
 pub const INFO: ProviderInfo = ProviderInfo {
@@ -151,7 +151,7 @@ const REQUEST_JSON: &str = r#"{
 const RESPONSE_SSE: &str =
     "data: {\"text\":\"Lyon is\"}\n\ndata: {\"text\":\" the capital.\"}\n\ndata: [DONE]\n\n";
 
-/// The transcript as `llm_core::printer` prints it, written by hand from the events above.
+/// The transcript as `llm_core::raw::printer` prints it, written by hand from the events above.
 const EXPECTED_TXT: &str = r#"start
 text_start 0
 text_delta 0 "Lyon is"

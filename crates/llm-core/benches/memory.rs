@@ -27,8 +27,11 @@
 
 use std::time::Instant;
 
-use llm_core::sse::{SseDecoder, SseEvent};
-use llm_core::{AssistantEvent, AssistantMessage, Delta, MessageAssembler, Model, StopReason};
+use llm_core::raw::sse::{SseDecoder, SseEvent};
+use llm_core::{
+    AssistantEvent, AssistantMessage, Model, StopReason,
+    raw::{Delta, MessageAssembler},
+};
 use serde::Deserialize;
 
 const MIB: u64 = 1024 * 1024;

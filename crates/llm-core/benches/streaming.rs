@@ -10,8 +10,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::partial_json::PartialJson;
-use llm_core::sse::{SseDecoder, SseEvent};
+use llm_core::raw::partial_json::PartialJson;
+use llm_core::raw::sse::{SseDecoder, SseEvent};
 use serde::Deserialize;
 
 const MIB: usize = 1024 * 1024;
@@ -184,7 +184,10 @@ fn bench_sse(c: &mut Criterion) {
 /// fragment: the cost must stay linear in the answer's length.
 fn run_structured(runtime: &tokio::runtime::Runtime, parts: &[&str]) -> usize {
     use llm_core::output::{OutputFormat, StructuredEvent, StructuredStream};
-    use llm_core::{Delta, Model, Provider, ScriptedProvider, ScriptedTurn, StopReason};
+    use llm_core::{
+        Model, Provider, StopReason,
+        raw::{Delta, ScriptedProvider, ScriptedTurn},
+    };
     let mut deltas: Vec<Delta> =
         parts.iter().map(|p| Delta::Text { key: 0, text: (*p).to_owned() }).collect();
     deltas.push(Delta::Stop(StopReason::Stop));

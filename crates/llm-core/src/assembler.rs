@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::error::{Error, ErrorKind};
 use crate::event::{AssistantEvent, BlockKey, Delta};
-use crate::partial_json::PartialJson;
+use crate::raw::partial_json::PartialJson;
 use crate::types::{
     AssistantContent, AssistantMessage, Model, ProviderContent, StopReason, TextContent,
     ThinkingContent, ToolCall, Usage,

@@ -78,7 +78,7 @@ pub enum AssistantEvent {
         /// `AssistantStream::partial().tool_call(content_index)` shows), as a JSON Pointer
         /// (RFC 6901, for `Value::pointer`): the longest path that every change lies under,
         /// `""` for changes in several places, `None` when the shown arguments did not change.
-        /// See [`PartialJson::changed`](crate::partial_json::PartialJson::changed).
+        /// See [`PartialJson::changed`](crate::raw::partial_json::PartialJson::changed).
         changed: Option<Arc<str>>,
     },
     /// A tool call closed with its final arguments.
@@ -127,7 +127,7 @@ impl AssistantEvent {
 pub type BlockKey = u64;
 
 /// A provider-neutral streaming delta. Provider crates translate wire events into
-/// these; [`crate::MessageAssembler`] turns them into [`AssistantEvent`]s and the
+/// these; [`crate::raw::MessageAssembler`] turns them into [`AssistantEvent`]s and the
 /// final message.
 ///
 /// A content delta for a key with no open block opens one; a block stays open

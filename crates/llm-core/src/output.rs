@@ -43,10 +43,10 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind};
 use crate::event::AssistantEvent;
 use crate::options::{StreamOptions, ToolChoice};
-use crate::partial_json::{PartialJson, parse_streaming_json};
 use crate::provider::{Provider, ProviderInfo};
+use crate::raw::partial_json::{PartialJson, parse_streaming_json};
+use crate::raw::strict::{StrictPlan, to_strict};
 use crate::stream::AssistantStream;
-use crate::strict::{StrictPlan, to_strict};
 use crate::types::{AssistantContent, AssistantMessage, Context, Model, StopReason, Tool};
 use crate::validation::Violation;
 
@@ -70,7 +70,7 @@ pub struct OutputFormat {
     pub schema: Value,
     /// Ask for grammar-constrained output where the API has a switch for it
     /// (`strict: true`). The schema is then rewritten losslessly by
-    /// [`crate::strict::to_strict`]; one that cannot be strict is an
+    /// [`crate::raw::strict::to_strict`]; one that cannot be strict is an
     /// `invalid_request` before any request, never sent loose.
     #[serde(default = "strict_default")]
     pub strict: bool,
@@ -246,7 +246,7 @@ pub struct OutputPlan {
 /// request: `Ok(None)` without a format, else what to send.
 ///
 /// `rewrite_strict`: whether this API takes a strict switch whose schemas must be
-/// rewritten ([`crate::strict::to_strict`]; the OpenAI-style APIs). Errors, all before
+/// rewritten ([`crate::raw::strict::to_strict`]; the OpenAI-style APIs). Errors, all before
 /// any request and not retryable: the model cannot carry a format (`unsupported`); a bad
 /// name, a strict schema that cannot be strict, a tool-mode format whose name is also a
 /// tool of the request, or a tool choice that conflicts with a forced tool

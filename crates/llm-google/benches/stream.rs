@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantEvent, MessageAssembler, Model};
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantEvent, Model, raw::MessageAssembler};
 use serde_json::json;
 
 const MIB: usize = 1024 * 1024;
@@ -82,10 +82,10 @@ fn run(body: &[u8], model: &Model) -> usize {
     let mut feed =
         |events: &mut Vec<_>, deltas: &mut Vec<_>, assembler: &mut MessageAssembler, end: bool| {
             for e in events.drain(..) {
-                llm_core::drive::decode_frame(&mut decoder, e, deltas);
+                llm_core::raw::drive::decode_frame(&mut decoder, e, deltas);
             }
             if end {
-                llm_core::drive::decode_end(&mut decoder, deltas);
+                llm_core::raw::drive::decode_end(&mut decoder, deltas);
             }
             for d in deltas.drain(..) {
                 assembler.push(d);

@@ -20,7 +20,7 @@
 //! - [x] Errors: HTTP bodies (`{"error":{code,message,status,details}}`, an invalid key
 //!   is a 400 mapped to `auth`), `{"error": …}` inside a 200 stream, blocked prompts,
 //!   and blocking finish reasons (`SAFETY`, `RECITATION`, …) as errors even with calls
-//! - [x] Retries, timeouts, cancellation and tracing through [`llm_core::drive`]
+//! - [x] Retries, timeouts, cancellation and tracing through [`llm_core::raw::drive`]
 //! - [ ] Vertex streamed function-call arguments (`streamFunctionCallArguments`), not requested
 //! - [ ] Application Default Credentials: pass an OAuth access token as the API key
 //!

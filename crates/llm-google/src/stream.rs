@@ -32,11 +32,11 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
 use llm_core::{
-    BlockKey, Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireText,
-    WireValue,
+    Error, ErrorKind, StopReason, Usage,
+    raw::{BlockKey, Channel, Delta, SurrogateJoiner, WireText, WireValue},
 };
 
 use crate::PROVIDER;

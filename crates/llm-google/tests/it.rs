@@ -272,18 +272,18 @@ async fn connection_refused_is_transport_without_url() {
 
 #[test]
 fn public_decoder_with_assembler() {
-    use llm_core::sse::SseDecoder;
+    use llm_core::raw::sse::SseDecoder;
     let mut sse = SseDecoder::new();
     let mut decoder = llm_google::Decoder::new();
-    let mut assembler = llm_core::MessageAssembler::new(&model(""), 0);
+    let mut assembler = llm_core::raw::MessageAssembler::new(&model(""), 0);
     let mut events = Vec::new();
     let mut deltas = Vec::new();
     sse.push(TWO_CALLS.as_bytes(), &mut events).unwrap();
     sse.finish(&mut events).unwrap();
     for e in events {
-        llm_core::drive::decode_frame(&mut decoder, e, &mut deltas);
+        llm_core::raw::drive::decode_frame(&mut decoder, e, &mut deltas);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut deltas);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut deltas);
     for d in deltas {
         assembler.push(d);
     }

@@ -1,7 +1,7 @@
 //! The one HTTP exchange of clawcall's provider crates, and what being a provider is.
 //!
 //! A provider crate implements [`WireFormat`]: it converts its request ([`HttpRequest`]:
-//! URL, headers, body), decodes its stream (a [`llm_core::drive::StreamDecoder`]) and maps
+//! URL, headers, body), decodes its stream (a [`llm_core::raw::drive::StreamDecoder`]) and maps
 //! its error bodies (a function from [`ErrorResponse`] to [`llm_core::Error`]);
 //! [`HttpProvider`] makes that an [`llm_core::Provider`], and everything between lives
 //! here, once:
@@ -13,9 +13,10 @@
 //!   ([`HttpTransport::with_extra_roots`]); redirects are not followed;
 //! - sending, with header values marked sensitive and never echoed in an error;
 //! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
-//! - an error status read under [`MAX_ERROR_BODY_BYTES`], with `retry-after`,
+//! - an error status read under [`MAX_ERROR_BODY_BYTES`], its body read leniently by
+//!   [`ErrorBody`] whatever envelope it has, with `retry-after`,
 //!   `retry-after-ms` and `x-should-retry` applied for every provider;
-//! - the request driver ([`llm_core::drive`]) in the decoder's framing, per attempt
+//! - the request driver ([`llm_core::raw::drive`]) in the decoder's framing, per attempt
 //!   ([`WireFormat::attempt`]: a provider may sign or look something up first);
 //! - the environment a provider reads ([`Env`]).
 //!
@@ -42,11 +43,13 @@ use llm_core::{Error, ErrorKind, StreamOptions};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 mod env;
+mod error_body;
 mod provider;
 
 pub use env::Env;
+pub use error_body::{ErrorBody, MAX_EXCERPT_CHARS, MAX_MESSAGE_CHARS};
 pub use futures_util::future::BoxFuture;
-pub use llm_core::drive::HttpResponse;
+pub use llm_core::raw::drive::HttpResponse;
 pub use provider::{Exchange, HttpProvider, ProviderBuilder, Request, WireFormat};
 /// The HTTP client crate, for callers building their own client.
 pub use reqwest;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use llm_core::drive::{HttpResponse, StreamDecoder};
+use llm_core::raw::drive::{HttpResponse, StreamDecoder};
 use llm_core::{
     AssistantStream, Capabilities, Context, Error, ErrorKind, Model, Provider, ProviderInfo,
     StreamOptions,
@@ -305,7 +305,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
         };
         let (wire, decoding) = (Arc::clone(&self.wire), Arc::clone(&self.wire));
         let decoder_call = Arc::clone(&call);
-        llm_core::drive::drive(
+        llm_core::raw::drive::drive(
             model,
             options,
             &provider,

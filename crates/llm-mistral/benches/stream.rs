@@ -1,7 +1,7 @@
 //! The full path from response bytes to the final message for a 1 MiB tool-argument
 //! stream in 100-byte fragments (Mistral's incremental tool-call format with `p`
-//! padding), pushed in 16 KiB chunks through `llm_core::sse::SseDecoder` -> the
-//! Mistral decoder -> `llm_core::MessageAssembler`. No network.
+//! padding), pushed in 16 KiB chunks through `llm_core::raw::sse::SseDecoder` -> the
+//! Mistral decoder -> `llm_core::raw::MessageAssembler`. No network.
 //!
 //! Run with `cargo bench -p llm-mistral --bench stream`; figures are kept in
 //! `docs/benchmarks.md`.
@@ -12,9 +12,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantEvent, MessageAssembler, Model};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantEvent, Model, raw::MessageAssembler};
 use serde_json::json;
 
 const MIB: usize = 1024 * 1024;

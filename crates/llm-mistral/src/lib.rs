@@ -21,7 +21,7 @@
 //!   replayed as thinking chunks; error tool results prefixed `[tool error] `
 //! - [x] error bodies with `message` as a string, object or array and `code` as
 //!   null, a string or a number
-//! - [x] retries, timeouts, cancellation and tracing through [`llm_core::drive`]
+//! - [x] retries, timeouts, cancellation and tracing through [`llm_core::raw::drive`]
 //! - [ ] non-streaming requests, FIM, agents/conversations endpoints
 //!
 //! Provider options ([`StreamOptions::provider_options`](llm_core::StreamOptions::provider_options)): `promptMode` (string),
@@ -135,7 +135,7 @@ pub mod __private {
     }
 
     /// A fresh stream decoder.
-    pub fn decoder() -> impl llm_core::drive::WireDecoder {
+    pub fn decoder() -> impl llm_core::raw::drive::WireDecoder {
         crate::stream::Decoder::new()
     }
 
@@ -147,8 +147,8 @@ pub mod __private {
 
     /// Decodes a Mistral error body into `(message, code)`.
     pub fn decode_error_body(body: &str) -> (Option<String>, Option<String>) {
-        let d = crate::error::decode_body(body);
-        (d.message, d.code)
+        let read = llm_http::ErrorBody::parse(body);
+        (read.message.clone(), crate::error::label(&read).map(str::to_owned))
     }
 
     /// Maps an HTTP error response.

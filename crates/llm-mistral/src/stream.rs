@@ -15,11 +15,12 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
 use llm_core::transform::{IdRules, normalize_tool_call_id};
 use llm_core::{
-    BlockKey, Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, Usage, WireValue,
+    Error, ErrorKind, StopReason, Usage,
+    raw::{BlockKey, Channel, Delta, SurrogateJoiner, WireValue},
 };
 use serde::Deserialize;
 use serde_json::Value;

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseDecoder;
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseDecoder;
 use llm_core::{
     AssistantContent, AssistantEvent, AssistantMessage, Context, ErrorKind, ImageContent, Message,
-    MessageAssembler, Model, ModelCost, Provider, ReasoningLevel, RecordingSleeper, RetryPolicy,
-    StopReason, StreamOptions, TextContent, ThinkingContent, Tool, ToolCall, ToolChoice,
-    ToolResultMessage, UserContent, UserMessage, UserMessageContent,
+    Model, ModelCost, Provider, ReasoningLevel, RecordingSleeper, RetryPolicy, StopReason,
+    StreamOptions, TextContent, ThinkingContent, Tool, ToolCall, ToolChoice, ToolResultMessage,
+    UserContent, UserMessage, UserMessageContent, raw::MessageAssembler,
 };
 use llm_mistral::{__private as private, API, MistralProvider, PROVIDER};
 use llm_testkit::fixture::{Canned, Responses};
@@ -668,7 +668,7 @@ proptest! {
             decoder.event(event, &mut deltas);
         }
         decoder.end(&mut deltas);
-        let terminals = deltas.iter().filter(|d| matches!(d, llm_core::Delta::Done | llm_core::Delta::Error(_))).count();
+        let terminals = deltas.iter().filter(|d| matches!(d, llm_core::raw::Delta::Done | llm_core::raw::Delta::Error(_))).count();
         prop_assert!(terminals <= 1);
     }
 }
@@ -751,7 +751,13 @@ fn error_body_variants_decode() {
             "Service tier capacity exceeded for this model.",
             Some("invalid_request_error"),
         ),
-        (502, "<html>Bad Gateway</html>", ErrorKind::Overloaded, "<html>Bad Gateway</html>", None),
+        (
+            502,
+            "<html>Bad Gateway</html>",
+            ErrorKind::Overloaded,
+            "HTTP 502: <html>Bad Gateway</html>",
+            None,
+        ),
     ];
     for (status, body, kind, message, code) in cases {
         let e = private::http_error(status, body);
@@ -872,7 +878,7 @@ async fn end_to_end_tool_call_over_loopback() {
     };
     let o = StreamOptions { session_id: Some("sess-1".into()), ..options() };
     let events: Vec<AssistantEvent> = MistralProvider::new().stream(&m, &ctx, &o).collect().await;
-    let printed = llm_core::printer::print_transcript(&events);
+    let printed = llm_core::raw::printer::print_transcript(&events);
     let lines: Vec<&str> = printed.lines().collect();
     assert_eq!(lines[0], "start");
     assert_eq!(lines[1], "toolcall_start 0 id=\"Hk29LmQ7z\" name=\"read_file\"");

@@ -9,9 +9,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantEvent, MessageAssembler, Model, StopReason};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantEvent, Model, StopReason, raw::MessageAssembler};
 use llm_openai_completions::Decoder;
 
 const ARGS_BYTES: usize = 1 << 20;

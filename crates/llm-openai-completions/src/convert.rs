@@ -18,7 +18,7 @@ use llm_core::{
 use serde_json::{Map, Value, json};
 
 use crate::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat, is_native_openai};
-use llm_core::strict::{StrictPlan, resolve_tool_list};
+use llm_core::raw::strict::{StrictPlan, resolve_tool_list};
 
 /// Default base URL when the model has none.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";

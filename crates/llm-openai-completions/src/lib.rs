@@ -5,7 +5,7 @@
 //!
 //! - [x] Streaming text, usage (`stream_options.include_usage`; `input` excludes cached tokens), cost
 //! - [x] Tools `{type:"function", function:{name, description, parameters, strict?}}`, input order
-//! - [x] Strict tools, lossless (`llm_core::strict`: optional → required + nullable, nulls removed
+//! - [x] Strict tools, lossless (`llm_core::raw::strict`: optional → required + nullable, nulls removed
 //!   again from the streamed arguments); non-strict for the whole list when one schema cannot be
 //!   strict; `strict` left out for servers that reject it
 //! - [x] `tool_choice` (`auto`, `none`, `required`, a named function) reconciled with the tools that
@@ -22,7 +22,7 @@
 //!   in one following user message, Responses ids `call_x|fc_y` cut to `call_x`
 //! - [x] `prompt_cache_key` (at most 64 characters), `prompt_cache_retention`, session headers
 //! - [x] Compat profile for OpenAI-compatible servers ([`OpenAiCompletionsCompat`])
-//! - [x] Retries before the first event, timeouts, cancellation (via `llm_core::drive`)
+//! - [x] Retries before the first event, timeouts, cancellation (via `llm_core::raw::drive`)
 //! - [ ] Images in assistant output, audio, logprobs, `n > 1`; Anthropic-style `cache_control`
 //!   markers for OpenRouter `anthropic/*` models; OpenRouter / Vercel routing fields (use the
 //!   `extraBody` provider option)

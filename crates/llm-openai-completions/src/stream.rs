@@ -7,15 +7,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
 use llm_core::{
-    BlockKey, Channel, Delta, Error, ErrorKind, StopReason, SurrogateJoiner, WireValue,
+    Error, ErrorKind, StopReason,
+    raw::{BlockKey, Channel, Delta, SurrogateJoiner, WireValue},
 };
 use serde_json::Value;
 
 use crate::compat::DEFAULT_REASONING_FIELDS;
-use llm_core::strict::StrictPlan;
+use llm_core::raw::strict::StrictPlan;
 
 mod reasoning_tags;
 mod tool_calls;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseDecoder;
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseDecoder;
 use llm_core::{
     ApiKey, AssistantContent, AssistantEvent, CancellationToken, Context, ErrorKind, InputModality,
-    Message, MessageAssembler, Model, Provider, RecordingSleeper, RetryPolicy, StopReason,
-    StreamOptions, Tool, ToolResultMessage, UserContent,
+    Message, Model, Provider, RecordingSleeper, RetryPolicy, StopReason, StreamOptions, Tool,
+    ToolResultMessage, UserContent, raw::MessageAssembler,
 };
 use llm_openai_completions::{
     API, Decoder, OpenAiCompletionsCompat, OpenAiCompletionsProvider, PROVIDER,
@@ -395,7 +395,8 @@ async fn secrets_never_appear_in_output() {
     let stream = OpenAiCompletionsProvider::new().stream(&model(&url), &Context::default(), &o);
     let debug = format!("{stream:?} {o:?}");
     let events = collect(stream).await;
-    let printed = format!("{debug} {events:?} {}", llm_core::printer::print_transcript(&events));
+    let printed =
+        format!("{debug} {events:?} {}", llm_core::raw::printer::print_transcript(&events));
     assert!(!printed.contains(secret), "{printed}");
     // An unreachable server: the transport error names neither key nor URL.
     let o2 = StreamOptions { retry: RetryPolicy::none(), ..o };
@@ -452,8 +453,8 @@ fn byte_at_a_time_equals_whole_body() {
     let whole = decode(body.as_bytes(), body.len());
     let bytewise = decode(body.as_bytes(), 1);
     assert_eq!(
-        llm_core::printer::print_transcript(&whole),
-        llm_core::printer::print_transcript(&bytewise)
+        llm_core::raw::printer::print_transcript(&whole),
+        llm_core::raw::printer::print_transcript(&bytewise)
     );
     let (reason, message) = terminal(&whole);
     assert_eq!(reason, StopReason::ToolUse);

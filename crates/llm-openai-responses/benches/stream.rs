@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantEvent, MessageAssembler, Model};
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantEvent, Model, raw::MessageAssembler};
 use serde_json::json;
 
 const ARGUMENT_BYTES: usize = 1 << 20;
@@ -72,7 +72,7 @@ fn run(bytes: &[u8], model: &Model) -> usize {
     let mut count = 0;
     let mut feed = |events: &mut Vec<_>, deltas: &mut Vec<_>, assembler: &mut MessageAssembler| {
         for event in events.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, event, deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, event, deltas);
         }
         for delta in deltas.drain(..) {
             assembler.push(delta);
@@ -102,7 +102,7 @@ fn decode_only(bytes: &[u8]) -> usize {
     for chunk in bytes.chunks(CHUNK) {
         sse.push(chunk, &mut events).unwrap();
         for event in events.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, event, &mut deltas);
         }
         count += deltas.len();
         deltas.clear();

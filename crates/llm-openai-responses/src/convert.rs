@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use llm_core::strict::{StrictPlan, ToolListStrictness, resolve_tool_list};
+use llm_core::raw::strict::{StrictPlan, ToolListStrictness, resolve_tool_list};
 use llm_core::transform::{IdRules, normalize_tool_call_id, transform_messages};
 use llm_core::{
     AssistantContent, AssistantMessage, CacheRetention, Context, Error, ErrorKind, Message, Model,
@@ -337,7 +337,7 @@ pub(crate) struct ConvertedTools {
 
 /// Tools as `{type:"function", name, description, parameters, strict?}`, sorted by name
 /// then description (UTF-16 code-unit order, as OpenClaw) for prompt-cache byte
-/// stability; strict per [`llm_core::strict::resolve_tool_list`] (OpenClaw's whole-list
+/// stability; strict per [`llm_core::raw::strict::resolve_tool_list`] (OpenClaw's whole-list
 /// rule).
 pub(crate) fn convert_tools(
     tools: &[Tool],

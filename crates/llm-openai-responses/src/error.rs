@@ -4,11 +4,13 @@
 //! 200 stream the `error` event is either nested (`{"type":"error","error":{...}}`, seen
 //! live) or flat (`{"type":"error","code","message","param"}`, documented), and
 //! `response.failed` carries `response.error: {code, message}`. Every field is optional:
-//! `message` may be a string, an object or an array; `code` a string, a number or null.
+//! `message` may be a string, an object or an array; `code` a string, a number or null: all of
+//! it is read by [`llm_http::ErrorBody`]. What is here is the codes and types to kinds.
 
 use std::time::Duration;
 
 use llm_core::{Error, ErrorKind};
+use llm_http::ErrorBody;
 use serde_json::Value;
 
 use crate::{AZURE_PROVIDER, PROVIDER};
@@ -39,16 +41,10 @@ fn http_error_of(
     retry_after: Option<Duration>,
     body: String,
 ) -> Error {
-    let parsed: Option<Value> = serde_json::from_str(&body).ok();
-    let object = parsed.as_ref().map(|v| v.get("error").unwrap_or(v));
-    let (message, code, kind_hint) = match object {
-        Some(o) => describe(o),
-        None => (None, None, None),
-    };
+    let read = ErrorBody::parse(&body);
     let mut kind = ErrorKind::from_status(status);
     let mut retryable = None;
-    if let Some((hint, retry)) = classify(code.as_deref(), kind_hint.as_deref(), message.as_deref())
-    {
+    if let Some((hint, retry)) = classify(&read) {
         // The status decides, except where the body is more precise.
         match hint {
             ErrorKind::ContextLength if matches!(status, 400 | 413 | 422) => kind = hint,
@@ -59,90 +55,43 @@ fn http_error_of(
             _ => {}
         }
     }
-    let message = message.unwrap_or_else(|| match body.trim() {
-        "" => format!("HTTP {status}"),
-        text if text.len() <= 200 && parsed.is_none() => format!("HTTP {status}: {text}"),
-        _ => format!("HTTP {status}"),
-    });
-    let mut error = Error::new(kind, provider, message).with_status(status).with_body(body);
-    if let Some(code) = code.or(kind_hint) {
+    let mut error = Error::new(kind, provider, read.message_or_status(status)).with_status(status);
+    if let Some(code) = read.label() {
         error = error.with_code(code);
     }
     if let Some(retry) = retryable {
         error = error.with_retryable(retry);
     }
-    error.with_retry_after(retry_after)
+    error.with_retry_after(retry_after).with_body(body)
 }
 
 /// Maps an in-stream error object (the `error` event's nested or flat body, or
 /// `response.error` of `response.failed`) to an error. `raw` is the event's data.
 pub(crate) fn stream_error(object: &Value, raw: &str) -> Error {
-    let (message, code, type_) = describe(object);
-    let label = code.clone().or_else(|| type_.clone());
-    let (kind, retryable) = match classify(code.as_deref(), type_.as_deref(), message.as_deref()) {
+    let read = ErrorBody::from_value(object);
+    let (kind, retryable) = match classify(&read) {
         Some((kind, retry)) => (kind, retry.unwrap_or(kind.is_retryable())),
         None => (ErrorKind::Provider, false),
     };
-    let message = match (&label, message) {
+    let message = match (read.label(), &read.message) {
         (Some(label), Some(message)) => format!("{label}: {message}"),
-        (None, Some(message)) => message,
-        (Some(label), None) => label.clone(),
+        (None, Some(message)) => message.clone(),
+        (Some(label), None) => label.to_owned(),
         (None, None) => "Unknown error (no error details in response)".to_owned(),
     };
     let mut error = Error::new(kind, PROVIDER, message).with_retryable(retryable).with_body(raw);
-    if let Some(label) = label {
+    if let Some(label) = read.label() {
         error = error.with_code(label);
     }
     error
 }
 
-/// `(message, code, type)` of an error object, each leniently read.
-fn describe(object: &Value) -> (Option<String>, Option<String>, Option<String>) {
-    let message = object.get("message").and_then(text_of).filter(|m| !m.is_empty());
-    let code = object.get("code").and_then(scalar).filter(|c| !c.is_empty());
-    let type_ = object.get("type").and_then(scalar).filter(|t| !t.is_empty() && t != "error");
-    (message, code, type_)
-}
-
-fn scalar(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn text_of(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => {
-            let parts: Vec<String> = parts.iter().filter_map(text_of).collect();
-            (!parts.is_empty()).then(|| parts.join("; "))
-        }
-        Value::Object(map) => match map.get("message") {
-            Some(m) => text_of(m),
-            None => Some(value.to_string()),
-        },
-        Value::Null => None,
-        other => Some(other.to_string()),
-    }
-}
-
 /// The kind (and a retry override) the provider's code, type or message implies.
-fn classify(
-    code: Option<&str>,
-    type_: Option<&str>,
-    message: Option<&str>,
-) -> Option<(ErrorKind, Option<bool>)> {
-    let lower = message.map(str::to_ascii_lowercase).unwrap_or_default();
-    if lower.contains("context length")
-        || lower.contains("context window")
-        || lower.contains("maximum context")
-        || lower.contains("too many tokens")
-    {
+fn classify(body: &ErrorBody) -> Option<(ErrorKind, Option<bool>)> {
+    if body.says(&["context length", "context window", "maximum context", "too many tokens"]) {
         return Some((ErrorKind::ContextLength, Some(false)));
     }
-    for label in [code, type_].into_iter().flatten() {
+    for label in [body.code.as_deref(), body.error_type.as_deref()].into_iter().flatten() {
         let found = match label {
             "context_length_exceeded" | "string_above_max_length" => {
                 (ErrorKind::ContextLength, Some(false))

@@ -4,7 +4,7 @@
 //! - [x] Streaming text, reasoning summaries and function calls (`event:` + `data:` SSE, no `[DONE]`).
 //! - [x] Tools `{type:"function", name, description, parameters, strict}` **sorted by name**
 //!   (then description) so the request bytes are stable for prompt caching.
-//! - [x] Lossless strict mode (`llm_core::strict`): optional properties become required and
+//! - [x] Lossless strict mode (`llm_core::raw::strict`): optional properties become required and
 //!   nullable, objects are closed, and the `null`s the model sends for omitted optional
 //!   properties are removed again; a schema that cannot be expressed strictly sends the
 //!   whole list with `strict: false` (never narrowed).
@@ -21,7 +21,7 @@
 //! - [x] Prompt caching: `prompt_cache_key` (`promptCacheKey` or the session id, ≤ 64 chars),
 //!   `prompt_cache_retention: "24h"` for long retention, `session_id` and `x-client-request-id` headers.
 //! - [x] Errors: HTTP bodies and in-stream `error` (nested and flat) / `response.failed`
-//!   mapped to kinds; retries before content via `llm_core::drive`.
+//!   mapped to kinds; retries before content via `llm_core::raw::drive`.
 //! - [ ] Stateful mode (`previous_response_id`, `store: true`): every request is stateless (`store: false`).
 //! - [ ] Built-in tools (web search, file search, computer use): their items are ignored.
 //! - [ ] Service-tier price multipliers (flex, priority): cost uses the model's base prices.
@@ -251,7 +251,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
 pub struct Call {
     http: Arc<HttpRequest>,
     tool_names: Arc<BTreeSet<String>>,
-    strict_plans: Arc<BTreeMap<String, Arc<llm_core::strict::StrictPlan>>>,
+    strict_plans: Arc<BTreeMap<String, Arc<llm_core::raw::strict::StrictPlan>>>,
     refusing: bool,
     deployment: Option<String>,
 }
@@ -310,6 +310,6 @@ impl WireFormat for OpenAiResponses {
 
 /// The stream decoder, for this crate's benchmark (`benches/stream.rs`). Not a stable API.
 #[doc(hidden)]
-pub fn bench_decoder() -> impl llm_core::drive::WireDecoder {
+pub fn bench_decoder() -> impl llm_core::raw::drive::WireDecoder {
     stream::Decoder::new(Arc::default(), Arc::default())
 }

@@ -29,12 +29,12 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use llm_core::drive::WireDecoder;
-use llm_core::sse::SseEvent;
-use llm_core::strict::{NullFilter, StrictPlan};
+use llm_core::raw::drive::WireDecoder;
+use llm_core::raw::sse::SseEvent;
+use llm_core::raw::strict::{NullFilter, StrictPlan};
 use llm_core::{
-    BlockKey, Channel, Delta, Error, ErrorKind, ProviderContent, StopReason, SurrogateJoiner,
-    Usage, WireText,
+    Error, ErrorKind, ProviderContent, StopReason, Usage,
+    raw::{BlockKey, Channel, Delta, SurrogateJoiner, WireText},
 };
 use serde::Deserialize;
 use serde_json::Value;

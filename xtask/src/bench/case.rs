@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use llm_core::framing::Framing as _;
+use llm_core::raw::framing::Framing as _;
 use llm_core::{
     ApiKey, AssistantEvent, AssistantMessage, Context, Message, PartialContent, Provider,
     RetryPolicy, StopReason, StreamOptions, Tool,
@@ -184,7 +184,7 @@ fn transport_once(
             .await
             .map_err(|e| Error::Msg(format!("transport request: {e}")))?;
         let mut chunks = response.bytes_stream();
-        let mut sse = llm_core::sse::SseDecoder::with_max_event_size(MAX_EVENT_BYTES);
+        let mut sse = llm_core::raw::sse::SseDecoder::with_max_event_size(MAX_EVENT_BYTES);
         let mut aws = llm_bedrock::AwsEventStreamFraming::with_max_frame_bytes(MAX_EVENT_BYTES);
         let (mut sse_out, mut aws_out) = (Vec::new(), Vec::new());
         let mut events = 0usize;

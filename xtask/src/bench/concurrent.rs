@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use agent_core::{Agent, AgentConfig, AgentContext, AgentTool, EndReason, ToolOutput};
 use futures_util::StreamExt;
-use llm_core::framing::Framing as _;
+use llm_core::raw::framing::Framing as _;
 use llm_core::{
     ApiKey, AssistantEvent, AssistantMessage, Context, Message, Model, Provider, StopReason,
     StreamOptions, Tool,
@@ -478,7 +478,7 @@ async fn one_transport(client: reqwest::Client, model: Arc<Model>, salt: u32) ->
             .await
             .map_err(|e| e.to_string())?;
         let mut chunks = response.bytes_stream();
-        let mut sse = llm_core::sse::SseDecoder::new();
+        let mut sse = llm_core::raw::sse::SseDecoder::new();
         let mut aws = llm_bedrock::AwsEventStreamFraming::default();
         let (mut sse_out, mut aws_out) = (Vec::new(), Vec::new());
         while let Some(chunk) = chunks.next().await {

@@ -15,7 +15,7 @@ use agent_core::{
 use futures_util::StreamExt;
 use llm_core::{
     AssistantContent, AssistantMessage, AssistantStream, Context, Message, Model, Provider,
-    ScriptedTurn, StopReason, StreamOptions, TextContent, Tool, ToolCall,
+    StopReason, StreamOptions, TextContent, Tool, ToolCall, raw::ScriptedTurn,
 };
 use serde_json::json;
 
@@ -90,7 +90,7 @@ impl Provider for Generating {
         let mut deltas = turn_deltas.deltas.clone();
         // Make call ids unique per turn (`call_0#3`), as a real provider does.
         for d in &mut deltas {
-            if let llm_core::Delta::ToolCallStart { id, .. } = d {
+            if let llm_core::raw::Delta::ToolCallStart { id, .. } = d {
                 *id = format!("{id}#{turn}");
             }
         }

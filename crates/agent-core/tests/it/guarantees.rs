@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use llm_core::{
     ApiKey, AssistantContent, AssistantMessage, AssistantStream, Context, Message, Model, Provider,
-    ScriptedProvider, ScriptedTurn, StopReason, StreamOptions, TextContent, Tool, ToolCall,
-    ToolResultMessage,
+    StopReason, StreamOptions, TextContent, Tool, ToolCall, ToolResultMessage,
+    raw::{ScriptedProvider, ScriptedTurn},
 };
 use serde_json::json;
 

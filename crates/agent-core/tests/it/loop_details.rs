@@ -11,7 +11,7 @@ use std::time::Duration;
 use agent_core::*;
 use futures_util::StreamExt;
 use llm_core::{
-    ApiKey, AssistantContent, Message, ScriptedProvider, StopReason, TextContent, Tool, Usage,
+    ApiKey, AssistantContent, Message, StopReason, TextContent, Tool, Usage, raw::ScriptedProvider,
 };
 use serde_json::json;
 
@@ -307,7 +307,7 @@ async fn result_of_a_call_in_a_response_that(stop: StopReason, error: Option<&st
         ..llm_core::AssistantMessage::default()
     };
     let provider =
-        ScriptedProvider::new("scripted", [llm_core::ScriptedTurn::from_message(&message, 3)]);
+        ScriptedProvider::new("scripted", [llm_core::raw::ScriptedTurn::from_message(&message, 3)]);
     let a = agent(&provider, |_| {});
     let tool = AgentTool::new(
         Tool { name: "t".into(), description: "t".into(), parameters: open_schema() },

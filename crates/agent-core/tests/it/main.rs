@@ -10,8 +10,9 @@ use agent_core::*;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use llm_core::{
-    AssistantContent, AssistantMessage, Message, Model, ScriptedProvider, ScriptedTurn, StopReason,
-    TextContent, Tool, ToolCall, ToolResultMessage,
+    AssistantContent, AssistantMessage, Message, Model, StopReason, TextContent, Tool, ToolCall,
+    ToolResultMessage,
+    raw::{ScriptedProvider, ScriptedTurn},
 };
 use serde_json::{Value, json};
 

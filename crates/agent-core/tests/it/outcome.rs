@@ -1,7 +1,7 @@
 //! What a user reads from a run: the parsed partial arguments of a streaming call,
 //! and the run's totals on the outcome (usage, cost, final text, the provider's error).
 
-use llm_core::{AssistantEvent, Delta, Error, ErrorKind, ModelCost, Usage};
+use llm_core::{AssistantEvent, Error, ErrorKind, ModelCost, Usage, raw::Delta};
 
 use super::*;
 

@@ -9,7 +9,8 @@ use agent_core::*;
 use llm_core::output::{OutputFormat, StructuredError, StructuredOutcome};
 use llm_core::{
     AssistantContent, AssistantMessage, AssistantStream, Context, Message, Model, Provider,
-    ScriptedProvider, ScriptedTurn, StopReason, StreamOptions, ToolCall, ToolChoice,
+    StopReason, StreamOptions, ToolCall, ToolChoice,
+    raw::{ScriptedProvider, ScriptedTurn},
 };
 use serde_json::{Value, json};
 
@@ -243,7 +244,7 @@ async fn an_invalid_forced_tool_answer_gets_an_error_result_and_the_model_tries_
 async fn a_refusal_and_a_run_that_ends_before_its_answer_are_typed() {
     let refusal = llm_core::Error::new(llm_core::ErrorKind::Refused, "scripted", "I cannot");
     let (agent, _) = recorded(
-        vec![text_turn("x"), ScriptedTurn::deltas(vec![llm_core::Delta::Error(refusal)])],
+        vec![text_turn("x"), ScriptedTurn::deltas(vec![llm_core::raw::Delta::Error(refusal)])],
         AgentOutput::new(weather()),
     );
     let outcome = agent.run(context(), vec![Message::user("w?")]).finish().await;

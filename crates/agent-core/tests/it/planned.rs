@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use agent_core::*;
-use llm_core::{Message, ScriptedProvider, Tool};
+use llm_core::{Message, Tool, raw::ScriptedProvider};
 use serde_json::json;
 use tool_planner::{Availability, AvailabilityEnv, Signal, ToolDescriptor};
 

@@ -12,8 +12,8 @@ use agent_core::*;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use llm_core::{
-    AssistantMessage, AssistantStream, Context, Message, Model, Provider, ScriptedTurn,
-    StreamOptions, Tool, ToolResultMessage, UserMessageContent,
+    AssistantMessage, AssistantStream, Context, Message, Model, Provider, StreamOptions, Tool,
+    ToolResultMessage, UserMessageContent, raw::ScriptedTurn,
 };
 use serde_json::json;
 
@@ -136,7 +136,7 @@ impl Provider for PerRunScripts {
         });
         let turn = context.messages.iter().filter(|m| matches!(m, Message::Assistant(_))).count();
         let script = key.and_then(|k| self.0.get(&k)).and_then(|s| s.get(turn)).cloned();
-        llm_core::ScriptedProvider::new("scripted", script).stream(model, context, options)
+        llm_core::raw::ScriptedProvider::new("scripted", script).stream(model, context, options)
     }
 }
 

@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_core::*;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use llm_core::{Delta, Message, ScriptedProvider, ScriptedTurn, StopReason, Tool, UserContent};
+use llm_core::{
+    Message, StopReason, Tool, UserContent,
+    raw::{Delta, ScriptedProvider, ScriptedTurn},
+};
 use serde_json::{Value, json};
 
 use crate::{

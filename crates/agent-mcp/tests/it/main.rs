@@ -21,8 +21,9 @@ use agent_core::{
 };
 use agent_mcp::{McpServerConfig, McpTransport};
 use llm_core::{
-    AssistantContent, AssistantMessage, CancellationToken, Message, Model, ScriptedProvider,
-    ScriptedTurn, StopReason, TextContent, ToolCall, ToolResultMessage, UserContent,
+    AssistantContent, AssistantMessage, CancellationToken, Message, Model, StopReason, TextContent,
+    ToolCall, ToolResultMessage, UserContent,
+    raw::{ScriptedProvider, ScriptedTurn},
 };
 use serde_json::Value;
 

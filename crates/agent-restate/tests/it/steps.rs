@@ -13,7 +13,7 @@ use agent_restate::{
     journaled_tool,
 };
 use futures_util::future::BoxFuture;
-use llm_core::scripted::{ScriptedProvider, ScriptedTurn};
+use llm_core::raw::scripted::{ScriptedProvider, ScriptedTurn};
 use llm_core::{
     AssistantContent, AssistantMessage, Message, Model, StopReason, TextContent, ToolCall,
 };

@@ -73,8 +73,8 @@ static NO_KEY_INFO: ProviderInfo = ProviderInfo {
 
 static NO_KEY: ProviderEntry = ProviderEntry::new(
     &NO_KEY_INFO,
-    || Arc::new(llm_core::scripted::ScriptedProvider::new("anthropic-messages", [])),
-    |_, _| Arc::new(llm_core::scripted::ScriptedProvider::new("anthropic-messages", [])),
+    || Arc::new(llm_core::raw::scripted::ScriptedProvider::new("anthropic-messages", [])),
+    |_, _| Arc::new(llm_core::raw::scripted::ScriptedProvider::new("anthropic-messages", [])),
 );
 
 #[test]

@@ -662,9 +662,9 @@ const SERVER_BLOCKS: &str = r#"[
 /// Streams `SERVER_BLOCKS` (the server tool's input in two fragments, the citation as a
 /// `citations_delta`) and returns the decoded message.
 fn decode_server_blocks() -> AssistantMessage {
-    use llm_core::drive::WireDecoder;
+    use llm_core::raw::drive::WireDecoder;
     let blocks: Vec<Value> = serde_json::from_str(SERVER_BLOCKS).unwrap();
-    let ev = |data: Value| llm_core::sse::SseEvent {
+    let ev = |data: Value| llm_core::raw::sse::SseEvent {
         event: data["type"].as_str().map(str::to_owned),
         data: data.to_string(),
         id: None,
@@ -694,7 +694,7 @@ fn decode_server_blocks() -> AssistantMessage {
     for data in wire {
         decoder.event(ev(data), &mut deltas);
     }
-    let mut assembler = llm_core::MessageAssembler::new(&model(), 0);
+    let mut assembler = llm_core::raw::MessageAssembler::new(&model(), 0);
     for d in deltas {
         assembler.push(d);
     }

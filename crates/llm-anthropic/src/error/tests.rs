@@ -73,11 +73,11 @@ fn lenient_message_shapes() {
     let e = http_error(400, None, r#"{"error":"plain"}"#.into());
     assert_eq!(e.message, "plain");
     let e = http_error(503, None, String::new());
-    assert_eq!(e.message, "Anthropic API returned HTTP 503");
+    assert_eq!(e.message, "HTTP 503");
     assert!(e.body.is_none());
     let long = "é".repeat(400);
     let e = http_error(500, None, long);
-    assert!(e.message.len() <= MAX_QUOTED_BODY);
+    assert_eq!(e.message, format!("HTTP 500: {}", "é".repeat(llm_http::MAX_EXCERPT_CHARS)));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantContent, AssistantEvent, MessageAssembler, ModelCost};
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantContent, AssistantEvent, ModelCost, raw::MessageAssembler};
 use serde_json::json;
 
 use super::*;
@@ -25,14 +25,14 @@ fn deltas_chunked(decoder: &mut Decoder, sse: &str, chunk: usize) -> Vec<Delta> 
     for piece in sse.as_bytes().chunks(chunk.max(1)) {
         sse_decoder.push(piece, &mut events).unwrap();
         for e in events.drain(..) {
-            llm_core::drive::decode_frame(decoder, e, &mut out);
+            llm_core::raw::drive::decode_frame(decoder, e, &mut out);
         }
     }
     sse_decoder.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        llm_core::drive::decode_frame(decoder, e, &mut out);
+        llm_core::raw::drive::decode_frame(decoder, e, &mut out);
     }
-    llm_core::drive::decode_end(decoder, &mut out);
+    llm_core::raw::drive::decode_end(decoder, &mut out);
     out
 }
 
@@ -49,7 +49,7 @@ fn assemble(deltas: Vec<Delta>) -> Vec<AssistantEvent> {
 }
 
 fn transcript(sse: &str) -> String {
-    llm_core::printer::print_transcript(&assemble(deltas(sse)))
+    llm_core::raw::printer::print_transcript(&assemble(deltas(sse)))
 }
 
 fn final_message(events: &[AssistantEvent]) -> &llm_core::AssistantMessage {
@@ -99,7 +99,7 @@ fn plain_text_with_padding_and_ping() {
     // Every byte split gives the same transcript.
     let whole = transcript(&body);
     for chunk in [1, 2, 3, 7, 64] {
-        let t = llm_core::printer::print_transcript(&assemble(deltas_chunked(
+        let t = llm_core::raw::printer::print_transcript(&assemble(deltas_chunked(
             &mut Decoder::new(),
             &body,
             chunk,

@@ -55,7 +55,7 @@ fn http_errors_name_the_exception() {
     assert_eq!((e.kind, e.retryable), (ErrorKind::ContextLength, false));
 
     let e = plain_http_error(503, None, "<html>gateway</html>".into());
-    assert_eq!(e.message, "Service unavailable: HTTP 503");
+    assert_eq!(e.message, "Service unavailable: HTTP 503: <html>gateway</html>");
     assert_eq!((e.kind, e.retryable), (ErrorKind::Overloaded, true));
 
     let e = plain_http_error(

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
 use bytes::Bytes;
-use llm_core::{AssistantEvent, MessageAssembler, Model};
+use llm_core::{AssistantEvent, Model, raw::MessageAssembler};
 use serde_json::json;
 
 use super::*;
@@ -44,9 +44,9 @@ fn run(frames: Vec<AwsFrame>) -> Vec<Delta> {
     let mut decoder = Decoder::new();
     let mut out = Vec::new();
     for frame in frames {
-        llm_core::drive::decode_frame(&mut decoder, frame, &mut out);
+        llm_core::raw::drive::decode_frame(&mut decoder, frame, &mut out);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut out);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut out);
     out
 }
 
@@ -435,9 +435,9 @@ fn fable() -> Model {
 fn run_with(mut decoder: Decoder, frames: Vec<AwsFrame>) -> Vec<Delta> {
     let mut out = Vec::new();
     for frame in frames {
-        llm_core::drive::decode_frame(&mut decoder, frame, &mut out);
+        llm_core::raw::drive::decode_frame(&mut decoder, frame, &mut out);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut out);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut out);
     out
 }
 

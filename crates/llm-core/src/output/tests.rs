@@ -5,7 +5,7 @@ use serde_json::json;
 use super::*;
 use crate::event::Delta;
 use crate::provider::Capabilities;
-use crate::scripted::{ScriptedProvider, ScriptedTurn};
+use crate::raw::scripted::{ScriptedProvider, ScriptedTurn};
 use crate::types::{Message, ToolCall};
 
 const INFO: ProviderInfo = ProviderInfo {

@@ -5,7 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use llm_core::{AssistantEvent, Delta, MessageAssembler, Model};
+use llm_core::{
+    AssistantEvent, Model,
+    raw::{Delta, MessageAssembler},
+};
 use proptest::prelude::*;
 use serde_json::Value;
 

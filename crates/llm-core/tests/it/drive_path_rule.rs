@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
-use llm_core::partial_json::{PartialJson, parse_streaming_json, repair_json};
+use llm_core::raw::partial_json::{PartialJson, parse_streaming_json, repair_json};
 use proptest::prelude::*;
 use serde_json::Value;
 

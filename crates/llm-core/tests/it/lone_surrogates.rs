@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use llm_core::replace_lone_surrogates;
+use llm_core::raw::replace_lone_surrogates;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -14,7 +14,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use llm_core::partial_json::{PartialJson, parse_streaming_json, split_concatenated_objects};
+use llm_core::raw::partial_json::{PartialJson, parse_streaming_json, split_concatenated_objects};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value, json};
 
@@ -446,7 +446,7 @@ proptest! {
         prop_assert_eq!(split.is_complete(), whole.is_complete());
         let finished = parse_streaming_json(&text);
         prop_assert_eq!(&split.finish(), &finished);
-        let repaired = llm_core::partial_json::repair_json(&text);
+        let repaired = llm_core::raw::partial_json::repair_json(&text);
         if let Ok(strict) = serde_json::from_str::<Value>(&repaired) {
             if strict.is_object() {
                 prop_assert_eq!(split.value(), &strict, "text {:?}", text);
@@ -507,7 +507,7 @@ proptest! {
         for part in fragments(&text, &cuts) {
             split.push(part);
         }
-        let repaired = llm_core::partial_json::repair_json(&text);
+        let repaired = llm_core::raw::partial_json::repair_json(&text);
         match serde_json::from_str::<Value>(&repaired) {
             Ok(strict) => {
                 prop_assert!(split.is_complete(), "text {:?}", text);
@@ -558,7 +558,7 @@ proptest! {
         prop_assert_eq!(split.value(), whole.value());
         prop_assert_eq!(split.is_complete(), whole.is_complete());
         prop_assert_eq!(&split.finish(), &parse_streaming_json(&text));
-        let repaired = llm_core::partial_json::repair_json(&text);
+        let repaired = llm_core::raw::partial_json::repair_json(&text);
         if let Ok(strict) = serde_json::from_str::<Value>(&repaired) {
             prop_assert_eq!(split.value(), &strict, "text {:?}", text);
             prop_assert!(split.is_complete());
@@ -724,7 +724,7 @@ fn repair_escapes_every_raw_control_character() {
             _ => format!("\\u{code:04x}"),
         };
         let input = format!("{{\"a\":\"x{c}y\"}}");
-        let repaired = llm_core::partial_json::repair_json(&input);
+        let repaired = llm_core::raw::partial_json::repair_json(&input);
         assert_eq!(repaired, format!("{{\"a\":\"x{escape}y\"}}"), "U+{code:04X}");
         let parsed: Value = serde_json::from_str(&repaired).unwrap();
         assert_eq!(parsed, json!({"a": format!("x{c}y")}));

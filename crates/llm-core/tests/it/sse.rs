@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
-use llm_core::sse::{SseDecoder, SseError, SseEvent};
+use llm_core::raw::sse::{SseDecoder, SseError, SseEvent};
 use proptest::prelude::*;
 
 fn ev(event: Option<&str>, data: &str, id: Option<&str>) -> SseEvent {

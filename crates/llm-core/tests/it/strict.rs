@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use llm_core::strict::{NotStrict, NullFilter, StrictPlan, resolve_tool_list, to_strict};
+use llm_core::raw::strict::{NotStrict, NullFilter, StrictPlan, resolve_tool_list, to_strict};
 use serde_json::{Value, json};
 
 fn strict(schema: Value) -> Value {

@@ -41,7 +41,7 @@ fn rate_limit_uses_retry_info_when_no_header() {
 fn lenient_shapes() {
     let e = http_error(503, None, "<html>oops</html>".to_owned());
     assert_eq!(e.kind, ErrorKind::Overloaded);
-    assert_eq!(e.message, "HTTP 503");
+    assert_eq!(e.message, "HTTP 503: <html>oops</html>");
     assert!(e.retryable);
     let e = http_error(400, None, r#"{"error":{"code":"400","message":{"a":1}}}"#.to_owned());
     assert_eq!(e.kind, ErrorKind::InvalidRequest);

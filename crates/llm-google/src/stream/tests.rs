@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, reason = "tests")]
 
-use llm_core::printer::print_transcript;
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantContent, AssistantEvent, AssistantMessage, MessageAssembler, Model};
+use llm_core::raw::printer::print_transcript;
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantContent, AssistantEvent, AssistantMessage, Model, raw::MessageAssembler};
 use serde_json::json;
 
 use super::*;
@@ -26,14 +26,14 @@ fn deltas(body: &str, chunk: usize) -> Vec<Delta> {
     for piece in body.as_bytes().chunks(chunk.max(1)) {
         sse.push(piece, &mut events).unwrap();
         for e in events.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, e, &mut out);
+            llm_core::raw::drive::decode_frame(&mut decoder, e, &mut out);
         }
     }
     sse.finish(&mut events).unwrap();
     for e in events.drain(..) {
-        llm_core::drive::decode_frame(&mut decoder, e, &mut out);
+        llm_core::raw::drive::decode_frame(&mut decoder, e, &mut out);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut out);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut out);
     out
 }
 
@@ -367,12 +367,12 @@ mod props {
             let mut failed = false;
             for piece in body.chunks(split) {
                 if sse.push(piece, &mut events).is_err() { failed = true; break; }
-                for e in events.drain(..) { llm_core::drive::decode_frame(&mut decoder, e, &mut out); }
+                for e in events.drain(..) { llm_core::raw::drive::decode_frame(&mut decoder, e, &mut out); }
             }
             if !failed && sse.finish(&mut events).is_ok() {
-                for e in events.drain(..) { llm_core::drive::decode_frame(&mut decoder, e, &mut out); }
+                for e in events.drain(..) { llm_core::raw::drive::decode_frame(&mut decoder, e, &mut out); }
             }
-            llm_core::drive::decode_end(&mut decoder, &mut out);
+            llm_core::raw::drive::decode_end(&mut decoder, &mut out);
             let terminals = out.iter().filter(|d| matches!(d, Delta::Done | Delta::Error(_))).count();
             prop_assert_eq!(terminals, 1);
         }

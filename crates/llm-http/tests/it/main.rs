@@ -295,16 +295,16 @@ async fn serve_each(responses: Vec<Vec<u8>>) -> (String, Arc<std::sync::atomic::
 /// Each `data:` line is text; `[DONE]` ends the stream.
 struct TextDecoder;
 
-impl llm_core::drive::WireDecoder for TextDecoder {
-    fn event(&mut self, event: llm_core::sse::SseEvent, out: &mut Vec<llm_core::Delta>) {
+impl llm_core::raw::drive::WireDecoder for TextDecoder {
+    fn event(&mut self, event: llm_core::raw::sse::SseEvent, out: &mut Vec<llm_core::raw::Delta>) {
         if event.data == "[DONE]" {
-            out.push(llm_core::Delta::Done);
+            out.push(llm_core::raw::Delta::Done);
         } else {
-            out.push(llm_core::Delta::Text { key: 0, text: event.data.to_string() });
+            out.push(llm_core::raw::Delta::Text { key: 0, text: event.data.to_string() });
         }
     }
 
-    fn end(&mut self, _out: &mut Vec<llm_core::Delta>) {}
+    fn end(&mut self, _out: &mut Vec<llm_core::raw::Delta>) {}
 }
 
 /// A wire format of one test request to the model's base URL, answered in [`TextDecoder`]'s

@@ -59,12 +59,15 @@ fn non_json_and_empty_bodies() {
     let e = http_error(503, None, "upstream connect error".into());
     assert_eq!(
         (e.kind, e.message.as_str(), e.retryable),
-        (ErrorKind::Overloaded, "upstream connect error", true)
+        (ErrorKind::Overloaded, "HTTP 503: upstream connect error", true)
     );
     let e = http_error(500, None, String::new());
     assert_eq!(e.message, "HTTP 500");
     let long = "x".repeat(5000);
     let e = http_error(502, None, long);
+    assert_eq!(e.message, format!("HTTP 502: {}", "x".repeat(llm_http::MAX_EXCERPT_CHARS)));
+    let long = serde_json::json!({"message": "y".repeat(5000)}).to_string();
+    let e = http_error(400, None, long);
     assert!(e.message.ends_with("... [truncated 1000 chars]"));
 }
 
@@ -88,11 +91,10 @@ fn odd_shapes_never_fail() {
         let e = http_error(400, None, body.into());
         assert!(!e.message.is_empty(), "{body}");
     }
-    assert_eq!(decode_body(r#"{"message":{"a":1}}"#).message.as_deref(), Some(r#"{"a":1}"#));
-    assert_eq!(
-        decode_body(r#"{"error":{"message":"x","code":7}}"#),
-        DecodedError { message: Some("x".into()), code: Some("7".into()) }
-    );
+    let read = ErrorBody::parse(r#"{"message":{"a":1}}"#);
+    assert_eq!(read.message.as_deref(), Some(r#"{"a":1}"#));
+    let read = ErrorBody::parse(r#"{"error":{"message":"x","code":7}}"#);
+    assert_eq!((read.message.as_deref(), label(&read)), (Some("x"), Some("7")));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantEvent, MessageAssembler, Model};
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantEvent, Model, raw::MessageAssembler};
 use serde_json::json;
 
 use super::*;
@@ -250,7 +250,7 @@ fn camel_case_fields_and_object_arguments() {
         json!({"id": RID, "choices": [{"index": 0, "delta": {}, "finishReason": "tool_calls"}], "usage": {"promptTokens": 50, "completionTokens": 7, "totalTokens": 57}}),
     ]);
     let evs = events(&body);
-    let printed = llm_core::printer::print_transcript(&evs);
+    let printed = llm_core::raw::printer::print_transcript(&evs);
     assert!(
         printed.contains("toolcall_delta 0 \"{\\\"city\\\":\\\"Nice\\\",\\\"days\\\":2}\""),
         "{printed}"
@@ -308,7 +308,7 @@ fn magistral_thinking_arrays_then_text_strings() {
     assert!(
         matches!(&m.content[2], llm_core::AssistantContent::ToolCall(c) if c.arguments == json!({}))
     );
-    let printed = llm_core::printer::print_transcript(&events(&body));
+    let printed = llm_core::raw::printer::print_transcript(&events(&body));
     // Thinking closes when text starts; text closes when the call starts.
     let order: Vec<&str> = printed.lines().map(|l| l.split(' ').next().unwrap()).collect();
     assert_eq!(

@@ -1,6 +1,6 @@
 use super::*;
-use llm_core::sse::SseDecoder;
-use llm_core::{AssistantContent, AssistantEvent, MessageAssembler, Model};
+use llm_core::raw::sse::SseDecoder;
+use llm_core::{AssistantContent, AssistantEvent, Model, raw::MessageAssembler};
 use serde_json::json;
 
 fn model() -> Model {
@@ -330,7 +330,7 @@ fn missing_ids_are_generated_deterministically() {
 
 #[test]
 fn strict_nulls_are_restored() {
-    let strict = llm_core::strict::to_strict(&json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]})).unwrap();
+    let strict = llm_core::raw::strict::to_strict(&json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]})).unwrap();
     let mut cfg = DecoderConfig::default();
     cfg.strict_plans.insert("f".into(), Arc::new(strict.plan));
     let body = sse(&[

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use llm_core::strict::NullFilter;
-use llm_core::{BlockKey, Channel, Delta, WireValue};
+use llm_core::raw::strict::NullFilter;
+use llm_core::raw::{BlockKey, Channel, Delta, WireValue};
 use serde_json::Value;
 
 use super::wire::{WireFunction, WireToolCall, number};

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use llm_core::{Usage, WireValue};
+use llm_core::{Usage, raw::WireValue};
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -3,12 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use llm_core::printer::print_transcript;
-use llm_core::sse::SseDecoder;
-use llm_core::strict::{StrictPlan, to_strict};
+use llm_core::raw::printer::print_transcript;
+use llm_core::raw::sse::SseDecoder;
+use llm_core::raw::strict::{StrictPlan, to_strict};
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, ErrorKind, MessageAssembler, Model,
-    StopReason,
+    AssistantContent, AssistantEvent, AssistantMessage, ErrorKind, Model, StopReason,
+    raw::MessageAssembler,
 };
 use serde_json::{Value, json};
 
@@ -43,14 +43,14 @@ fn run_chunks(chunks: &[&[u8]], tools: &[&str], plans: &Plans) -> Vec<AssistantE
     for chunk in chunks {
         sse.push(chunk, &mut raw).unwrap();
         for event in raw.drain(..) {
-            llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
+            llm_core::raw::drive::decode_frame(&mut decoder, event, &mut deltas);
         }
     }
     sse.finish(&mut raw).unwrap();
     for event in raw.drain(..) {
-        llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
+        llm_core::raw::drive::decode_frame(&mut decoder, event, &mut deltas);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut deltas);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut deltas);
     let mut assembler = MessageAssembler::new(&model(), 0);
     for delta in deltas {
         assembler.push(delta);
@@ -1000,11 +1000,11 @@ fn a_refusal_is_text_without_a_format_and_a_refused_error_with_one() {
     let mut decoder = Decoder::new(Arc::default(), Arc::default()).refusing(true);
     let mut deltas = Vec::new();
     for event in raw.drain(..) {
-        llm_core::drive::decode_frame(&mut decoder, event, &mut deltas);
+        llm_core::raw::drive::decode_frame(&mut decoder, event, &mut deltas);
     }
-    llm_core::drive::decode_end(&mut decoder, &mut deltas);
+    llm_core::raw::drive::decode_end(&mut decoder, &mut deltas);
     let error = deltas.iter().find_map(|d| match d {
-        llm_core::Delta::Error(e) => Some(e.clone()),
+        llm_core::raw::Delta::Error(e) => Some(e.clone()),
         _ => None,
     });
     let error = error.unwrap();

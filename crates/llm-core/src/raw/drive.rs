@@ -21,13 +21,13 @@ use futures_util::{FutureExt, StreamExt};
 use crate::CancellationToken;
 use crate::error::{Error, ErrorKind};
 use crate::event::Delta;
-use crate::framing::Framing;
 use crate::options::{RetryPolicy, Sleeper, StreamOptions, Timeouts};
-use crate::sse::{SseDecoder, SseEvent};
+use crate::raw::framing::Framing;
+use crate::raw::sse::{SseDecoder, SseEvent};
+use crate::raw::wire_text::SurrogateJoiner;
 use crate::stream::AssistantStream;
 use crate::telemetry::{self, Semconv};
 use crate::types::{Model, StopReason};
-use crate::wire_text::SurrogateJoiner;
 
 /// Bytes of a read handed to the framing at a time (see where it is used).
 const FRAMING_PIECE: usize = 1024;
@@ -62,7 +62,7 @@ pub trait WireDecoder: Send + 'static {
     /// The body ended.
     fn end(&mut self, out: &mut Vec<Delta>);
     /// The joiner of surrogate halves split across events, for a decoder that reads its text
-    /// as [`WireText`](crate::WireText): the driver settles it after every event and at the
+    /// as [`WireText`](crate::raw::WireText): the driver settles it after every event and at the
     /// end ([`decode_frame`]), so a half whose block or stream ends becomes U+FFFD there.
     fn surrogates(&mut self) -> Option<&mut SurrogateJoiner> {
         None

@@ -844,7 +844,8 @@ impl PartialJson {
                         self.sbuf.push('\u{FFFD}');
                     }
                     let rest = bytes.get(i..).unwrap_or_default();
-                    let n = crate::sse::find_any(rest, [b'"', b'\\', b':']).unwrap_or(rest.len());
+                    let n =
+                        crate::raw::sse::find_any(rest, [b'"', b'\\', b':']).unwrap_or(rest.len());
                     if n > 0 || b == b':' {
                         let n = if rest.get(n) == Some(&b':') {
                             colon = true;

@@ -1,7 +1,7 @@
 //! Response-body framings: how a byte stream splits into frames before a provider's
 //! decoder sees them.
 //!
-//! The request driver ([`crate::drive`]) is generic over [`Framing`], so an API with
+//! The request driver ([`crate::raw::drive`]) is generic over [`Framing`], so an API with
 //! another framing than SSE plugs into the same retries, timeouts and cancellation:
 //! [`SseDecoder`] (SSE) and [`NdjsonFraming`] (newline-delimited JSON, as Ollama's native
 //! API streams) are here; a framing that belongs to one provider lives in its crate (the
@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use crate::sse::{SseDecoder, SseError, SseEvent};
+use crate::raw::sse::{SseDecoder, SseError, SseEvent};
 
 /// Splits a response body into frames, incrementally.
 ///

@@ -40,7 +40,7 @@
 //! made strict sends the whole list non-strict, every schema unchanged.
 //!
 //! ```
-//! use llm_core::strict::{NullFilter, to_strict};
+//! use llm_core::raw::strict::{NullFilter, to_strict};
 //! use serde_json::json;
 //!
 //! let schema = json!({
