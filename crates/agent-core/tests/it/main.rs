@@ -95,8 +95,13 @@ pub(crate) fn agent(
     Agent::new(config)
 }
 
+/// Every event of a run. A run that never ends fails the test after 30 s instead of
+/// hanging the binary (a loop that stops advancing is a bug to report, not to wait out).
 pub(crate) async fn collect(run: AgentRun) -> Vec<AgentEvent> {
-    run.collect().await
+    match tokio::time::timeout(std::time::Duration::from_secs(30), run.collect()).await {
+        Ok(events) => events,
+        Err(_) => panic!("the run did not end within 30 s"),
+    }
 }
 
 fn kinds(events: &[AgentEvent]) -> Vec<String> {

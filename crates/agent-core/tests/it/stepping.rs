@@ -480,3 +480,62 @@ fn a_stored_hook_error_reads_back_with_the_hooks_name() {
     let error: AgentError = serde_json::from_value(stored).expect("reads");
     assert!(matches!(error, AgentError::HookPanicked { hook: "unknown", .. }), "{error:?}");
 }
+
+/// Records what `should_stop_after_turn` is shown, and stops once a result says "stop".
+#[derive(Default)]
+struct StopWhenToldTo {
+    seen: std::sync::Mutex<Vec<(Vec<String>, Vec<String>)>>,
+}
+
+impl AgentHooks for StopWhenToldTo {
+    fn should_stop_after_turn(
+        &self,
+        message: &llm_core::AssistantMessage,
+        results: &[llm_core::ToolResultMessage],
+    ) -> bool {
+        let calls = message.tool_calls().map(|c| c.id.clone()).collect();
+        let texts: Vec<String> = results.iter().map(|r| r.text()).collect();
+        let stop = texts.iter().any(|t| t == "stop");
+        self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((calls, texts));
+        stop
+    }
+}
+
+#[tokio::test]
+async fn the_stop_hook_is_shown_each_turns_response_and_results() {
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [
+            tool_turn(&[("1", "go", json!({}))]),
+            tool_turn(&[("2", "halt", json!({})), ("3", "go", json!({}))]),
+            text_turn("never"),
+        ],
+    );
+    let hook = Arc::new(StopWhenToldTo::default());
+    let a = agent(&provider, |c| c.hooks = hook.clone());
+    let tools = vec![crate::sleepy("go", 1, "go on"), crate::sleepy("halt", 1, "stop")];
+    let events = collect(a.run(ctx(tools), vec![Message::user("go")])).await;
+    assert_eq!(end(&events).1, EndReason::StopHook);
+    assert_eq!(provider.requests().len(), 2);
+    let seen = hook.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        seen,
+        [(owned(&["1"]), owned(&["go on"])), (owned(&["2", "3"]), owned(&["stop", "go on"])),]
+    );
+}
+
+#[test]
+fn a_machine_is_idle_only_until_it_starts() {
+    let mut machine = AgentMachine::new(
+        MachineSettings::default(),
+        ctx(Vec::new()),
+        Arc::new(crate::model()),
+        Arc::default(),
+    );
+    assert!(machine.is_idle());
+    let mut out = Vec::new();
+    machine.handle(Input::Start(vec![Message::user("go")]), 1, &mut out);
+    assert!(!machine.is_idle());
+    assert!(!out.is_empty());
+}
