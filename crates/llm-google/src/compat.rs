@@ -1,9 +1,8 @@
 //! `Model::compat` for Google models, and the per-model rules derived from the id.
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use llm_core::{Error, ErrorKind, Model};
+use llm_core::{Error, Model};
 
 use crate::PROVIDER;
 
@@ -44,17 +43,7 @@ pub struct GoogleCompat {
 impl GoogleCompat {
     /// Parses `model.compat` (absent or `null` gives the defaults).
     pub fn from_model(model: &Model) -> Result<Self, Error> {
-        match &model.compat {
-            None | Some(Value::Null) => Ok(Self::default()),
-            Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidRequest,
-                    PROVIDER,
-                    format!("Invalid Google model compat: {e}"),
-                )
-                .with_retryable(false)
-            }),
-        }
+        model.typed_compat(PROVIDER)
     }
 }
 

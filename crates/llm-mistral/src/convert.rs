@@ -70,9 +70,10 @@ pub enum MistralReasoningFormat {
 }
 
 impl MistralCompat {
-    /// Parses `model.compat`; a missing or malformed value gives the defaults.
-    pub fn from_model(model: &Model) -> Self {
-        model.compat.as_ref().and_then(|v| MistralCompat::deserialize(v).ok()).unwrap_or_default()
+    /// Parses `model.compat` (absent or `null` gives the defaults; a malformed one is an
+    /// `invalid_request` error, as for every provider).
+    pub fn from_model(model: &Model) -> Result<Self, Error> {
+        model.typed_compat(PROVIDER)
     }
 }
 
@@ -154,7 +155,7 @@ pub(crate) fn build_body(
     context: &Context,
     options: &StreamOptions,
 ) -> Result<Value, Error> {
-    let compat = MistralCompat::from_model(model);
+    let compat = MistralCompat::from_model(model)?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
     let mut body = Map::new();

@@ -47,17 +47,7 @@ impl std::fmt::Debug for WireRequest {
 
 /// Parses `model.compat` (absent or `null` = all defaults).
 pub(crate) fn parse_compat(model: &Model) -> Result<OpenAiResponsesCompat, Error> {
-    match &model.compat {
-        None | Some(Value::Null) => Ok(OpenAiResponsesCompat::default()),
-        Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                PROVIDER,
-                format!("Invalid compat for model {}: {e}", model.id),
-            )
-            .with_retryable(false)
-        }),
-    }
+    model.typed_compat(PROVIDER)
 }
 
 /// Builds the whole request; `azure` is the resolved Azure route of an

@@ -31,12 +31,18 @@ fn request_debug_redacts_the_key() {
 }
 
 #[test]
-fn malformed_compat_falls_back_to_defaults() {
+fn malformed_compat_is_an_invalid_request() {
     let mut model = Model { compat: Some(json!({"reasoningFormat": 3})), ..Model::default() };
-    assert_eq!(MistralCompat::from_model(&model), MistralCompat::default());
+    let e = MistralCompat::from_model(&model).unwrap_err();
+    assert_eq!((e.kind, e.retryable), (llm_core::ErrorKind::InvalidRequest, false));
+    assert!(e.message.starts_with("Invalid mistral compat for model"), "{}", e.message);
+    model.compat = Some(json!({"reasoningFormat": "bogus"}));
+    assert!(MistralCompat::from_model(&model).is_err(), "an unknown value is an error");
+    model.compat = Some(json!(null));
+    assert_eq!(MistralCompat::from_model(&model).unwrap(), MistralCompat::default());
     model.compat = Some(json!({"reasoningFormat": "promptMode", "unknown": true}));
     assert_eq!(
-        MistralCompat::from_model(&model).reasoning_format,
+        MistralCompat::from_model(&model).unwrap().reasoning_format,
         Some(MistralReasoningFormat::PromptMode)
     );
 }
