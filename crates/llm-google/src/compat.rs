@@ -47,6 +47,30 @@ impl GoogleCompat {
     }
 }
 
+/// Provider options this crate reads from `StreamOptions::provider_options`; a value of the
+/// wrong type is an `invalid_request` error, as in every provider.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct GoogleOptions {
+    /// `functionCallingConfig.streamFunctionCallArguments` (Gemini 3 on Vertex AI).
+    pub(crate) stream_function_call_arguments: Option<bool>,
+    /// `thinkingConfig.thinkingBudget` (0 turns thinking off).
+    pub(crate) thinking_budget: Option<i64>,
+    /// `thinkingConfig.thinkingLevel`, over the budget.
+    pub(crate) thinking_level: Option<String>,
+    /// The Vertex AI project, over the compat's and the environment's.
+    pub(crate) project: Option<String>,
+    /// The Vertex AI location, over the compat's and the environment's.
+    pub(crate) location: Option<String>,
+}
+
+impl GoogleOptions {
+    /// Reads `options.provider_options`.
+    pub(crate) fn read(options: &llm_core::StreamOptions) -> Result<Self, Error> {
+        options.typed_provider_options(PROVIDER, "Google")
+    }
+}
+
 /// The major version of a `gemini-<N>…` model id (`models/` prefix allowed).
 pub(crate) fn gemini_major_version(model_id: &str) -> Option<u32> {
     let id = model_id.strip_prefix("models/").unwrap_or(model_id).to_ascii_lowercase();

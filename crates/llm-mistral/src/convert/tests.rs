@@ -101,3 +101,25 @@ fn an_output_format_is_a_strict_json_schema_response_format() {
             .is_none()
     );
 }
+
+#[test]
+fn provider_options_are_typed_and_a_mistyped_one_is_an_invalid_request() {
+    let model = Model { id: "mistral-large-latest".into(), ..Model::default() };
+    let with = |key: &str, value: Value| StreamOptions {
+        provider_options: [(key.to_owned(), value)].into(),
+        ..StreamOptions::default()
+    };
+    let body = build_body(&model, &Context::default(), &with("parallelToolCalls", json!(false)));
+    assert_eq!(body.unwrap().get("parallel_tool_calls"), Some(&json!(false)));
+    let body = build_body(&model, &Context::default(), &with("promptMode", json!("reasoning")));
+    assert_eq!(body.unwrap().get("prompt_mode"), Some(&json!("reasoning")));
+    for (key, value) in [
+        ("parallelToolCalls", json!("yes")),
+        ("promptMode", json!(1)),
+        ("reasoningEffort", json!(["high"])),
+    ] {
+        let e = build_body(&model, &Context::default(), &with(key, value)).unwrap_err();
+        assert_eq!((e.kind, e.retryable), (llm_core::ErrorKind::InvalidRequest, false), "{key}");
+        assert!(e.message.starts_with("Invalid Mistral provider option"), "{}", e.message);
+    }
+}
