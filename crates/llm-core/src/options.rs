@@ -285,6 +285,31 @@ impl StreamOptions {
     }
 }
 
+impl StreamOptions {
+    /// One text option of [`StreamOptions::provider_options`], trimmed, with the same policy as
+    /// [`typed_provider_options`](Self::typed_provider_options): absent, `null` or blank is
+    /// `None`; anything but a string is an `invalid_request` error of `provider` naming `label`
+    /// and `key`. For options read where a typed struct does not fit (one at a time, with
+    /// fallbacks to the environment).
+    pub fn text_provider_option(
+        &self,
+        provider: &str,
+        label: &str,
+        key: &str,
+    ) -> Result<Option<String>, crate::Error> {
+        match self.provider_options.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_owned()).filter(|s| !s.is_empty())),
+            Some(other) => Err(crate::Error::new(
+                crate::ErrorKind::InvalidRequest,
+                provider,
+                format!("Invalid {label} provider option: {key}: expected a string, not {other}"),
+            )
+            .with_retryable(false)),
+        }
+    }
+}
+
 /// A test clock for backoff: records every requested delay and returns at once.
 #[derive(Debug, Default)]
 pub struct RecordingSleeper {

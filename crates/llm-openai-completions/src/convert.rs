@@ -123,7 +123,7 @@ pub(crate) fn build_request(
         compat.supports_strict_mode,
     )?;
 
-    let azure = crate::azure::route(model, &options.provider_options, &provider)?;
+    let azure = crate::azure::route(model, options, &provider)?;
 
     // Headers: defaults, auth, the model's, session affinity, then the caller's.
     let mut headers = Vec::new();
