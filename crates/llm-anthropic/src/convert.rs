@@ -119,7 +119,7 @@ pub(crate) fn build_request(
         .with_retryable(false));
     };
     let oauth = is_oauth_key(key);
-    let settings = Settings::resolve(model);
+    let settings = Settings::resolve(model)?;
     let extra = AnthropicOptions::from_options(options)?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;

@@ -314,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn anthropic_refusal_messages_follow_the_spec() {
+    fn anthropic_refusal_messages_name_the_category_and_explanation() {
         let cases = [
             (None, "Anthropic refusal."),
             (

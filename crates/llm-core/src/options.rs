@@ -258,8 +258,9 @@ pub struct StreamOptions {
 impl StreamOptions {
     /// [`StreamOptions::provider_options`] read into a provider's typed options `T` (a
     /// `serde` struct, so a mistyped or misspelt option is caught here). The error is an
-    /// `invalid_request` of `provider`, not retryable, naming `label`
-    /// (`Invalid Bedrock provider option: ...`).
+    /// `invalid_request` of `provider`, not retryable, naming `label` and the option
+    /// (`Invalid Bedrock provider option: region: invalid type ...`). Options `T` does not
+    /// declare are left to other providers.
     pub fn typed_provider_options<T: serde::de::DeserializeOwned>(
         &self,
         provider: &str,
@@ -268,13 +269,44 @@ impl StreamOptions {
         let map: serde_json::Map<String, Value> =
             self.provider_options.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         serde_json::from_value(Value::Object(map)).map_err(|e| {
+            // serde names the type, not the field: the first option that fails alone is it.
+            let key = self.provider_options.iter().find_map(|(key, value)| {
+                let alone = serde_json::Map::from_iter([(key.clone(), value.clone())]);
+                serde_json::from_value::<T>(Value::Object(alone)).is_err().then_some(key)
+            });
+            let what = key.map_or_else(String::new, |key| format!("{key}: "));
             crate::Error::new(
                 crate::ErrorKind::InvalidRequest,
                 provider,
-                format!("Invalid {label} provider option: {e}"),
+                format!("Invalid {label} provider option: {what}{e}"),
             )
             .with_retryable(false)
         })
+    }
+}
+
+impl StreamOptions {
+    /// One text option of [`StreamOptions::provider_options`], trimmed, with the same policy as
+    /// [`typed_provider_options`](Self::typed_provider_options): absent, `null` or blank is
+    /// `None`; anything but a string is an `invalid_request` error of `provider` naming `label`
+    /// and `key`. For options read where a typed struct does not fit (one at a time, with
+    /// fallbacks to the environment).
+    pub fn text_provider_option(
+        &self,
+        provider: &str,
+        label: &str,
+        key: &str,
+    ) -> Result<Option<String>, crate::Error> {
+        match self.provider_options.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_owned()).filter(|s| !s.is_empty())),
+            Some(other) => Err(crate::Error::new(
+                crate::ErrorKind::InvalidRequest,
+                provider,
+                format!("Invalid {label} provider option: {key}: expected a string, not {other}"),
+            )
+            .with_retryable(false)),
+        }
     }
 }
 
@@ -328,9 +360,10 @@ mod tests {
     #[allow(clippy::unwrap_used, reason = "tests")]
     fn provider_options_are_typed_and_a_mistyped_one_is_an_invalid_request() {
         #[derive(Debug, Default, PartialEq, Deserialize)]
-        #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+        #[serde(rename_all = "camelCase", default)]
         struct Acme {
             service_tier: Option<String>,
+            flex: Option<bool>,
         }
         let with = |key: &str, value: Value| StreamOptions {
             provider_options: [(key.to_owned(), value)].into(),
@@ -345,6 +378,22 @@ mod tests {
         assert_eq!((error.kind, error.retryable), (crate::ErrorKind::InvalidRequest, false));
         assert_eq!(error.provider, "acme");
         assert!(error.message.starts_with("Invalid Acme provider option: "), "{}", error.message);
+        // The failing option is named, whatever else the map holds.
+        let options = StreamOptions {
+            provider_options: [
+                ("flex".to_owned(), Value::Bool(true)),
+                ("otherProvidersOption".to_owned(), Value::from(7)),
+                ("serviceTier".to_owned(), Value::from(3)),
+            ]
+            .into(),
+            ..StreamOptions::default()
+        };
+        let error = options.typed_provider_options::<Acme>("acme", "Acme").unwrap_err();
+        assert!(
+            error.message.starts_with("Invalid Acme provider option: serviceTier: invalid type"),
+            "{}",
+            error.message
+        );
         let empty: Acme = StreamOptions::default().typed_provider_options("acme", "Acme").unwrap();
         assert_eq!(empty, Acme::default());
     }

@@ -67,6 +67,27 @@ pub struct Model {
 }
 
 impl Model {
+    /// [`Model::compat`] read into a provider's typed flags `T` (a `serde` struct). Absent or
+    /// `null` gives `T::default()`; a value that does not fit `T` is an `invalid_request` error
+    /// of `provider`, not retryable, the same for every provider: a mistyped flag quietly
+    /// dropped would send a request the caller did not configure.
+    pub fn typed_compat<T: serde::de::DeserializeOwned + Default>(
+        &self,
+        provider: &str,
+    ) -> Result<T, crate::Error> {
+        match &self.compat {
+            None | Some(Value::Null) => Ok(T::default()),
+            Some(value) => T::deserialize(value).map_err(|e| {
+                crate::Error::new(
+                    crate::ErrorKind::InvalidRequest,
+                    provider,
+                    format!("Invalid {provider} compat for model {}: {e}", self.id),
+                )
+                .with_retryable(false)
+            }),
+        }
+    }
+
     /// Whether the model accepts image input.
     pub fn supports_images(&self) -> bool {
         self.input.contains(&InputModality::Image)

@@ -1,9 +1,8 @@
 //! `Model::compat` for Google models, and the per-model rules derived from the id.
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use llm_core::{Error, ErrorKind, Model};
+use llm_core::{Error, Model};
 
 use crate::PROVIDER;
 
@@ -44,17 +43,31 @@ pub struct GoogleCompat {
 impl GoogleCompat {
     /// Parses `model.compat` (absent or `null` gives the defaults).
     pub fn from_model(model: &Model) -> Result<Self, Error> {
-        match &model.compat {
-            None | Some(Value::Null) => Ok(Self::default()),
-            Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidRequest,
-                    PROVIDER,
-                    format!("Invalid Google model compat: {e}"),
-                )
-                .with_retryable(false)
-            }),
-        }
+        model.typed_compat(PROVIDER)
+    }
+}
+
+/// Provider options this crate reads from `StreamOptions::provider_options`; a value of the
+/// wrong type is an `invalid_request` error, as in every provider.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct GoogleOptions {
+    /// `functionCallingConfig.streamFunctionCallArguments` (Gemini 3 on Vertex AI).
+    pub(crate) stream_function_call_arguments: Option<bool>,
+    /// `thinkingConfig.thinkingBudget` (0 turns thinking off).
+    pub(crate) thinking_budget: Option<i64>,
+    /// `thinkingConfig.thinkingLevel`, over the budget.
+    pub(crate) thinking_level: Option<String>,
+    /// The Vertex AI project, over the compat's and the environment's.
+    pub(crate) project: Option<String>,
+    /// The Vertex AI location, over the compat's and the environment's.
+    pub(crate) location: Option<String>,
+}
+
+impl GoogleOptions {
+    /// Reads `options.provider_options`.
+    pub(crate) fn read(options: &llm_core::StreamOptions) -> Result<Self, Error> {
+        options.typed_provider_options(PROVIDER, "Google")
     }
 }
 

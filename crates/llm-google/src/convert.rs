@@ -11,7 +11,7 @@ use llm_core::{
     StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
 };
 
-use crate::compat::{self, GoogleCompat};
+use crate::compat::{self, GoogleCompat, GoogleOptions};
 use crate::{PROVIDER, schema};
 
 /// Default base URL of the Generative Language API.
@@ -80,16 +80,6 @@ pub(crate) fn build_request(
         )
         .with_retryable(false));
     }
-    if options.provider_options.contains_key(STREAM_ARGUMENTS)
-        && stream_arguments(options).is_none()
-    {
-        return Err(Error::new(
-            ErrorKind::InvalidRequest,
-            PROVIDER,
-            format!("Invalid Google provider option: {STREAM_ARGUMENTS} must be a boolean"),
-        )
-        .with_retryable(false));
-    }
     let key =
         options.api_key.as_ref().map(|k| k.expose()).filter(|k| !k.trim().is_empty()).ok_or_else(
             || {
@@ -113,7 +103,8 @@ pub(crate) fn build_request(
     for (name, value) in model.headers.iter().chain(options.headers.iter()) {
         merge_header(&mut headers, name, value);
     }
-    let body = build_body(model, context, options, &compat);
+    let extra = GoogleOptions::read(options)?;
+    let body = build_body(model, context, options, &compat, &extra);
     Ok(WireRequest { url, headers, body })
 }
 
@@ -157,6 +148,7 @@ pub(crate) fn build_body(
     context: &Context,
     options: &StreamOptions,
     compat: &GoogleCompat,
+    extra: &GoogleOptions,
 ) -> Value {
     let mut body = Map::new();
     body.insert("contents".to_owned(), Value::Array(convert_messages(model, context, compat)));
@@ -166,7 +158,7 @@ pub(crate) fn build_body(
     if let Some(tools) = convert_tools(&context.tools, compat.use_parameters) {
         body.insert("tools".to_owned(), tools);
         let mut config = options.tool_choice.as_ref().map(tool_config);
-        if stream_arguments(options) == Some(true) {
+        if extra.stream_function_call_arguments == Some(true) {
             // Gemini 3 on Vertex then streams each call's arguments as `partialArgs`.
             let config = config.get_or_insert_with(|| json!({"functionCallingConfig": {}}));
             if let Some(calling) =
@@ -179,7 +171,7 @@ pub(crate) fn build_body(
             body.insert("toolConfig".to_owned(), config);
         }
     }
-    let mut generation = generation_config(model, options);
+    let mut generation = generation_config(model, options, extra);
     if let Some(format) = &options.output {
         generation.insert("responseMimeType".to_owned(), Value::from("application/json"));
         match crate::schema::for_openapi(&format.schema).filter(|_| response_schema_only(model)) {
@@ -229,14 +221,6 @@ pub(crate) fn convert_tools(tools: &[Tool], use_parameters: bool) -> Option<Valu
     Some(json!([{"functionDeclarations": declarations}]))
 }
 
-/// The provider option that asks for streamed call arguments.
-const STREAM_ARGUMENTS: &str = "streamFunctionCallArguments";
-
-/// The `streamFunctionCallArguments` option, if it is a boolean.
-fn stream_arguments(options: &StreamOptions) -> Option<bool> {
-    options.provider_options.get(STREAM_ARGUMENTS).and_then(Value::as_bool)
-}
-
 fn tool_config(choice: &ToolChoice) -> Value {
     match choice {
         ToolChoice::Auto => json!({"functionCallingConfig": {"mode": "AUTO"}}),
@@ -248,7 +232,11 @@ fn tool_config(choice: &ToolChoice) -> Value {
     }
 }
 
-fn generation_config(model: &Model, options: &StreamOptions) -> Map<String, Value> {
+fn generation_config(
+    model: &Model,
+    options: &StreamOptions,
+    extra: &GoogleOptions,
+) -> Map<String, Value> {
     let mut g = Map::new();
     if let Some(t) = options.temperature {
         g.insert("temperature".to_owned(), json!(t));
@@ -260,7 +248,7 @@ fn generation_config(model: &Model, options: &StreamOptions) -> Map<String, Valu
     if !options.stop.is_empty() {
         g.insert("stopSequences".to_owned(), json!(options.stop));
     }
-    if let Some(thinking) = thinking_config(model, options) {
+    if let Some(thinking) = thinking_config(model, options, extra) {
         g.insert("thinkingConfig".to_owned(), thinking);
     }
     g
@@ -283,14 +271,13 @@ fn uses_thinking_level(id: &str) -> bool {
 /// `thinkingConfig` for a reasoning model: the `thinkingBudget` / `thinkingLevel`
 /// provider options win; else the requested level; else thinking is turned off
 /// (or down to the lowest level where it cannot be turned off).
-fn thinking_config(model: &Model, options: &StreamOptions) -> Option<Value> {
+fn thinking_config(model: &Model, options: &StreamOptions, extra: &GoogleOptions) -> Option<Value> {
     if !model.reasoning {
         return None;
     }
     let id = model.id.as_str();
-    let budget_option = options.provider_options.get("thinkingBudget").and_then(Value::as_i64);
-    let level_option = options.provider_options.get("thinkingLevel").and_then(Value::as_str);
-    if let Some(level) = level_option {
+    let budget_option = extra.thinking_budget;
+    if let Some(level) = &extra.thinking_level {
         return Some(json!({"includeThoughts": true, "thinkingLevel": level.to_ascii_uppercase()}));
     }
     if let Some(budget) = budget_option {

@@ -107,18 +107,15 @@ fn endpoint(
         return Ok(convert::Endpoint::GenerativeLanguage);
     }
     let compat = GoogleCompat::from_model(model)?;
-    let pick = |option: &str, from_compat: Option<String>, vars: &[&str]| -> Option<String> {
-        options
-            .provider_options
-            .get(option)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
+    let extra = compat::GoogleOptions::read(options)?;
+    let pick = |option: Option<String>, from_compat: Option<String>, vars: &[&str]| {
+        option
             .or(from_compat)
             .or_else(|| vars.iter().find_map(|var| env.get(var)))
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
     };
-    let project = pick("project", compat.project, &["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"]).ok_or_else(|| {
+    let project = pick(extra.project, compat.project, &["GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"]).ok_or_else(|| {
         Error::new(
             ErrorKind::InvalidRequest,
             PROVIDER,
@@ -126,7 +123,7 @@ fn endpoint(
         )
         .with_retryable(false)
     })?;
-    let location = pick("location", compat.location, &["GOOGLE_CLOUD_LOCATION"])
+    let location = pick(extra.location, compat.location, &["GOOGLE_CLOUD_LOCATION"])
         .unwrap_or_else(|| DEFAULT_VERTEX_LOCATION.to_owned());
     let valid =
         |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');

@@ -70,9 +70,10 @@ pub enum MistralReasoningFormat {
 }
 
 impl MistralCompat {
-    /// Parses `model.compat`; a missing or malformed value gives the defaults.
-    pub fn from_model(model: &Model) -> Self {
-        model.compat.as_ref().and_then(|v| MistralCompat::deserialize(v).ok()).unwrap_or_default()
+    /// Parses `model.compat` (absent or `null` gives the defaults; a malformed one is an
+    /// `invalid_request` error, as for every provider).
+    pub fn from_model(model: &Model) -> Result<Self, Error> {
+        model.typed_compat(PROVIDER)
     }
 }
 
@@ -148,13 +149,27 @@ pub(crate) fn endpoint_url(base_url: &str) -> String {
     }
 }
 
+/// Provider options this crate reads from [`StreamOptions::provider_options`]; a value of the
+/// wrong type is an `invalid_request` error, as in every provider.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct MistralOptions {
+    /// Sent as `parallel_tool_calls`.
+    parallel_tool_calls: Option<bool>,
+    /// Sent as `prompt_mode`, over what the compat's reasoning format gives.
+    prompt_mode: Option<String>,
+    /// Sent as `reasoning_effort`, over what the compat's reasoning format gives.
+    reasoning_effort: Option<String>,
+}
+
 /// The JSON body (OpenClaw `buildChatPayload`, wire names in snake_case).
 pub(crate) fn build_body(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
 ) -> Result<Value, Error> {
-    let compat = MistralCompat::from_model(model);
+    let compat = MistralCompat::from_model(model)?;
+    let extra: MistralOptions = options.typed_provider_options(PROVIDER, "Mistral")?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
     let mut body = Map::new();
@@ -181,16 +196,14 @@ pub(crate) fn build_body(
     if !options.stop.is_empty() {
         body.insert("stop".into(), Value::from(options.stop.clone()));
     }
-    let (prompt_mode, effort) = reasoning_params(model, options, &compat);
+    let (prompt_mode, effort) = reasoning_params(model, options, &compat, &extra);
     if let Some(mode) = prompt_mode {
         body.insert("prompt_mode".into(), Value::String(mode));
     }
     if let Some(effort) = effort {
         body.insert("reasoning_effort".into(), Value::String(effort));
     }
-    if let Some(parallel) =
-        options.provider_options.get("parallelToolCalls").and_then(Value::as_bool)
-    {
+    if let Some(parallel) = extra.parallel_tool_calls {
         body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
     }
     if let (Some(plan), Some(format)) = (output, options.output.as_ref()) {
@@ -219,6 +232,7 @@ fn reasoning_params(
     model: &Model,
     options: &StreamOptions,
     compat: &MistralCompat,
+    extra: &MistralOptions,
 ) -> (Option<String>, Option<String>) {
     let mut prompt_mode = None;
     let mut effort = None;
@@ -236,13 +250,11 @@ fn reasoning_params(
             MistralReasoningFormat::None => {}
         }
     }
-    let provider_str =
-        |key: &str| options.provider_options.get(key).and_then(Value::as_str).map(str::to_owned);
-    if let Some(mode) = provider_str("promptMode") {
-        prompt_mode = Some(mode);
+    if let Some(mode) = &extra.prompt_mode {
+        prompt_mode = Some(mode.clone());
     }
-    if let Some(value) = provider_str("reasoningEffort") {
-        effort = Some(value);
+    if let Some(value) = &extra.reasoning_effort {
+        effort = Some(value.clone());
     }
     (prompt_mode, effort)
 }

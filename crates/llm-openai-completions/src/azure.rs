@@ -6,11 +6,8 @@
 //! (the deployment in the path; `api-version` required) or `.../openai/v1` (the
 //! deployment is the body's `model`).
 
-use std::collections::BTreeMap;
-
-use llm_core::{Error, ErrorKind, Model};
+use llm_core::{Error, ErrorKind, Model, StreamOptions};
 use reqwest::Url;
-use serde_json::Value;
 
 /// `api-version` of a deployment route when the `azureApiVersion` option sets none
 /// (the latest GA version of the data-plane API with streamed usage and tools).
@@ -41,7 +38,7 @@ fn is_azure_host(host: &str) -> bool {
 /// The Azure route of `model`, `None` when it is not an Azure model.
 pub(crate) fn route(
     model: &Model,
-    options: &BTreeMap<String, Value>,
+    options: &StreamOptions,
     provider: &str,
 ) -> Result<Option<Route>, Error> {
     let invalid = |message: String| {
@@ -53,13 +50,7 @@ pub(crate) fn route(
     if !azure_host && model.provider != "azure-openai" {
         return Ok(None);
     }
-    let text = |key: &str| -> Result<Option<String>, Error> {
-        match options.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
-            Some(_) => Err(invalid(format!("providerOptions.{key} must be a non-empty string"))),
-        }
-    };
+    let text = |key: &str| options.text_provider_option(provider, "Azure OpenAI", key);
     let auth = match text("azureAuth")?.as_deref() {
         None | Some("api-key") => Auth::ApiKey,
         Some("bearer" | "entra") => Auth::Bearer,

@@ -6,7 +6,7 @@
 //! win, and every field left out is filled from the defaults detected for the
 //! model's provider name and base URL.
 
-use llm_core::{Error, ErrorKind, Model};
+use llm_core::{Error, Model};
 use serde::Deserialize;
 
 /// Which request field carries the output token limit.
@@ -130,17 +130,7 @@ pub(crate) const DEFAULT_REASONING_FIELDS: [&str; 3] =
 impl OpenAiCompletionsCompat {
     /// Parses `Model::compat` (absent or `null` gives the defaults).
     pub fn from_model(model: &Model) -> Result<Self, Error> {
-        match &model.compat {
-            None | Some(serde_json::Value::Null) => Ok(Self::default()),
-            Some(value) => Self::deserialize(value).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidRequest,
-                    crate::provider_name(model),
-                    format!("Invalid openai-completions compat for model {}: {e}", model.id),
-                )
-                .with_retryable(false)
-            }),
-        }
+        model.typed_compat(&crate::provider_name(model))
     }
 }
 

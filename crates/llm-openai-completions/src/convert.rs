@@ -15,6 +15,7 @@ use llm_core::{
     ReasoningLevel, StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
     UserMessageContent,
 };
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat, is_native_openai};
@@ -67,8 +68,10 @@ impl std::fmt::Debug for WireRequest {
     }
 }
 
-/// Provider options read from `StreamOptions::provider_options`.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Provider options read from `StreamOptions::provider_options`; a value of the wrong type is
+/// an `invalid_request` error, as in every provider.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct ProviderOptions {
     /// `parallelToolCalls`: sent as `parallel_tool_calls` when tools are present.
     pub(crate) parallel_tool_calls: Option<bool>,
@@ -76,32 +79,6 @@ pub(crate) struct ProviderOptions {
     pub(crate) strict_tools: Option<bool>,
     /// `extraBody`: top-level fields merged last into the body.
     pub(crate) extra_body: Option<Map<String, Value>>,
-}
-
-impl ProviderOptions {
-    pub(crate) fn parse(options: &BTreeMap<String, Value>, provider: &str) -> Result<Self, Error> {
-        let invalid = |what: &str| {
-            Error::new(ErrorKind::InvalidRequest, provider, format!("providerOptions.{what}"))
-                .with_retryable(false)
-        };
-        let flag = |key: &str| -> Result<Option<bool>, Error> {
-            match options.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::Bool(b)) => Ok(Some(*b)),
-                Some(_) => Err(invalid(&format!("{key} must be a boolean"))),
-            }
-        };
-        let extra_body = match options.get("extraBody") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(m)) => Some(m.clone()),
-            Some(_) => return Err(invalid("extraBody must be an object")),
-        };
-        Ok(ProviderOptions {
-            parallel_tool_calls: flag("parallelToolCalls")?,
-            strict_tools: flag("strictTools")?,
-            extra_body,
-        })
-    }
 }
 
 /// The chat-completions URL for a base URL (`https://api.openai.com/v1` when empty).
@@ -125,7 +102,8 @@ pub(crate) fn build_request(
     compat: &ResolvedCompat,
 ) -> Result<WireRequest, Error> {
     let provider = crate::provider_name(model);
-    let provider_options = ProviderOptions::parse(&options.provider_options, &provider)?;
+    let provider_options: ProviderOptions =
+        options.typed_provider_options(&provider, "Chat Completions")?;
     let Some(key) = options.api_key.as_ref().filter(|k| !k.expose().is_empty()) else {
         return Err(Error::new(
             ErrorKind::Auth,
@@ -145,7 +123,7 @@ pub(crate) fn build_request(
         compat.supports_strict_mode,
     )?;
 
-    let azure = crate::azure::route(model, &options.provider_options, &provider)?;
+    let azure = crate::azure::route(model, options, &provider)?;
 
     // Headers: defaults, auth, the model's, session affinity, then the caller's.
     let mut headers = Vec::new();

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use llm_core::{Error, ErrorKind, Model, StreamOptions};
 use llm_http::Env;
 use reqwest::Url;
-use serde_json::Value;
 
 use crate::AZURE_PROVIDER;
 
@@ -69,22 +68,18 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, AZURE_PROVIDER, message).with_retryable(false)
 }
 
-/// A string provider option, trimmed; `None` when absent, not a string or blank.
-fn option(options: &StreamOptions, name: &str) -> Option<String> {
-    options
-        .provider_options
-        .get(name)
-        .and_then(Value::as_str)
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
+/// A string provider option, trimmed; `None` when absent or blank, an error when not a string.
+fn option(options: &StreamOptions, name: &str) -> Result<Option<String>, Error> {
+    options.text_provider_option(AZURE_PROVIDER, "Azure OpenAI", name)
 }
 
 /// Resolves the route of one request: base URL, client shape, auth and deployment.
 pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Result<Route, Error> {
-    let raw = option(options, "azureBaseUrl")
+    let resource_name = option(options, "azureResourceName")?;
+    let raw = option(options, "azureBaseUrl")?
         .or_else(|| env.first(&[ENV_BASE_URL]))
         .or_else(|| {
-            option(options, "azureResourceName")
+            resource_name
                 .or_else(|| env.first(&[ENV_RESOURCE_NAME]))
                 .map(|name| format!("https://{name}.openai.azure.com/openai/v1"))
         })
@@ -98,10 +93,10 @@ pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Resu
         })?;
     let base = normalize_base_url(&raw)?;
     let client = client_for(&base);
-    let api_version = option(options, "azureApiVersion")
+    let api_version = option(options, "azureApiVersion")?
         .or_else(|| env.first(&[ENV_API_VERSION]))
         .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
-    let auth = match (option(options, "azureAuth").as_deref(), client) {
+    let auth = match (option(options, "azureAuth")?.as_deref(), client) {
         (Some("bearer" | "entra"), _) | (None, Client::OpenAiCompatible) => Auth::Bearer,
         (Some("api-key"), _) | (None, Client::Azure) => Auth::ApiKey,
         (Some(other), _) => {
@@ -111,7 +106,7 @@ pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Resu
         }
     };
     let url = request_url(&base, client, &api_version);
-    let deployment = option(options, "azureDeploymentName")
+    let deployment = option(options, "azureDeploymentName")?
         .or_else(|| {
             env.first(&[ENV_DEPLOYMENT_MAP])
                 .and_then(|map| parse_deployment_map(&map).remove(model.id.as_str()))

@@ -12,6 +12,7 @@ use llm_core::{
     ReasoningLevel, StreamOptions, ThinkingContent, Tool, ToolChoice, ToolResultMessage,
     UserContent, UserMessage,
 };
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::azure::Route;
@@ -47,17 +48,7 @@ impl std::fmt::Debug for WireRequest {
 
 /// Parses `model.compat` (absent or `null` = all defaults).
 pub(crate) fn parse_compat(model: &Model) -> Result<OpenAiResponsesCompat, Error> {
-    match &model.compat {
-        None | Some(Value::Null) => Ok(OpenAiResponsesCompat::default()),
-        Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                PROVIDER,
-                format!("Invalid compat for model {}: {e}", model.id),
-            )
-            .with_retryable(false)
-        }),
-    }
+    model.typed_compat(PROVIDER)
 }
 
 /// Builds the whole request; `azure` is the resolved Azure route of an
@@ -152,7 +143,8 @@ pub(crate) fn build_body(
     compat: &OpenAiResponsesCompat,
     azure: Option<&Route>,
 ) -> Result<(Value, BTreeMap<String, Arc<StrictPlan>>), Error> {
-    let provider_options = &options.provider_options;
+    let provider_options: ResponsesOptions =
+        options.typed_provider_options(PROVIDER, "Responses")?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     let info = if azure.is_some() { &crate::AZURE_INFO } else { &crate::INFO };
     let output = llm_core::output::plan(info, PROVIDER, model, context, options, true)?;
@@ -199,28 +191,19 @@ pub(crate) fn build_body(
     if let Some(temperature) = options.temperature {
         body.insert("temperature".into(), Value::from(temperature));
     }
-    if let (Some(tier), None) = (provider_options.get("serviceTier").and_then(Value::as_str), azure)
-    {
-        body.insert("service_tier".into(), Value::from(tier));
+    if let (Some(tier), None) = (&provider_options.service_tier, azure) {
+        body.insert("service_tier".into(), Value::from(tier.as_str()));
     }
 
-    let setting = provider_options
-        .get("strictTools")
-        .and_then(Value::as_bool)
-        .or(compat.strict_tools)
-        .or_else(|| match azure {
-            // OpenClaw's rule: strict by default only on `*.openai.azure.com`.
-            Some(route) => (native_route(model) && route.is_classic_openai_host()).then_some(true),
-            None => native_route(model).then_some(true),
-        });
+    let setting = provider_options.strict_tools.or(compat.strict_tools).or_else(|| match azure {
+        // OpenClaw's rule: strict by default only on `*.openai.azure.com`.
+        Some(route) => (native_route(model) && route.is_classic_openai_host()).then_some(true),
+        None => native_route(model).then_some(true),
+    });
     let ConvertedTools { wire: mut tools, strict_plans } = convert_tools(&context.tools, setting)?;
-    match provider_options.get("builtinTools") {
-        None | Some(Value::Null) => {}
-        // Built-in tools go after the sorted function tools, as given.
-        Some(Value::Array(builtin)) if builtin.iter().all(Value::is_object) => {
-            tools.extend(builtin.iter().cloned());
-        }
-        Some(_) => return Err(invalid("provider option builtinTools must be an array of objects")),
+    // Built-in tools go after the sorted function tools, as given.
+    if let Some(builtin) = provider_options.builtin_tools {
+        tools.extend(builtin.into_iter().map(Value::Object));
     }
     let tool_choice = match &options.tool_choice {
         None => None,
@@ -242,12 +225,12 @@ pub(crate) fn build_body(
         if let Some(choice) = tool_choice {
             body.insert("tool_choice".into(), choice);
         }
-        if let Some(parallel) = provider_options.get("parallelToolCalls").and_then(Value::as_bool) {
+        if let Some(parallel) = provider_options.parallel_tool_calls {
             body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
         }
     }
     if model.reasoning
-        && let Some(reasoning) = reasoning(options, compat)
+        && let Some(reasoning) = reasoning(options, compat, provider_options.reasoning_summary)
     {
         let wants_content = reasoning.get("summary").is_some() || options.reasoning.is_some();
         body.insert("reasoning".into(), reasoning);
@@ -270,6 +253,30 @@ pub(crate) fn build_body(
     Ok((Value::Object(body), strict_plans))
 }
 
+/// Provider options this crate reads from `StreamOptions::provider_options` (the Azure route's
+/// are read by [`crate::azure`]); a value of the wrong type is an `invalid_request` error, as in
+/// every provider.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct ResponsesOptions {
+    /// `service_tier` (not on Azure).
+    service_tier: Option<String>,
+    /// Strict function tools, over the compat's `strictTools`.
+    strict_tools: Option<bool>,
+    /// Built-in tools (`{"type": "web_search"}`, ...), sent after the function tools as given.
+    builtin_tools: Option<Vec<Map<String, Value>>>,
+    /// `parallel_tool_calls`, when tools are sent.
+    parallel_tool_calls: Option<bool>,
+    /// `reasoning.summary`: a string, or `null` to send none (absent: `auto`).
+    #[serde(deserialize_with = "present")]
+    reasoning_summary: Option<Option<String>>,
+}
+
+/// A field that is present, `null` included (`Some(None)`), as against absent (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
 /// Native OpenAI / Azure OpenAI routes (by provider name; a base URL override, such as a
 /// proxy or a test server, keeps the route) default to strict tools.
 fn native_route(model: &Model) -> bool {
@@ -277,12 +284,11 @@ fn native_route(model: &Model) -> bool {
 }
 
 /// `reasoning: {effort, summary}` for reasoning models, or `None` to omit it.
-fn reasoning(options: &StreamOptions, compat: &OpenAiResponsesCompat) -> Option<Value> {
-    let summary = match options.provider_options.get("reasoningSummary") {
-        Some(Value::String(s)) => Some(Some(s.clone())),
-        Some(Value::Null) => Some(None),
-        _ => None,
-    };
+fn reasoning(
+    options: &StreamOptions,
+    compat: &OpenAiResponsesCompat,
+    summary: Option<Option<String>>,
+) -> Option<Value> {
     let effort = match (options.reasoning, &summary) {
         (Some(level), _) => map_effort(level, &compat.thinking_level_map)?,
         (None, Some(_)) => map_effort(ReasoningLevel::Medium, &compat.thinking_level_map)?,

@@ -220,7 +220,7 @@ async fn a_call_cut_off_mid_json_never_runs_and_the_model_is_told() {
     // The stream says "tool use" but the first call's arguments stop mid-string.
     let turn = ScriptedTurn::deltas(vec![
         Delta::ToolCallStart { key: 0, id: "cut".into(), name: "shell".into(), arguments: None },
-        Delta::ToolCallArgs { key: 0, fragment: r#"{"cmd": "rm -rf /home/ola/tm"#.into() },
+        Delta::ToolCallArgs { key: 0, fragment: r#"{"cmd": "rm -rf /srv/scratch/tm"#.into() },
         Delta::BlockEnd { key: 0 },
         Delta::ToolCallStart { key: 1, id: "whole".into(), name: "shell".into(), arguments: None },
         Delta::ToolCallArgs { key: 1, fragment: r#"{"cmd": "ls"}"#.into() },

@@ -1,6 +1,8 @@
 //! Anthropic-specific model flags ([`Model::compat`]) and their per-provider defaults.
 
-use llm_core::Model;
+use llm_core::{Error, Model};
+
+use crate::PROVIDER;
 use serde::Deserialize;
 
 use super::model_version::claude_version;
@@ -29,18 +31,10 @@ pub struct AnthropicCompat {
 }
 
 impl AnthropicCompat {
-    /// Parses `model.compat`; a missing or malformed value gives the defaults.
-    pub fn from_model(model: &Model) -> Self {
-        match &model.compat {
-            Some(value) => match serde_json::from_value(value.clone()) {
-                Ok(compat) => compat,
-                Err(e) => {
-                    tracing::warn!(model = %model.id, error = %e, "ignoring malformed anthropic compat");
-                    AnthropicCompat::default()
-                }
-            },
-            None => AnthropicCompat::default(),
-        }
+    /// Parses `model.compat` (absent or `null` gives the defaults; a malformed one is an
+    /// `invalid_request` error, as for every provider).
+    pub fn from_model(model: &Model) -> Result<Self, Error> {
+        model.typed_compat(PROVIDER)
     }
 }
 
@@ -55,12 +49,12 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub(crate) fn resolve(model: &Model) -> Settings {
-        let compat = AnthropicCompat::from_model(model);
+    pub(crate) fn resolve(model: &Model) -> Result<Settings, Error> {
+        let compat = AnthropicCompat::from_model(model)?;
         let fireworks = model.provider == "fireworks";
         let cf_anthropic =
             model.provider == "cloudflare-ai-gateway" && model.base_url.contains("anthropic");
-        Settings {
+        Ok(Settings {
             eager_tool_input_streaming: compat
                 .supports_eager_tool_input_streaming
                 .unwrap_or(!fireworks),
@@ -72,6 +66,6 @@ impl Settings {
             adaptive_thinking: compat
                 .supports_adaptive_thinking
                 .unwrap_or_else(|| claude_version(&model.id).is_some_and(|v| v.adaptive())),
-        }
+        })
     }
 }

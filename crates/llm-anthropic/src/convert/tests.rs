@@ -198,7 +198,15 @@ fn fireworks_compat_uses_the_beta_header_and_no_tool_marker() {
     m.compat = Some(json!({"supportsEagerToolInputStreaming": false, "unknownFlag": 1}));
     let r = build_request(&m, &ctx, &options("k")).unwrap();
     assert!(r.body["tools"][0].get("eager_input_streaming").is_none());
-    assert_eq!(AnthropicCompat::from_model(&m).supports_eager_tool_input_streaming, Some(false));
+    assert_eq!(
+        AnthropicCompat::from_model(&m).unwrap().supports_eager_tool_input_streaming,
+        Some(false)
+    );
+    // A flag of the wrong type is an invalid request, not a silent default.
+    m.compat = Some(json!({"supportsEagerToolInputStreaming": "no"}));
+    let e = build_request(&m, &ctx, &options("k")).unwrap_err();
+    assert_eq!((e.kind, e.retryable), (ErrorKind::InvalidRequest, false));
+    assert!(e.message.starts_with("Invalid anthropic compat for model"), "{}", e.message);
 }
 
 #[test]
@@ -644,7 +652,7 @@ fn claude_versions() {
     assert_eq!(v("anthropic/claude-opus-4.7"), Some((Family::Opus, 4, 7)));
     assert_eq!(v("gpt-5"), None);
     let s = |id: &str| {
-        Settings::resolve(&Model { id: id.into(), ..Model::default() }).adaptive_thinking
+        Settings::resolve(&Model { id: id.into(), ..Model::default() }).unwrap().adaptive_thinking
     };
     assert!(s("claude-opus-4-6"));
     assert!(s("claude-sonnet-4-6"));

@@ -76,7 +76,11 @@ fn spec_test_vector_without_headers() {
     let body = hex(
         "00 00 00 1e 00 00 00 00 ba f2 f6 8a 7b 22 66 6f 6f 22 3a 20 22 62 61 72 22 7d ae 72 58 e4",
     );
-    assert_eq!(body, encode(&[], br#"{"foo": "bar"}"#), "the test encoder disagrees with the spec");
+    assert_eq!(
+        body,
+        encode(&[], br#"{"foo": "bar"}"#),
+        "the test encoder disagrees with AWS's published event-stream vector"
+    );
     let (frames, result) = decode(&body);
     assert_eq!(result, Ok(()));
     assert_eq!(frames, vec![frame(&[], br#"{"foo": "bar"}"#)]);

@@ -58,7 +58,8 @@ fn image(data: &str) -> UserContent {
 
 fn body(model: &Model, context: &Context, options: &StreamOptions) -> Value {
     let compat = GoogleCompat::from_model(model).unwrap();
-    build_body(model, context, options, &compat)
+    let extra = GoogleOptions::read(options).unwrap();
+    build_body(model, context, options, &compat, &extra)
 }
 
 fn weather_tool() -> Tool {
@@ -470,38 +471,73 @@ fn thinking_configs() {
     let mut options = StreamOptions::default();
     let model = |id: &str| Model { id: id.into(), reasoning: true, ..Model::default() };
     assert_eq!(
-        thinking_config(&model("gemini-2.5-flash"), &options),
+        thinking_config(
+            &model("gemini-2.5-flash"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"thinkingBudget": 0}))
     );
-    assert_eq!(thinking_config(&model("gemini-2.5-pro"), &options), None);
     assert_eq!(
-        thinking_config(&model("gemini-3-pro-preview"), &options),
+        thinking_config(
+            &model("gemini-2.5-pro"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
+        None
+    );
+    assert_eq!(
+        thinking_config(
+            &model("gemini-3-pro-preview"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"thinkingLevel": "LOW"}))
     );
     assert_eq!(
-        thinking_config(&model("gemini-3-flash"), &options),
+        thinking_config(
+            &model("gemini-3-flash"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"thinkingLevel": "MINIMAL"}))
     );
     options.reasoning = Some(ReasoningLevel::Medium);
     assert_eq!(
-        thinking_config(&model("gemini-2.5-flash"), &options),
+        thinking_config(
+            &model("gemini-2.5-flash"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"includeThoughts": true, "thinkingBudget": 8192}))
     );
     assert_eq!(
-        thinking_config(&model("gemini-3-pro-preview"), &options),
+        thinking_config(
+            &model("gemini-3-pro-preview"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"includeThoughts": true, "thinkingLevel": "HIGH"}))
     );
     assert_eq!(
-        thinking_config(&model("gemini-3-flash"), &options),
+        thinking_config(
+            &model("gemini-3-flash"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"includeThoughts": true, "thinkingLevel": "MEDIUM"}))
     );
     options.provider_options.insert("thinkingBudget".into(), json!(-1));
     assert_eq!(
-        thinking_config(&model("gemini-2.5-flash"), &options),
+        thinking_config(
+            &model("gemini-2.5-flash"),
+            &options,
+            &GoogleOptions::read(&options).unwrap()
+        ),
         Some(json!({"includeThoughts": true, "thinkingBudget": -1}))
     );
     let plain = Model { id: "gemini-2.0-flash".into(), ..Model::default() };
-    assert_eq!(thinking_config(&plain, &options), None);
+    assert_eq!(thinking_config(&plain, &options, &GoogleOptions::read(&options).unwrap()), None);
 }
 
 fn person() -> llm_core::OutputFormat {
@@ -610,4 +646,30 @@ fn stream_function_call_arguments_is_asked_for_in_the_tool_config() {
     )
     .unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidRequest);
+}
+
+#[test]
+fn a_mistyped_provider_option_is_an_invalid_request_naming_it() {
+    for (key, value) in [
+        ("streamFunctionCallArguments", json!("yes")),
+        ("thinkingBudget", json!("high")),
+        ("thinkingLevel", json!(2)),
+        ("project", json!(["p"])),
+    ] {
+        let options = StreamOptions {
+            api_key: Some(llm_core::ApiKey::new("k")),
+            provider_options: [(key.to_owned(), value)].into(),
+            ..StreamOptions::default()
+        };
+        let e = build_request(
+            &model("gemini-2.5-flash"),
+            &Context::default(),
+            &options,
+            &Endpoint::GenerativeLanguage,
+        )
+        .unwrap_err();
+        assert_eq!((e.kind, e.retryable), (ErrorKind::InvalidRequest, false), "{key}");
+        let prefix = format!("Invalid Google provider option: {key}: ");
+        assert!(e.message.starts_with(&prefix), "{}", e.message);
+    }
 }

@@ -31,12 +31,18 @@ fn request_debug_redacts_the_key() {
 }
 
 #[test]
-fn malformed_compat_falls_back_to_defaults() {
+fn malformed_compat_is_an_invalid_request() {
     let mut model = Model { compat: Some(json!({"reasoningFormat": 3})), ..Model::default() };
-    assert_eq!(MistralCompat::from_model(&model), MistralCompat::default());
+    let e = MistralCompat::from_model(&model).unwrap_err();
+    assert_eq!((e.kind, e.retryable), (llm_core::ErrorKind::InvalidRequest, false));
+    assert!(e.message.starts_with("Invalid mistral compat for model"), "{}", e.message);
+    model.compat = Some(json!({"reasoningFormat": "bogus"}));
+    assert!(MistralCompat::from_model(&model).is_err(), "an unknown value is an error");
+    model.compat = Some(json!(null));
+    assert_eq!(MistralCompat::from_model(&model).unwrap(), MistralCompat::default());
     model.compat = Some(json!({"reasoningFormat": "promptMode", "unknown": true}));
     assert_eq!(
-        MistralCompat::from_model(&model).reasoning_format,
+        MistralCompat::from_model(&model).unwrap().reasoning_format,
         Some(MistralReasoningFormat::PromptMode)
     );
 }
@@ -94,4 +100,26 @@ fn an_output_format_is_a_strict_json_schema_response_format() {
             .get("response_format")
             .is_none()
     );
+}
+
+#[test]
+fn provider_options_are_typed_and_a_mistyped_one_is_an_invalid_request() {
+    let model = Model { id: "mistral-large-latest".into(), ..Model::default() };
+    let with = |key: &str, value: Value| StreamOptions {
+        provider_options: [(key.to_owned(), value)].into(),
+        ..StreamOptions::default()
+    };
+    let body = build_body(&model, &Context::default(), &with("parallelToolCalls", json!(false)));
+    assert_eq!(body.unwrap().get("parallel_tool_calls"), Some(&json!(false)));
+    let body = build_body(&model, &Context::default(), &with("promptMode", json!("reasoning")));
+    assert_eq!(body.unwrap().get("prompt_mode"), Some(&json!("reasoning")));
+    for (key, value) in [
+        ("parallelToolCalls", json!("yes")),
+        ("promptMode", json!(1)),
+        ("reasoningEffort", json!(["high"])),
+    ] {
+        let e = build_body(&model, &Context::default(), &with(key, value)).unwrap_err();
+        assert_eq!((e.kind, e.retryable), (llm_core::ErrorKind::InvalidRequest, false), "{key}");
+        assert!(e.message.starts_with("Invalid Mistral provider option"), "{}", e.message);
+    }
 }

@@ -1,8 +1,6 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::BTreeMap;
-
-use llm_core::{ErrorKind, Model};
+use llm_core::{ErrorKind, Model, StreamOptions};
 use serde_json::{Value, json};
 
 use super::*;
@@ -16,9 +14,9 @@ fn model(base_url: &str, provider: &str) -> Model {
     }
 }
 
-fn options(value: Value) -> BTreeMap<String, Value> {
+fn options(value: Value) -> StreamOptions {
     let Value::Object(map) = value else { panic!("object") };
-    map.into_iter().collect()
+    StreamOptions { provider_options: map.into_iter().collect(), ..StreamOptions::default() }
 }
 
 #[test]
@@ -62,4 +60,8 @@ fn other_hosts_are_not_azure_unless_the_provider_says_so() {
     assert!(r.url.starts_with("https://gw.example.com/openai/deployments/d/chat/completions?"));
     let bad = route(&gateway, &options(json!({"azureAuth": 1})), "o").unwrap_err();
     assert_eq!(bad.kind, ErrorKind::InvalidRequest);
+    assert!(bad.message.starts_with("Invalid Azure OpenAI provider option: azureAuth: "));
+    // Blank is absent, as in every provider.
+    let blank = route(&gateway, &options(json!({"azureAuth": "  "})), "o").unwrap().unwrap();
+    assert_eq!(blank.auth, Auth::ApiKey);
 }

@@ -1,4 +1,5 @@
 use super::*;
+use llm_core::ErrorKind;
 use serde_json::json;
 
 fn model(provider: &str, url: &str, compat: Option<serde_json::Value>) -> Model {

@@ -434,10 +434,17 @@ fn extra_body_and_bad_provider_options() {
     assert_eq!(r.body["top_k"], json!(5));
     assert_eq!(r.body["store"], json!(true));
     o.provider_options.insert("parallelToolCalls".into(), json!("yes"));
-    assert_eq!(
-        build_request(&m, &Context::default(), &o, &compat(&m)).unwrap_err().kind,
-        ErrorKind::InvalidRequest
+    let e = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap_err();
+    assert_eq!((e.kind, e.retryable), (ErrorKind::InvalidRequest, false));
+    assert!(
+        e.message.starts_with("Invalid Chat Completions provider option: parallelToolCalls: "),
+        "{}",
+        e.message
     );
+    o.provider_options.remove("parallelToolCalls");
+    o.provider_options.insert("extraBody".into(), json!([1]));
+    let e = build_request(&m, &Context::default(), &o, &compat(&m)).unwrap_err();
+    assert!(e.message.contains("extraBody: "), "{}", e.message);
 }
 
 #[test]

@@ -228,3 +228,15 @@ fn debug_of_a_fixed_env_shows_names_only() {
     let text = format!("{e:?}");
     assert!(text.contains(ENV_API_KEY) && !text.contains("secret-value"), "{text}");
 }
+
+#[test]
+fn an_option_that_is_not_a_string_is_an_invalid_request_and_blank_is_absent() {
+    for key in ["azureBaseUrl", "azureResourceName", "azureApiVersion", "azureAuth"] {
+        let e = route("https://x.openai.azure.com", json!({ key: 7 }), &env(&[])).unwrap_err();
+        assert_eq!((e.kind, e.retryable), (llm_core::ErrorKind::InvalidRequest, false), "{key}");
+        let prefix = format!("Invalid Azure OpenAI provider option: {key}: ");
+        assert!(e.message.starts_with(&prefix), "{}", e.message);
+    }
+    let blank = route("", json!({"azureResourceName": "  "}), &env(&[(ENV_RESOURCE_NAME, "r")]));
+    assert_eq!(blank.unwrap().url, "https://r.openai.azure.com/openai/v1/responses?api-version=v1");
+}

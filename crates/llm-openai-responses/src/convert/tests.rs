@@ -640,3 +640,36 @@ fn a_model_without_structured_output_fails_before_any_request() {
     let error = build_request(&m, &Context::default(), &strict, None).unwrap_err();
     assert_eq!(error.kind, ErrorKind::Unsupported);
 }
+
+#[test]
+fn provider_options_are_typed_and_a_mistyped_one_is_an_invalid_request_naming_it() {
+    let mut m = model();
+    m.reasoning = true;
+    let context = Context {
+        tools: vec![tool("read", "Read", json!({"type": "object", "properties": {}}))],
+        ..Context::default()
+    };
+    let mut o = options();
+    o.provider_options.insert("builtinTools".into(), json!([{"type": "web_search"}]));
+    o.provider_options.insert("reasoningSummary".into(), Value::Null);
+    o.provider_options.insert("serviceTier".into(), json!("flex"));
+    let b = body(&m, &context, &o);
+    assert_eq!(b.get("service_tier"), Some(&json!("flex")));
+    let tools = b.get("tools").and_then(Value::as_array).unwrap();
+    assert_eq!(tools.last(), Some(&json!({"type": "web_search"})));
+    let reasoning = b.get("reasoning").unwrap();
+    assert!(reasoning.get("summary").is_none(), "null asks for no summary: {reasoning}");
+    for (key, value) in [
+        ("builtinTools", json!(["web_search"])),
+        ("parallelToolCalls", json!("yes")),
+        ("reasoningSummary", json!(1)),
+        ("strictTools", json!({})),
+    ] {
+        let mut o = options();
+        o.provider_options.insert(key.into(), value);
+        let e = build_request(&m, &context, &o, None).unwrap_err();
+        assert_eq!((e.kind, e.retryable), (ErrorKind::InvalidRequest, false), "{key}");
+        let prefix = format!("Invalid Responses provider option: {key}: ");
+        assert!(e.message.starts_with(&prefix), "{}", e.message);
+    }
+}
