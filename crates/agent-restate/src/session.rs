@@ -285,6 +285,7 @@ impl AgentSession {
         driver.feed(Input::Start(vec![Message::user(text.0)]));
         driver.run().await?;
         driver.flush_events();
+        driver.withdraw_approvals();
 
         let cancelled = driver.cancelled;
         let steered = std::mem::take(&mut driver.steered);
@@ -329,36 +330,36 @@ impl AgentSession {
         Ok(())
     }
 
-    /// Approves the call `call_id` waiting in the session's run; `true` if a
-    /// call waits for it now (else the decision is kept for when it asks).
+    /// Approves the call `call_id` waiting in the session's run; fails with
+    /// [`NOT_WAITING`] when no call waits under that id.
     #[handler]
     async fn approve(
         &self,
         ctx: SharedObjectContext<'_>,
         call_id: Json<String>,
-    ) -> Result<Json<bool>, HandlerError> {
+    ) -> Result<(), HandlerError> {
         let decision = Decision { call_id: call_id.0, deny: None };
-        Ok(ctx
-            .object_client::<SessionApprovalsClient>(ctx.key())
+        ctx.object_client::<SessionApprovalsClient>(ctx.key())
             .decide(Json(decision))
             .call()
-            .await?)
+            .await?;
+        Ok(())
     }
 
-    /// Denies a waiting call: `{"callId": ..., "reason": ...}`.
+    /// Denies a waiting call: `{"callId": ..., "reason": ...}`; fails as `approve`.
     #[handler]
     async fn deny(
         &self,
         ctx: SharedObjectContext<'_>,
         request: Json<DenyRequest>,
-    ) -> Result<Json<bool>, HandlerError> {
+    ) -> Result<(), HandlerError> {
         let DenyRequest { call_id, reason } = request.0;
         let decision = Decision { call_id, deny: Some(reason.unwrap_or_default()) };
-        Ok(ctx
-            .object_client::<SessionApprovalsClient>(ctx.key())
+        ctx.object_client::<SessionApprovalsClient>(ctx.key())
             .decide(Json(decision))
             .call()
-            .await?)
+            .await?;
+        Ok(())
     }
 
     /// The session's transcript.
@@ -407,6 +408,9 @@ const INBOX_KEY: &str = "queued";
 const INBOX_SEQ_KEY: &str = "seq";
 /// At most this many steering messages wait in an inbox; `steer` fails beyond.
 pub const INBOX_LIMIT: usize = 256;
+/// The error code of a `steer` refused because the inbox holds [`INBOX_LIMIT`]
+/// messages (HTTP 429 at the ingress): a client may retry once the run took them.
+pub const INBOX_FULL: u16 = 429;
 
 /// A session's steering inbox: a separate virtual object with the same key, so
 /// that queuing does not wait behind the session's running `message`.
@@ -425,9 +429,10 @@ impl SessionInbox {
         let mut queued: Vec<(u64, String)> =
             ctx.get::<Json<Vec<(u64, String)>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
         if queued.len() >= INBOX_LIMIT {
-            return Err(TerminalError::new(format!(
-                "the session's inbox holds {INBOX_LIMIT} steering messages already"
-            ))
+            return Err(TerminalError::new_with_code(
+                INBOX_FULL,
+                format!("the session's inbox holds {INBOX_LIMIT} steering messages already"),
+            )
             .into());
         }
         let seq = ctx.get::<u64>(INBOX_SEQ_KEY).await?.unwrap_or(0) + 1;
@@ -462,15 +467,20 @@ impl SessionInbox {
 
 /// State key of the awakeables of calls waiting for approval, by call id.
 const WAITING_KEY: &str = "waiting";
-/// State key of decisions that arrived before their call asked, by call id.
-const EARLY_KEY: &str = "early";
-/// At most this many decisions are kept for calls that have not asked yet.
-const EARLY_LIMIT: usize = 64;
+
+/// The error code of a decision for a call that does not wait for one (HTTP 404
+/// at the ingress): never asked, already decided, or its run ended.
+pub const NOT_WAITING: u16 = 404;
 
 /// A session's approvals: which awakeable each waiting call sleeps on. A
 /// separate object with the session's key, so `approve` / `deny` never wait
 /// behind the running `message`; its handlers are reachable only from the
 /// session (the ingress goes through `AgentSession/approve` and `deny`).
+///
+/// An entry lives from the call's request for approval until its decision, or
+/// until its run ends without one (an abort withdraws it), so a decision for a
+/// call id that is not waiting is refused with [`NOT_WAITING`] instead of
+/// being kept for a call that may never ask.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionApprovals;
 
@@ -484,13 +494,6 @@ impl SessionApprovals {
         waiting: Json<(String, String)>,
     ) -> Result<(), HandlerError> {
         let (call_id, awakeable) = waiting.0;
-        let mut early: BTreeMap<String, Approval> =
-            ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        if let Some(decision) = early.remove(&call_id) {
-            ctx.set(EARLY_KEY, Json(early));
-            ctx.resolve_awakeable(&awakeable, Json(decision));
-            return Ok(());
-        }
         let mut table: BTreeMap<String, String> =
             ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
         table.insert(call_id, awakeable);
@@ -498,14 +501,14 @@ impl SessionApprovals {
         Ok(())
     }
 
-    /// Resolves the call's awakeable with the decision; `false` when no call
-    /// waits under that id yet (the decision is kept, a bounded number of them).
+    /// Resolves the call's awakeable with the decision; fails with
+    /// [`NOT_WAITING`] when no call waits under that id.
     #[handler(ingress_private)]
     async fn decide(
         &self,
         ctx: ObjectContext<'_>,
         decision: Json<Decision>,
-    ) -> Result<Json<bool>, HandlerError> {
+    ) -> Result<(), HandlerError> {
         let Decision { call_id, deny } = decision.0;
         let approval = match deny {
             None => Approval::Approve,
@@ -513,21 +516,43 @@ impl SessionApprovals {
         };
         let mut table: BTreeMap<String, String> =
             ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        if let Some(awakeable) = table.remove(&call_id) {
+        let Some(awakeable) = table.remove(&call_id) else {
+            return Err(TerminalError::new_with_code(
+                NOT_WAITING,
+                format!(
+                    "no call {call_id:?} waits for approval in this session (never asked, already decided, or its run ended)"
+                ),
+            )
+            .into());
+        };
+        if table.is_empty() {
+            ctx.clear(WAITING_KEY);
+        } else {
             ctx.set(WAITING_KEY, Json(table));
-            ctx.resolve_awakeable(&awakeable, Json(approval));
-            return Ok(Json(true));
         }
-        let mut early: BTreeMap<String, Approval> =
-            ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        if early.len() >= EARLY_LIMIT && !early.contains_key(&call_id) {
-            return Err(
-                TerminalError::new("too many decisions for calls that are not waiting").into()
-            );
+        ctx.resolve_awakeable(&awakeable, Json(approval));
+        Ok(())
+    }
+
+    /// The run that parked these calls ended without their decisions (an
+    /// abort, a failure): they no longer wait.
+    #[handler(ingress_private)]
+    async fn withdraw(
+        &self,
+        ctx: ObjectContext<'_>,
+        call_ids: Json<Vec<String>>,
+    ) -> Result<(), HandlerError> {
+        let mut table: BTreeMap<String, String> =
+            ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        for call_id in &call_ids.0 {
+            table.remove(call_id);
         }
-        early.insert(call_id, approval);
-        ctx.set(EARLY_KEY, Json(early));
-        Ok(Json(false))
+        if table.is_empty() {
+            ctx.clear(WAITING_KEY);
+        } else {
+            ctx.set(WAITING_KEY, Json(table));
+        }
+        Ok(())
     }
 }
 

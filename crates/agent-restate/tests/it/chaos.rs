@@ -239,8 +239,8 @@ struct ChaosReport {
 
 /// Approves the third turn's call (`call_11`: the transcript holds 9 messages,
 /// and the request the system prompt and the new prompt) after a while, through
-/// whichever node answers, until a node took the decision. A decision that
-/// arrives before the call asks is kept for it.
+/// whichever node answers, until a node took the decision (a decision before
+/// the call asked is refused, so it is sent again until the call waits).
 async fn approve_later(
     http: reqwest::Client,
     ingresses: Vec<String>,

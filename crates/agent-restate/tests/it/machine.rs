@@ -12,7 +12,7 @@ use llm_core::Message;
 use serde_json::{Value, json};
 
 use crate::durable::{marker_lines, next_arrival, setup_one_worker, transcript};
-use crate::harness::{TestResult, start_worker_with, wait_listening};
+use crate::harness::{RestateServer, TestResult, start_worker_with, wait_listening};
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -69,6 +69,102 @@ fn tool_results(messages: &[Message]) -> Vec<(bool, String)> {
 }
 
 const PARALLEL_DELAY_MS: u64 = 2000;
+
+/// Sends a decision (`approve` or `deny`) until a call waits for it: the call
+/// registers itself with a one-way call after its hook's step, and the server
+/// may still be taking its partitions back after a restart.
+async fn decide_when_waiting(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    key: &str,
+    handler: &str,
+    body: &Value,
+) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match server.call(http, key, handler, body).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+/// The rows of Restate's state table for `object`/`key` (admin SQL), as text.
+async fn object_state(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    object: &str,
+    key: &str,
+) -> TestResult<String> {
+    let query = json!({"query": format!(
+        "SELECT key, value_utf8 FROM state WHERE service_name = '{object}' AND service_key = '{key}'"
+    )});
+    let response = http
+        .post(format!("{}/query", server.admin))
+        .header("accept", "application/json")
+        .json(&query)
+        .send()
+        .await?;
+    let status = response.status();
+    let text = response.text().await?;
+    if !status.is_success() {
+        return Err(format!("state query: HTTP {status}: {text}").into());
+    }
+    Ok(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_run_leaves_no_waiting_approval_and_a_stale_decision_is_refused() -> TestResult {
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let log = workspace.0.join("hook-log");
+    let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let id = send(&http, &server.ingress, "stale", "markers ask1").await?;
+    wait_for("the approval request", || !lines(&log).is_empty()).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !object_state(&server, &http, "SessionApprovals", "stale").await?.contains("call_2") {
+        assert!(Instant::now() < deadline, "the call never registered its approval");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let cancel = http.patch(format!("{}/invocations/{id}/cancel", server.admin)).send().await?;
+    assert!(cancel.status().is_success(), "cancel: {}", cancel.text().await?);
+    let (status, _) = attach(&http, &server.ingress, &id).await?;
+    assert!(!status.is_success(), "the cancelled run failed");
+
+    // The withdrawal is a one-way call at the run's end: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = object_state(&server, &http, "SessionApprovals", "stale").await?;
+        if !state.contains("call_2") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a stale approval entry stayed behind: {state}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (handler, body) in [
+        ("approve", json!("call_2")),
+        ("deny", json!({"callId": "call_2"})),
+        ("approve", json!("call_never_made")),
+    ] {
+        let refused = server.call(&http, "stale", handler, &body).await;
+        let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("HTTP 404") && error.contains("no call"),
+            "{handler} {body}: {error}"
+        );
+    }
+    let messages = transcript(server.call(&http, "stale", "transcript", &Value::Null).await?)?;
+    assert!(check_tool_results(&messages).is_empty(), "{:?}", check_tool_results(&messages));
+    assert!(marker_lines(&workspace.0, "ask1").is_empty(), "the call never ran");
+    Ok(())
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parallel_batch_takes_its_slowest_tools_time_and_runs_each_tool_once() -> TestResult {
@@ -221,17 +317,7 @@ async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_rest
     wait_listening(addr).await?;
     assert!(marker_lines(&workspace.0, "ask1").is_empty(), "the call waits for approval");
 
-    let waiting = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match server.call(&http, "ask", "approve", &json!("call_2")).await {
-                Ok(v) => return Ok::<Value, String>(v),
-                // The server may still be taking its partitions back.
-                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
-            }
-        }
-    })
-    .await??;
-    assert_eq!(waiting, json!(true), "a call waited for this approval");
+    decide_when_waiting(&server, &http, "ask", "approve", &json!("call_2")).await?;
     let (status, body) = attach(&http, &server.ingress, &id).await?;
     assert!(status.is_success(), "HTTP {status}: {body}");
     assert_eq!(serde_json::from_str::<Value>(&body)?["text"], "done");
@@ -251,13 +337,18 @@ async fn a_denied_call_tells_the_model_and_the_run_goes_on() -> TestResult {
     wait_listening(addr).await?;
     server.register(&format!("http://{addr}")).await?;
     let http = reqwest::Client::new();
-    // Decided before the call asks: kept, and applied when it does.
+    // Decided before the call asks: refused, not kept for a call that may never ask.
     let early = server
         .call(&http, "deny", "deny", &json!({"callId": "call_2", "reason": "not today"}))
-        .await?;
-    assert_eq!(early, json!(false));
-    let reply = server.call(&http, "deny", "message", &json!("markers ask1")).await?;
-    assert_eq!(reply["text"], "done", "{reply}");
+        .await;
+    let error = early.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(error.contains("HTTP 404") && error.contains("no call"), "{error}");
+    let id = send(&http, &server.ingress, "deny", "markers ask1").await?;
+    let decision = json!({"callId": "call_2", "reason": "not today"});
+    decide_when_waiting(&server, &http, "deny", "deny", &decision).await?;
+    let (status, body) = attach(&http, &server.ingress, &id).await?;
+    assert!(status.is_success(), "HTTP {status}: {body}");
+    assert_eq!(serde_json::from_str::<Value>(&body)?["text"], "done", "{body}");
     assert!(marker_lines(&workspace.0, "ask1").is_empty());
     let messages = transcript(server.call(&http, "deny", "transcript", &Value::Null).await?)?;
     let results = tool_results(&messages);
@@ -375,7 +466,7 @@ async fn a_retried_client_message_runs_once_and_the_inbox_is_private() -> TestRe
     }
     let over = server.call(&http, "full", "steer", &json!("one too many")).await;
     let error = over.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(error.contains("inbox holds"), "{error}");
+    assert!(error.contains("HTTP 429") && error.contains("inbox holds"), "{error}");
 
     for (object, handler, body) in [
         ("SessionInbox", "since", json!(0)),
