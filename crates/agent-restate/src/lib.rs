@@ -19,6 +19,7 @@
 pub struct ReadmeDoctests;
 
 mod driver;
+mod identity;
 mod journal;
 mod session;
 mod wrap;

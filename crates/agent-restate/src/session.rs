@@ -147,7 +147,11 @@ pub struct AgentSession {
 
 impl AgentSession {
     /// A session service whose agents come from `setup`.
+    ///
+    /// Also installs the verifier of Restate's request identity for the
+    /// process, so a worker given identity keys can check signed requests.
     pub fn new(setup: impl SessionSetup) -> Self {
+        crate::identity::install_identity_verifier();
         AgentSession { setup: Arc::new(setup) }
     }
 }

@@ -12,7 +12,10 @@ use llm_core::Message;
 use serde_json::{Value, json};
 
 use crate::durable::{marker_lines, next_arrival, setup_one_worker, transcript};
-use crate::harness::{RestateServer, TestResult, start_worker_with, wait_listening};
+use crate::harness::{
+    LoopbackProvider, RestateServer, Scratch, TestResult, free_port, restate_binary,
+    start_worker_with, wait_listening,
+};
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -680,5 +683,114 @@ async fn steering_sent_to_a_cancelled_run_reaches_the_next_message() -> TestResu
     // Acknowledged with that transcript: a third message does not see it again.
     let reply = server.call(&http, "steered", "message", &json!("again")).await?;
     assert_eq!(reply["text"], "echo: again", "{reply}");
+    Ok(())
+}
+
+/// Bitcoin's base58, which Restate's `publickeyv1_` keys use.
+fn base58(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let mut digits: Vec<u8> = Vec::new();
+    for &byte in bytes {
+        let mut carry = u32::from(byte);
+        for digit in &mut digits {
+            carry += u32::from(*digit) << 8;
+            *digit = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits.push((carry % 58) as u8);
+            carry /= 58;
+        }
+    }
+    let zeros = bytes.iter().take_while(|&&b| b == 0).count();
+    let mut out: String = std::iter::repeat_n('1', zeros).collect();
+    out.extend(digits.iter().rev().map(|&d| char::from(ALPHABET[usize::from(d)])));
+    out
+}
+
+/// A new Ed25519 key pair made by openssl: the private key's PEM file and the
+/// public key as Restate writes it (`publickeyv1_` and the raw key in base58).
+fn identity_key(dir: &Path, name: &str) -> TestResult<Option<(std::path::PathBuf, String)>> {
+    let pem = dir.join(format!("{name}.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["genpkey", "-algorithm", "ed25519", "-out"])
+        .arg(&pem)
+        .output();
+    let Ok(made) = made else {
+        eprintln!("SKIPPED: openssl is not installed; it makes the identity keys");
+        return Ok(None);
+    };
+    assert!(made.status.success(), "openssl genpkey: {}", String::from_utf8_lossy(&made.stderr));
+    let public = std::process::Command::new("openssl")
+        .args(["pkey", "-pubout", "-outform", "DER", "-in"])
+        .arg(&pem)
+        .output()?;
+    assert!(public.status.success(), "openssl pkey: {}", String::from_utf8_lossy(&public.stderr));
+    // The DER SubjectPublicKeyInfo of an Ed25519 key ends with the 32-byte key.
+    let raw = &public.stdout[public.stdout.len() - 32..];
+    Ok(Some((pem, format!("publickeyv1_{}", base58(raw)))))
+}
+
+#[test]
+fn base58_matches_the_reference_vectors() {
+    // Vectors from the base58 reference (Bitcoin's alphabet).
+    assert_eq!(base58(b"Hello World!"), "2NEpo7TZRRrLZSi2U");
+    assert_eq!(base58(&[0, 0, 0x28, 0x7f, 0xb4, 0xcd]), "11233QC4");
+    assert_eq!(base58(b""), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_or_with_a_wrong_identity_is_refused() -> TestResult {
+    let Some(binary) = restate_binary() else { return Ok(()) };
+    let keys = Scratch::new("identity")?;
+    let Some((server_key, server_public)) = identity_key(&keys.0, "server")? else {
+        return Ok(());
+    };
+    let Some((_, other_public)) = identity_key(&keys.0, "other")? else { return Ok(()) };
+    let env = [("RESTATE_REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE", server_key.display().to_string())];
+    let server = RestateServer::start_with(&binary, &env).await?;
+    let (provider, _arrivals) = LoopbackProvider::start().await?;
+    let workspace = Scratch::new("workspace")?;
+
+    // The worker that trusts this server's key serves it.
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let trusted = [("CLAW_IDENTITY_KEYS", server_public)];
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &trusted)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let reply = server.call(&http, "signed", "message", &json!("hello")).await?;
+    assert_eq!(reply["text"], "echo: hello");
+
+    // Someone who reaches the worker's port directly, without a signature.
+    let direct = reqwest::Client::builder().http2_prior_knowledge().build()?;
+    for (method, path) in [
+        (reqwest::Method::GET, "discover"),
+        (reqwest::Method::POST, "invoke/AgentSession/x/message"),
+    ] {
+        let response = direct
+            .request(method, format!("http://{addr}/{path}"))
+            .header("content-type", "application/vnd.restate.invocation.v5")
+            .header("accept", "application/vnd.restate.endpointmanifest.v3+json")
+            .send()
+            .await?;
+        assert_eq!(response.status().as_u16(), 401, "unsigned {path}: {}", response.text().await?);
+    }
+
+    // A worker that trusts another key refuses this server: registering it fails.
+    let other: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let wrong = [("CLAW_IDENTITY_KEYS", other_public)];
+    let _other = start_worker_with(other, &provider.base_url, &workspace.0, 0, &wrong)?;
+    wait_listening(other).await?;
+    let response = http
+        .post(format!("{}/deployments", server.admin))
+        .json(&json!({ "uri": format!("http://{other}"), "force": true }))
+        .send()
+        .await?;
+    let status = response.status();
+    let body = response.text().await?;
+    assert!(!status.is_success(), "a worker with another key was registered: {body}");
+    assert!(body.contains("401"), "HTTP {status}: {body}");
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 1, "no request ran past the check");
     Ok(())
 }
