@@ -95,6 +95,11 @@ pub struct TurnReply {
     pub text: String,
     /// How many messages the run added to the transcript.
     pub added: usize,
+    /// The structured answer of a run with an output format
+    /// ([`AgentConfig::output`]): `{"status": "valid", "value": ...}`, or why
+    /// there is none (`invalid` with its violations, `refused`, `failed`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// A person's answer to an approval request, by call id.
@@ -108,7 +113,7 @@ pub struct Decision {
 }
 
 /// A fingerprint of what a replay depends on: the tools (names and schemas),
-/// the model and the system prompt. Recorded as a run's first step; a retry on
+/// the model, the system prompt, the execution settings and the output format. Recorded as a run's first step; a retry on
 /// a build with another setup fails with a clear error instead of a journal mismatch.
 fn setup_fingerprint(parts: &SessionParts) -> String {
     let tools: Vec<(&str, &serde_json::Value)> =
@@ -118,6 +123,7 @@ fn setup_fingerprint(parts: &SessionParts) -> String {
         "model": [&parts.config.model.api, &parts.config.model.provider, &parts.config.model.id],
         "system": &parts.system_prompt,
         "settings": [format!("{:?}", parts.config.tool_execution), format!("{:?}", parts.config.max_concurrency), format!("{:?}", parts.config.max_turns)],
+        "output": serde_json::to_value(&parts.config.output).unwrap_or_default(),
     });
     // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -274,6 +280,12 @@ impl AgentSession {
             Arc::new(config.model.clone()),
             Arc::new(ValidatorCache::new()),
         );
+        // A run whose final answer must match a schema: the machine asks for it
+        // and validates it (and asks again once with the violations).
+        let machine = match config.output.clone() {
+            Some(output) => machine.with_output(output),
+            None => machine,
+        };
         let mut driver = Driver::new(
             &ctx,
             machine,
@@ -301,6 +313,7 @@ impl AgentSession {
         let unsent = machine.take_queued().len();
         let sent = steered.len().saturating_sub(unsent);
         let reason = machine.reason();
+        let output = machine.output_outcome().and_then(|o| serde_json::to_value(o).ok());
         let messages = &machine.context().messages;
         for (i, message) in messages.iter().enumerate().skip(stored) {
             let size = serde_json::to_vec(message).map(|b| b.len() as u64).unwrap_or_default();
@@ -320,7 +333,7 @@ impl AgentSession {
             return Err(TerminalError::new_with_code(409, "session run cancelled").into());
         }
         let reason = reason.map(|r| format!("{r:?}")).unwrap_or_else(|| "Failed".into());
-        Ok(Json(TurnReply { reason, text, added }))
+        Ok(Json(TurnReply { reason, text, added, output }))
     }
 
     /// Queues a steering message for the session.

@@ -32,6 +32,8 @@
 //! * `CLAW_WORKER_THREADS`: the async runtime's threads (default: one per core).
 //! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
 //!   sequential, one call at a time).
+//! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
+//!   (`{"city": string, "celsius": number}`), asked on a final turn.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -142,6 +144,16 @@ async fn post_to_ledger(addr: &str, key: &str, line: &str) -> Result<(), ToolErr
         Ok(Err(e)) => Err(ToolError(format!("ledger: {e}"))),
         Err(_) => Err(ToolError("ledger: no answer within 10 s".into())),
     }
+}
+
+/// The final answer of a run with `CLAW_OUTPUT=weather`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[allow(dead_code, reason = "only its schema is used")]
+struct Weather {
+    /// The city.
+    city: String,
+    /// The temperature there.
+    celsius: f64,
 }
 
 /// Arguments of the `hold` tool.
@@ -256,11 +268,22 @@ fn main() -> ExitCode {
     });
     let system_prompt = env_or("CLAW_SYSTEM_PROMPT", "You are a careful assistant.");
     let parallel = env_or("CLAW_PARALLEL", "0") == "1";
+    let output = match env_or("CLAW_OUTPUT", "").as_str() {
+        "" => None,
+        "weather" => Some(agent_core::AgentOutput::for_type::<Weather>()),
+        other => {
+            eprintln!(
+                "claw-restate-worker: CLAW_OUTPUT: unknown format {other:?} (known: weather)"
+            );
+            return ExitCode::from(2);
+        }
+    };
     let setup = move |_session: &str| {
         let mut config = AgentConfig::new(model.clone(), provider.clone());
         config.options.api_key = api_key.clone();
         config.max_turns = Some(32);
         config.hooks = hooks.clone();
+        config.output = output.clone();
         config.tool_execution =
             if parallel { ExecutionMode::Parallel } else { ExecutionMode::Sequential };
         let mut parts = SessionParts::new(

@@ -297,6 +297,7 @@ pub(crate) struct Arrival {
 /// * `reuse a,b,...`: as `markers`, but every call has the id `call_same`;
 /// * `hold <ms>`: one call of the blocking `hold` tool; after its result, `done`;
 /// * `flaky <n>`: HTTP 503 for the first `n` requests with this text, then the echo;
+/// * a request with a `response_format`: the JSON `{"city": "Paris", "celsius": 21.5}`;
 /// * any other user text: text `echo: <text>`.
 ///
 /// Every response waits `delay_ms` first; `arrivals` reports each request.
@@ -379,7 +380,10 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
     let markers_of = |list: &str| -> Vec<String> {
         list.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
     };
-    let chunks = if let Some(ms) = user_text.strip_prefix("hold ") {
+    let chunks = if request.get("response_format").is_some() {
+        // A request that asks for the final answer in a format: a valid one.
+        text_chunks(&json!({"city": "Paris", "celsius": 21.5}).to_string())
+    } else if let Some(ms) = user_text.strip_prefix("hold ") {
         if answered == 0 {
             let arguments = json!({ "ms": ms.trim().parse::<u64>().unwrap_or(0) }).to_string();
             vec![

@@ -794,3 +794,37 @@ async fn a_request_without_or_with_a_wrong_identity_is_refused() -> TestResult {
     assert_eq!(provider.requests.load(Ordering::SeqCst), 1, "no request ran past the check");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_a_final_schema_answers_in_it_across_a_worker_kill() -> TestResult {
+    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    provider.delay_ms.store(1500, Ordering::SeqCst);
+    let env = [("CLAW_OUTPUT", "weather".to_owned())];
+    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let id = send(&http, &server.ingress, "typed", "weather in Paris?").await?;
+    // The model answers in prose first; the final turn asks for the format
+    // (system, user, the prose answer, the final-answer prompt). Killed there.
+    next_arrival(&mut arrivals, |a| a.messages == 4).await?;
+    worker.kill();
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    let (status, body) = attach(&http, &server.ingress, &id).await?;
+    assert!(status.is_success(), "HTTP {status}: {body}");
+    let reply: Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        reply["output"],
+        json!({"status": "valid", "value": {"city": "Paris", "celsius": 21.5}}),
+        "{reply}"
+    );
+    let messages = transcript(server.call(&http, "typed", "transcript", &Value::Null).await?)?;
+    let prompt = serde_json::to_value(&messages[2])?;
+    assert_eq!(prompt["content"], agent_core::FINAL_ANSWER_PROMPT, "{messages:?}");
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    // The first request once, the final one twice (cut off by the kill, then again).
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 3);
+    Ok(())
+}
