@@ -245,13 +245,14 @@ impl AgentSession {
         let recorded: String =
             ctx.run(move || async move { Ok(current) }).name("setup fingerprint").await?;
         if recorded != fingerprint {
-            // Not a terminal error: ending the invocation here would itself be a
-            // journal entry the first build never wrote. The attempt fails with
-            // this message (Restate shows it as the invocation's last failure)
-            // until the build that started it serves it again, or someone
-            // cancels or kills the invocation.
+            // Not a terminal error from here: any entry this build writes now
+            // (the invocation's end included) differs from the first build's
+            // journal, and restate-sdk exposes no "fail without retry" for an
+            // attempt. So every attempt fails with this message and the
+            // deployment's retry bound ends the invocation with it
+            // (`retry_policy_max_attempts` with kill on max attempts, or pause).
             return Err(HandlerError::from(format!(
-                "this invocation started on a worker build with another setup (tools, model or system prompt: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
+                "this invocation started on a worker build with another setup (tools, model, system prompt, settings or output format: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
             )));
         }
         let (transcript, mut envelope, legacy) = load_transcript!(&ctx).await?;

@@ -14,6 +14,11 @@
 //!   the session's handlers (defaults 15 min and 10 min): a step must end within
 //!   their sum, or Restate aborts the attempt and the step runs again.
 //! * `CLAW_STEP_TIMEOUT_MS`: the per-step ceiling (default 5 min), below those.
+//! * `CLAW_MESSAGE_MAX_ATTEMPTS`: attempts of a `message` invocation before
+//!   Restate gives up on it (default: the server's retry policy), and
+//!   `CLAW_ON_MAX_ATTEMPTS`: `kill` (fail it with its last error) or `pause`
+//!   (the default: keep it for an operator to resume or kill). A retry on a
+//!   build with another setup fails every attempt, so this bounds it.
 //! * `CLAW_MODEL_RETRY_MS`, `CLAW_MODEL_RETRY_ATTEMPTS`: the durable retry of a
 //!   transiently failed model request (first delay, default 1000; attempts, default 30).
 //! * `CLAW_IDENTITY_KEYS`: Restate request identity public keys (`publickeyv1_...`,
@@ -299,11 +304,32 @@ fn main() -> ExitCode {
         };
         parts
     };
-    let session_options =
-        ServiceOptions::new().inactivity_timeout(inactivity).abort_timeout(abort).handler(
-            "message",
-            HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort),
-        );
+    let mut message_options =
+        HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort);
+    match env_or("CLAW_MESSAGE_MAX_ATTEMPTS", "").parse::<u64>() {
+        Ok(attempts) => {
+            message_options = message_options.retry_policy_max_attempts(attempts.max(1));
+            message_options = match env_or("CLAW_ON_MAX_ATTEMPTS", "pause").as_str() {
+                "kill" => message_options.retry_policy_kill_on_max_attempts(),
+                "pause" => message_options.retry_policy_pause_on_max_attempts(),
+                other => {
+                    eprintln!(
+                        "claw-restate-worker: CLAW_ON_MAX_ATTEMPTS: {other:?} is not kill or pause"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+        }
+        Err(_) if env_or("CLAW_MESSAGE_MAX_ATTEMPTS", "").is_empty() => {}
+        Err(e) => {
+            eprintln!("claw-restate-worker: CLAW_MESSAGE_MAX_ATTEMPTS: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let session_options = ServiceOptions::new()
+        .inactivity_timeout(inactivity)
+        .abort_timeout(abort)
+        .handler("message", message_options);
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)
