@@ -18,6 +18,7 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+mod cache;
 mod driver;
 mod identity;
 mod journal;

@@ -11,6 +11,7 @@ use llm_core::{AssistantContent, Message, now_millis};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::cache::{CACHE_BUDGET, Cached, EMPTY_DIGEST, TranscriptCache, chain};
 use crate::driver::{Driver, StepLimits};
 
 /// State key of a transcript stored by the previous version: the whole
@@ -33,6 +34,11 @@ pub struct TranscriptEnvelope {
     pub count: usize,
     /// Their total size in bytes (JSON).
     pub bytes: u64,
+    /// A hash chained over the messages (FNV-1a over each one's JSON): what a
+    /// worker read outside the journal is checked against it. `None` in an
+    /// envelope written before it existed.
+    #[serde(default)]
+    pub digest: Option<u64>,
 }
 
 /// What an application supplies per session: the agent configuration (model,
@@ -53,6 +59,12 @@ pub struct SessionParts {
     /// The most a session's stored transcript may hold (bytes of JSON); a
     /// `message` to a session over it fails at once with a clear error.
     pub transcript_budget: u64,
+    /// Restate ingress URLs (any nodes) the worker reads a session's stored
+    /// messages from when its own copy lacks them (after a restart, or turns
+    /// served by other workers): then a turn's journal holds only the
+    /// transcript's envelope, not its messages. Empty: every turn reads the
+    /// whole transcript through the journal (one entry per message).
+    pub ingress: Vec<String>,
 }
 
 /// The default [`SessionParts::transcript_budget`]: 64 MiB.
@@ -67,6 +79,7 @@ impl SessionParts {
             tools,
             limits: StepLimits::default(),
             transcript_budget: DEFAULT_TRANSCRIPT_BUDGET,
+            ingress: Vec::new(),
         }
     }
 }
@@ -124,6 +137,8 @@ fn setup_fingerprint(parts: &SessionParts) -> String {
         "system": &parts.system_prompt,
         "settings": [format!("{:?}", parts.config.tool_execution), format!("{:?}", parts.config.max_concurrency), format!("{:?}", parts.config.max_turns)],
         "output": serde_json::to_value(&parts.config.output).unwrap_or_default(),
+        // Where the transcript is read from shapes the journal (gets or none).
+        "reads": parts.ingress.is_empty(),
     });
     // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -149,6 +164,7 @@ fn setup_fingerprint(parts: &SessionParts) -> String {
 /// the transcript is stored, and the invocation fails with code 409.
 pub struct AgentSession {
     setup: Arc<dyn SessionSetup>,
+    cache: Arc<TranscriptCache>,
 }
 
 impl AgentSession {
@@ -158,47 +174,80 @@ impl AgentSession {
     /// process, so a worker given identity keys can check signed requests.
     pub fn new(setup: impl SessionSetup) -> Self {
         crate::identity::install_identity_verifier();
-        AgentSession { setup: Arc::new(setup) }
+        AgentSession { setup: Arc::new(setup), cache: Arc::new(TranscriptCache::new(CACHE_BUDGET)) }
     }
 }
 
-/// Reads a session's transcript: the incremental layout, or a transcript
-/// stored whole by the previous version. A macro, not a generic function: the
-/// handler futures must be `Send` for every context lifetime, which a function
-/// generic over the context trait does not show the compiler.
+/// Reads a session's transcript envelope (`None`: none stored in this layout),
+/// refusing a layout newer than this build's. A macro, not a generic function:
+/// the handler futures must be `Send` for every context lifetime, which a
+/// function generic over the context trait does not show the compiler.
+macro_rules! load_envelope {
+    ($ctx:expr) => {
+        async {
+            let Some(Json(envelope)) = $ctx.get::<Json<TranscriptEnvelope>>(ENVELOPE_KEY).await?
+            else {
+                return Ok::<Option<TranscriptEnvelope>, HandlerError>(None);
+            };
+            let envelope: TranscriptEnvelope = envelope;
+            if envelope.version > TRANSCRIPT_VERSION {
+                return Err(TerminalError::new(format!(
+                    "the session's transcript was stored in layout {} by a newer build; this build reads up to {TRANSCRIPT_VERSION}",
+                    envelope.version
+                ))
+                .into());
+            }
+            Ok(Some(envelope))
+        }
+    };
+}
+
+/// Reads stored messages `from..count` through the journal, one entry each.
+macro_rules! load_messages {
+    ($ctx:expr, $from:expr, $count:expr) => {
+        async {
+            let (from, count): (usize, usize) = ($from, $count);
+            let mut messages = Vec::with_capacity(count.saturating_sub(from));
+            for i in from..count {
+                match $ctx.get::<Json<Message>>(message_key(i)).await? {
+                    Some(Json(m)) => messages.push(m),
+                    None => {
+                        return Err::<Vec<Message>, HandlerError>(
+                            TerminalError::new(format!(
+                                "the session's transcript lacks message {i} of {count}"
+                            ))
+                            .into(),
+                        );
+                    }
+                }
+            }
+            Ok(messages)
+        }
+    };
+}
+
+/// Reads a session's whole transcript through the journal: the incremental
+/// layout, or a transcript stored whole by the previous version (`true`).
 macro_rules! load_transcript {
     ($ctx:expr) => {
         async {
-            let ctx = $ctx;
-            if let Some(Json(envelope)) = ctx.get::<Json<TranscriptEnvelope>>(ENVELOPE_KEY).await? {
-                let envelope: TranscriptEnvelope = envelope;
-                if envelope.version > TRANSCRIPT_VERSION {
-                    return Err::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>(
-                        TerminalError::new(format!(
-                            "the session's transcript was stored in layout {} by a newer build; this build reads up to {TRANSCRIPT_VERSION}",
-                            envelope.version
-                        ))
-                        .into(),
-                    );
-                }
-                let mut messages = Vec::with_capacity(envelope.count);
-                for i in 0..envelope.count {
-                    match ctx.get::<Json<Message>>(message_key(i)).await? {
-                        Some(Json(m)) => messages.push(m),
-                        None => {
-                            return Err(TerminalError::new(format!(
-                                "the session's transcript lacks message {i} of {}",
-                                envelope.count
-                            ))
-                            .into());
-                        }
-                    }
-                }
-                return Ok((messages, envelope, false));
+            if let Some(envelope) = load_envelope!($ctx).await? {
+                let messages = load_messages!($ctx, 0, envelope.count).await?;
+                return Ok::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>((
+                    messages, envelope, false,
+                ));
             }
-            let legacy: Vec<Message> =
-                ctx.get::<Json<Vec<Message>>>(TRANSCRIPT_KEY).await?.map(|j| j.0).unwrap_or_default();
-            let envelope = TranscriptEnvelope { version: TRANSCRIPT_VERSION, count: 0, bytes: 0 };
+            let legacy: Vec<Message> = $ctx
+                .get::<Json<Vec<Message>>>(TRANSCRIPT_KEY)
+                .await?
+                .map(|j| j.0)
+                .unwrap_or_default();
+            let envelope = TranscriptEnvelope {
+                version: TRANSCRIPT_VERSION,
+                count: 0,
+                bytes: 0,
+                digest: None,
+            };
             let legacy_found = !legacy.is_empty();
             Ok((legacy, envelope, legacy_found))
         }
@@ -255,7 +304,24 @@ impl AgentSession {
                 "this invocation started on a worker build with another setup (tools, model, system prompt, settings or output format: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
             )));
         }
-        let (transcript, mut envelope, legacy) = load_transcript!(&ctx).await?;
+        // With ingress URLs, the messages are read outside the journal (this
+        // worker's copy, and what it lacks from the ingress), checked against the
+        // envelope's digest; without, or for an envelope without a digest,
+        // through the journal.
+        let (transcript, mut envelope, legacy) = match load_envelope!(&ctx).await? {
+            Some(envelope) if !parts.ingress.is_empty() && envelope.digest.is_some() => {
+                let digest = envelope.digest.unwrap_or(EMPTY_DIGEST);
+                let loaded = self
+                    .cache
+                    .load(&parts.ingress, &session_id, envelope.count, digest)
+                    .await
+                    .map_err(HandlerError::from)?
+                    .map_err(TerminalError::new)?;
+                (loaded.messages, envelope, false)
+            }
+            Some(envelope) => (load_messages!(&ctx, 0, envelope.count).await?, envelope, false),
+            None => load_transcript!(&ctx).await?,
+        };
         if envelope.bytes > parts.transcript_budget {
             return Err(TerminalError::new(format!(
                 "the session's transcript holds {} bytes, over its budget of {}; start a new session",
@@ -265,7 +331,9 @@ impl AgentSession {
         }
         let now: u64 = ctx.run(|| async { Ok(now_millis()) }).name("start").await?;
 
-        let SessionParts { config, system_prompt, tools, limits, transcript_budget: _ } = parts;
+        let parts_ingress_empty = parts.ingress.is_empty();
+        let SessionParts { config, system_prompt, tools, limits, transcript_budget: _, ingress: _ } =
+            parts;
         let stored = if legacy { 0 } else { transcript.len() };
         let settings = MachineSettings {
             tool_execution: config.tool_execution,
@@ -321,6 +389,12 @@ impl AgentSession {
             envelope.bytes += size;
             ctx.set(message_key(i), Json(message.clone()));
         }
+        let digest = match envelope.digest {
+            Some(digest) => chain(digest, messages.get(stored..).unwrap_or_default()),
+            // No digest yet (an envelope of the previous build, or the old layout).
+            None => chain(EMPTY_DIGEST, messages),
+        };
+        envelope.digest = Some(digest);
         envelope.count = messages.len();
         envelope.version = TRANSCRIPT_VERSION;
         ctx.set(ENVELOPE_KEY, Json(envelope));
@@ -328,7 +402,12 @@ impl AgentSession {
             ctx.clear(TRANSCRIPT_KEY);
         }
         if let Some(&upto) = steered.get(sent.wrapping_sub(1)).filter(|_| sent > 0) {
-            ctx.object_client::<SessionInboxClient>(session_id).ack(Json(upto)).send();
+            ctx.object_client::<SessionInboxClient>(session_id.clone()).ack(Json(upto)).send();
+        }
+        if !parts_ingress_empty {
+            // This worker's copy for the session's next turn.
+            let messages = machine.into_context().messages;
+            self.cache.put(&session_id, Cached { digest, bytes: envelope.bytes, messages });
         }
         if cancelled {
             return Err(TerminalError::new_with_code(409, "session run cancelled").into());
@@ -378,6 +457,18 @@ impl AgentSession {
             .call()
             .await?;
         Ok(())
+    }
+
+    /// The session's stored messages from index `from` on: what a worker
+    /// lacks of a transcript it read before (see [`SessionParts::ingress`]).
+    #[handler]
+    async fn messages(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        from: Json<usize>,
+    ) -> Result<Json<Vec<Message>>, HandlerError> {
+        let count = load_envelope!(&ctx).await?.map_or(0, |e| e.count);
+        Ok(Json(load_messages!(&ctx, from.0, count).await?))
     }
 
     /// The session's transcript.

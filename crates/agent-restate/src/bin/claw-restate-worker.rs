@@ -37,6 +37,11 @@
 //! * `CLAW_WORKER_THREADS`: the async runtime's threads (default: one per core).
 //! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
 //!   sequential, one call at a time).
+//! * `CLAW_INGRESS_URL`: the Restate ingress (comma-separated for several
+//!   nodes) a turn reads the stored messages it lacks from
+//!   (`SessionParts::ingress`); set, the session's state is also read lazily.
+//! * `CLAW_JOURNAL_RETENTION_S`: keep a finished invocation's journal this long
+//!   (the tests measure journals through the admin API).
 //! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
 //!   (`{"city": string, "celsius": number}`), asked on a final turn.
 
@@ -283,6 +288,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let ingress: Vec<String> = env_or("CLAW_INGRESS_URL", "")
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let lazy_state = !ingress.is_empty();
+    let journal_retention = match env_or("CLAW_JOURNAL_RETENTION_S", "").parse::<u64>() {
+        Ok(s) => Some(Duration::from_secs(s)),
+        Err(_) => None,
+    };
     let setup = move |_session: &str| {
         let mut config = AgentConfig::new(model.clone(), provider.clone());
         config.options.api_key = api_key.clone();
@@ -302,6 +318,7 @@ fn main() -> ExitCode {
             retry_max_delay: retry_initial * 8,
             retry_max_attempts: retry_attempts,
         };
+        parts.ingress = ingress.clone();
         parts
     };
     let mut message_options =
@@ -326,10 +343,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let session_options = ServiceOptions::new()
+    let mut session_options = ServiceOptions::new()
         .inactivity_timeout(inactivity)
         .abort_timeout(abort)
+        .enable_lazy_state(lazy_state)
         .handler("message", message_options);
+    if let Some(retention) = journal_retention {
+        session_options = session_options.journal_retention(retention);
+    }
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)
