@@ -222,16 +222,24 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
 
     /// Drives the machine until it finished.
     pub(crate) async fn run(&mut self) -> Result<(), HandlerError> {
+        // Events are sent before each wait on the outside (a model request, a
+        // wave of tools, an approval) and at the end, not after every step:
+        // each send is an invocation of the events object.
         loop {
             if let Some(command) = self.commands.pop_front() {
+                if matches!(command, Command::Request) {
+                    self.flush_events();
+                }
                 self.dispatch(command).await?;
             } else if !self.wave.is_empty() {
+                self.flush_events();
                 self.run_wave().await?;
             } else if self.machine.reason().is_some() {
                 return Ok(());
             } else if let Some(call_id) =
                 self.machine.pending_approvals().first().map(|c| c.id.clone())
             {
+                self.flush_events();
                 self.await_approval(&call_id).await?;
             } else {
                 // The machine waits for nothing this driver could give it.
@@ -243,7 +251,6 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             if std::mem::take(&mut self.cancel_pending) {
                 self.cancelled();
             }
-            self.flush_events();
         }
     }
 

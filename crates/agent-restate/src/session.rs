@@ -291,8 +291,12 @@ impl AgentSession {
         .map_err(|_| HandlerError::from("the session setup panicked"))?;
         let fingerprint = setup_fingerprint(&parts);
         let current = fingerprint.clone();
-        let recorded: String =
-            ctx.run(move || async move { Ok(current) }).name("setup fingerprint").await?;
+        // One step records the setup's fingerprint and the run's clock: each
+        // step is a round trip to the server, and a turn's cost is its steps.
+        let Json((recorded, now)): Json<(String, u64)> = ctx
+            .run(move || async move { Ok(Json((current, now_millis()))) })
+            .name("setup fingerprint and clock")
+            .await?;
         if recorded != fingerprint {
             // Not a terminal error from here: any entry this build writes now
             // (the invocation's end included) differs from the first build's
@@ -329,7 +333,6 @@ impl AgentSession {
             ))
             .into());
         }
-        let now: u64 = ctx.run(|| async { Ok(now_millis()) }).name("start").await?;
 
         let parts_ingress_empty = parts.ingress.is_empty();
         let SessionParts { config, system_prompt, tools, limits, transcript_budget: _, ingress: _ } =

@@ -39,6 +39,29 @@ async fn journal_size(
     }
 }
 
+/// Prints an invocation's journal entries: what a turn costs, entry by entry.
+async fn print_journal(server: &RestateServer, http: &reqwest::Client, id: &str) -> TestResult {
+    let query = json!({"query": format!(
+        "SELECT index, entry_type, name, invoked_target, raw_length FROM sys_journal WHERE id = '{id}' ORDER BY index"
+    )});
+    let text = http
+        .post(format!("{}/query", server.admin))
+        .header("accept", "application/json")
+        .json(&query)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let rows: Value = serde_json::from_str(&text)?;
+    for row in rows["rows"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {} {} {} {}",
+            row["index"], row["entry_type"], row["name"], row["invoked_target"], row["raw_length"]
+        );
+    }
+    Ok(())
+}
+
 /// Runs one turn and returns its invocation's journal size.
 async fn turn(
     server: &RestateServer,
@@ -60,6 +83,10 @@ async fn turn(
     let body: Value = serde_json::from_str(&done.text().await?)?;
     if !status.is_success() || body["text"] != format!("echo: {text}") {
         return Err(format!("turn {text}: HTTP {status}: {body}").into());
+    }
+    if std::env::var_os("PRINT_JOURNAL").is_some() {
+        println!("journal of {key} {text}:");
+        print_journal(server, http, &id).await?;
     }
     journal_size(server, http, &id).await
 }
