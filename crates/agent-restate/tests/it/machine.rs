@@ -229,6 +229,37 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
     server.register(&format!("http://{addr}")).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "replay", "parallel r1,r2").await?;
+    // A follower polls the events while the run goes on (and is killed),
+    // passing the last number it saw.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = {
+        let (http, ingress, stop) = (http.clone(), server.ingress.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<(u64, Value)> = Vec::new();
+            let mut polls = 0u32;
+            loop {
+                let last_pass = stop.load(Ordering::SeqCst);
+                let after = seen.last().map_or(0, |(seq, _)| *seq);
+                let page = http
+                    .post(format!("{ingress}/SessionEvents/replay/read"))
+                    .json(&json!(after))
+                    .send()
+                    .await;
+                if let Ok(page) = page
+                    && let Ok(page) = page.json::<Value>().await
+                {
+                    polls += 1;
+                    for event in page["events"].as_array().into_iter().flatten() {
+                        seen.push((event[0].as_u64().unwrap_or(0), event[1].clone()));
+                    }
+                }
+                if last_pass {
+                    return (seen, polls);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
 
     // The request after the batch is in flight: every hook answer and tool of
     // the batch is journaled. Kill the worker there, twice.
@@ -266,6 +297,17 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
     assert_eq!(count("tool_execution_start"), 2, "{page}");
     assert_eq!(count("tool_execution_end"), 2, "{page}");
     assert_eq!(count("turn_end"), 2, "{page}");
+
+    // What the follower took page by page is that list: each event once, in order.
+    stop.store(true, Ordering::SeqCst);
+    let (followed, polls) = follower.await?;
+    let followed_seqs: Vec<u64> = followed.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(followed_seqs, seqs, "the follower saw an event twice or missed one");
+    let kinds = |list: &[Value]| list.iter().map(|e| e["type"].clone()).collect::<Vec<_>>();
+    let page_events: Vec<Value> = events.iter().map(|e| e[1].clone()).collect();
+    let followed_events: Vec<Value> = followed.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(kinds(&followed_events), kinds(&page_events));
+    assert!(polls > 10, "the follower polled while the run went on ({polls} polls)");
     Ok(())
 }
 
