@@ -314,10 +314,13 @@ async fn chaos(
     let (provider, _arrivals) = LoopbackProvider::start().await?;
     let (ledger_addr, ledger) = start_ledger().await?;
     let workspace = Scratch::new("chaos")?;
+    // The workers read the stored messages they lack from any node's ingress.
+    let ingress_urls = (0..3).map(|i| cluster.ingress(i)).collect::<Vec<_>>().join(",");
     let env = [
         ("CLAW_PARALLEL", "1".to_owned()),
         ("CLAW_LEDGER", ledger_addr.to_string()),
         ("CLAW_APPROVE", "1".to_owned()),
+        ("CLAW_INGRESS_URL", ingress_urls),
     ];
     let mut addrs = Vec::new();
     let mut workers = Vec::new();
