@@ -161,6 +161,8 @@ pub(crate) struct Driver<'a, 'ctx> {
     commands: VecDeque<Command>,
     wave: Vec<WaveCall>,
     approvals: Vec<(String, Awaited<'ctx>)>,
+    /// Calls that asked for approval and have no decision yet.
+    parked: Vec<String>,
 }
 
 impl<'a, 'ctx> Driver<'a, 'ctx> {
@@ -198,6 +200,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             commands: VecDeque::new(),
             wave: Vec::new(),
             approvals: Vec::new(),
+            parked: Vec::new(),
         }
     }
 
@@ -219,16 +222,24 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
 
     /// Drives the machine until it finished.
     pub(crate) async fn run(&mut self) -> Result<(), HandlerError> {
+        // Events are sent before each wait on the outside (a model request, a
+        // wave of tools, an approval) and at the end, not after every step:
+        // each send is an invocation of the events object.
         loop {
             if let Some(command) = self.commands.pop_front() {
+                if matches!(command, Command::Request) {
+                    self.flush_events();
+                }
                 self.dispatch(command).await?;
             } else if !self.wave.is_empty() {
+                self.flush_events();
                 self.run_wave().await?;
             } else if self.machine.reason().is_some() {
                 return Ok(());
             } else if let Some(call_id) =
                 self.machine.pending_approvals().first().map(|c| c.id.clone())
             {
+                self.flush_events();
                 self.await_approval(&call_id).await?;
             } else {
                 // The machine waits for nothing this driver could give it.
@@ -240,7 +251,6 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             if std::mem::take(&mut self.cancel_pending) {
                 self.cancelled();
             }
-            self.flush_events();
         }
     }
 
@@ -792,6 +802,21 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             .register(Json((call_id.to_owned(), awakeable)))
             .send();
         self.approvals.push((call_id.to_owned(), Box::pin(decision)));
+        self.parked.push(call_id.to_owned());
+    }
+
+    /// Calls parked for approval that the run ended without (an abort, a
+    /// failure) are withdrawn from the approvals object (one-way, journaled),
+    /// so no stale entry stays behind and a late decision is refused.
+    pub(crate) fn withdraw_approvals(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let call_ids = std::mem::take(&mut self.parked);
+        self.ctx
+            .object_client::<SessionApprovalsClient>(self.session.clone())
+            .withdraw(Json(call_ids))
+            .send();
     }
 
     async fn await_approval(&mut self, call_id: &str) -> Result<(), HandlerError> {
@@ -802,7 +827,11 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             .into());
         };
         let (tool_call_id, decision) = self.approvals.remove(at);
-        match decision.await {
+        let decided = decision.await;
+        if !matches!(&decided, Err(e) if e.code() == 409) {
+            self.parked.retain(|id| *id != tool_call_id);
+        }
+        match decided {
             Ok(Json(decision)) => self.feed(Input::Approval { tool_call_id, decision }),
             Err(e) if e.code() == 409 => self.cancel_pending = true,
             Err(e) => {

@@ -18,7 +18,9 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+mod cache;
 mod driver;
+mod identity;
 mod journal;
 mod session;
 mod wrap;
@@ -29,8 +31,8 @@ pub use journal::{
 };
 pub use session::{
     AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENTS_KEPT,
-    EventPage, INBOX_LIMIT, SessionApprovals, SessionEvents, SessionInbox, SessionParts,
-    SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply,
+    EventPage, INBOX_FULL, INBOX_LIMIT, NOT_WAITING, SessionApprovals, SessionEvents, SessionInbox,
+    SessionParts, SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply,
     decode_legacy_transcript,
 };
 pub use wrap::{JournaledProvider, journaled_tool};

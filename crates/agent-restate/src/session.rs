@@ -11,6 +11,7 @@ use llm_core::{AssistantContent, Message, now_millis};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::cache::{CACHE_BUDGET, Cached, EMPTY_DIGEST, TranscriptCache, chain};
 use crate::driver::{Driver, StepLimits};
 
 /// State key of a transcript stored by the previous version: the whole
@@ -33,6 +34,11 @@ pub struct TranscriptEnvelope {
     pub count: usize,
     /// Their total size in bytes (JSON).
     pub bytes: u64,
+    /// A hash chained over the messages (FNV-1a over each one's JSON): what a
+    /// worker read outside the journal is checked against it. `None` in an
+    /// envelope written before it existed.
+    #[serde(default)]
+    pub digest: Option<u64>,
 }
 
 /// What an application supplies per session: the agent configuration (model,
@@ -53,6 +59,12 @@ pub struct SessionParts {
     /// The most a session's stored transcript may hold (bytes of JSON); a
     /// `message` to a session over it fails at once with a clear error.
     pub transcript_budget: u64,
+    /// Restate ingress URLs (any nodes) the worker reads a session's stored
+    /// messages from when its own copy lacks them (after a restart, or turns
+    /// served by other workers): then a turn's journal holds only the
+    /// transcript's envelope, not its messages. Empty: every turn reads the
+    /// whole transcript through the journal (one entry per message).
+    pub ingress: Vec<String>,
 }
 
 /// The default [`SessionParts::transcript_budget`]: 64 MiB.
@@ -67,6 +79,7 @@ impl SessionParts {
             tools,
             limits: StepLimits::default(),
             transcript_budget: DEFAULT_TRANSCRIPT_BUDGET,
+            ingress: Vec::new(),
         }
     }
 }
@@ -95,6 +108,11 @@ pub struct TurnReply {
     pub text: String,
     /// How many messages the run added to the transcript.
     pub added: usize,
+    /// The structured answer of a run with an output format
+    /// ([`AgentConfig::output`]): `{"status": "valid", "value": ...}`, or why
+    /// there is none (`invalid` with its violations, `refused`, `failed`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// A person's answer to an approval request, by call id.
@@ -108,7 +126,7 @@ pub struct Decision {
 }
 
 /// A fingerprint of what a replay depends on: the tools (names and schemas),
-/// the model and the system prompt. Recorded as a run's first step; a retry on
+/// the model, the system prompt, the execution settings and the output format. Recorded as a run's first step; a retry on
 /// a build with another setup fails with a clear error instead of a journal mismatch.
 fn setup_fingerprint(parts: &SessionParts) -> String {
     let tools: Vec<(&str, &serde_json::Value)> =
@@ -118,6 +136,9 @@ fn setup_fingerprint(parts: &SessionParts) -> String {
         "model": [&parts.config.model.api, &parts.config.model.provider, &parts.config.model.id],
         "system": &parts.system_prompt,
         "settings": [format!("{:?}", parts.config.tool_execution), format!("{:?}", parts.config.max_concurrency), format!("{:?}", parts.config.max_turns)],
+        "output": serde_json::to_value(&parts.config.output).unwrap_or_default(),
+        // Where the transcript is read from shapes the journal (gets or none).
+        "reads": parts.ingress.is_empty(),
     });
     // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -143,52 +164,90 @@ fn setup_fingerprint(parts: &SessionParts) -> String {
 /// the transcript is stored, and the invocation fails with code 409.
 pub struct AgentSession {
     setup: Arc<dyn SessionSetup>,
+    cache: Arc<TranscriptCache>,
 }
 
 impl AgentSession {
     /// A session service whose agents come from `setup`.
+    ///
+    /// Also installs the verifier of Restate's request identity for the
+    /// process, so a worker given identity keys can check signed requests.
     pub fn new(setup: impl SessionSetup) -> Self {
-        AgentSession { setup: Arc::new(setup) }
+        crate::identity::install_identity_verifier();
+        AgentSession { setup: Arc::new(setup), cache: Arc::new(TranscriptCache::new(CACHE_BUDGET)) }
     }
 }
 
-/// Reads a session's transcript: the incremental layout, or a transcript
-/// stored whole by the previous version. A macro, not a generic function: the
-/// handler futures must be `Send` for every context lifetime, which a function
-/// generic over the context trait does not show the compiler.
+/// Reads a session's transcript envelope (`None`: none stored in this layout),
+/// refusing a layout newer than this build's. A macro, not a generic function:
+/// the handler futures must be `Send` for every context lifetime, which a
+/// function generic over the context trait does not show the compiler.
+macro_rules! load_envelope {
+    ($ctx:expr) => {
+        async {
+            let Some(Json(envelope)) = $ctx.get::<Json<TranscriptEnvelope>>(ENVELOPE_KEY).await?
+            else {
+                return Ok::<Option<TranscriptEnvelope>, HandlerError>(None);
+            };
+            let envelope: TranscriptEnvelope = envelope;
+            if envelope.version > TRANSCRIPT_VERSION {
+                return Err(TerminalError::new(format!(
+                    "the session's transcript was stored in layout {} by a newer build; this build reads up to {TRANSCRIPT_VERSION}",
+                    envelope.version
+                ))
+                .into());
+            }
+            Ok(Some(envelope))
+        }
+    };
+}
+
+/// Reads stored messages `from..count` through the journal, one entry each.
+macro_rules! load_messages {
+    ($ctx:expr, $from:expr, $count:expr) => {
+        async {
+            let (from, count): (usize, usize) = ($from, $count);
+            let mut messages = Vec::with_capacity(count.saturating_sub(from));
+            for i in from..count {
+                match $ctx.get::<Json<Message>>(message_key(i)).await? {
+                    Some(Json(m)) => messages.push(m),
+                    None => {
+                        return Err::<Vec<Message>, HandlerError>(
+                            TerminalError::new(format!(
+                                "the session's transcript lacks message {i} of {count}"
+                            ))
+                            .into(),
+                        );
+                    }
+                }
+            }
+            Ok(messages)
+        }
+    };
+}
+
+/// Reads a session's whole transcript through the journal: the incremental
+/// layout, or a transcript stored whole by the previous version (`true`).
 macro_rules! load_transcript {
     ($ctx:expr) => {
         async {
-            let ctx = $ctx;
-            if let Some(Json(envelope)) = ctx.get::<Json<TranscriptEnvelope>>(ENVELOPE_KEY).await? {
-                let envelope: TranscriptEnvelope = envelope;
-                if envelope.version > TRANSCRIPT_VERSION {
-                    return Err::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>(
-                        TerminalError::new(format!(
-                            "the session's transcript was stored in layout {} by a newer build; this build reads up to {TRANSCRIPT_VERSION}",
-                            envelope.version
-                        ))
-                        .into(),
-                    );
-                }
-                let mut messages = Vec::with_capacity(envelope.count);
-                for i in 0..envelope.count {
-                    match ctx.get::<Json<Message>>(message_key(i)).await? {
-                        Some(Json(m)) => messages.push(m),
-                        None => {
-                            return Err(TerminalError::new(format!(
-                                "the session's transcript lacks message {i} of {}",
-                                envelope.count
-                            ))
-                            .into());
-                        }
-                    }
-                }
-                return Ok((messages, envelope, false));
+            if let Some(envelope) = load_envelope!($ctx).await? {
+                let messages = load_messages!($ctx, 0, envelope.count).await?;
+                return Ok::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>((
+                    messages, envelope, false,
+                ));
             }
-            let legacy: Vec<Message> =
-                ctx.get::<Json<Vec<Message>>>(TRANSCRIPT_KEY).await?.map(|j| j.0).unwrap_or_default();
-            let envelope = TranscriptEnvelope { version: TRANSCRIPT_VERSION, count: 0, bytes: 0 };
+            let legacy: Vec<Message> = $ctx
+                .get::<Json<Vec<Message>>>(TRANSCRIPT_KEY)
+                .await?
+                .map(|j| j.0)
+                .unwrap_or_default();
+            let envelope = TranscriptEnvelope {
+                version: TRANSCRIPT_VERSION,
+                count: 0,
+                bytes: 0,
+                digest: None,
+            };
             let legacy_found = !legacy.is_empty();
             Ok((legacy, envelope, legacy_found))
         }
@@ -232,19 +291,41 @@ impl AgentSession {
         .map_err(|_| HandlerError::from("the session setup panicked"))?;
         let fingerprint = setup_fingerprint(&parts);
         let current = fingerprint.clone();
-        let recorded: String =
-            ctx.run(move || async move { Ok(current) }).name("setup fingerprint").await?;
+        // One step records the setup's fingerprint and the run's clock: each
+        // step is a round trip to the server, and a turn's cost is its steps.
+        let Json((recorded, now)): Json<(String, u64)> = ctx
+            .run(move || async move { Ok(Json((current, now_millis()))) })
+            .name("setup fingerprint and clock")
+            .await?;
         if recorded != fingerprint {
-            // Not a terminal error: ending the invocation here would itself be a
-            // journal entry the first build never wrote. The attempt fails with
-            // this message (Restate shows it as the invocation's last failure)
-            // until the build that started it serves it again, or someone
-            // cancels or kills the invocation.
+            // Not a terminal error from here: any entry this build writes now
+            // (the invocation's end included) differs from the first build's
+            // journal, and restate-sdk exposes no "fail without retry" for an
+            // attempt. So every attempt fails with this message and the
+            // deployment's retry bound ends the invocation with it
+            // (`retry_policy_max_attempts` with kill on max attempts, or pause).
             return Err(HandlerError::from(format!(
-                "this invocation started on a worker build with another setup (tools, model or system prompt: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
+                "this invocation started on a worker build with another setup (tools, model, system prompt, settings or output format: fingerprint {recorded}, this build {fingerprint}); it cannot be replayed here. Serve it with the build that started it (register each worker version as its own deployment), or kill the invocation"
             )));
         }
-        let (transcript, mut envelope, legacy) = load_transcript!(&ctx).await?;
+        // With ingress URLs, the messages are read outside the journal (this
+        // worker's copy, and what it lacks from the ingress), checked against the
+        // envelope's digest; without, or for an envelope without a digest,
+        // through the journal.
+        let (transcript, mut envelope, legacy) = match load_envelope!(&ctx).await? {
+            Some(envelope) if !parts.ingress.is_empty() && envelope.digest.is_some() => {
+                let digest = envelope.digest.unwrap_or(EMPTY_DIGEST);
+                let loaded = self
+                    .cache
+                    .load(&parts.ingress, &session_id, envelope.count, digest)
+                    .await
+                    .map_err(HandlerError::from)?
+                    .map_err(TerminalError::new)?;
+                (loaded.messages, envelope, false)
+            }
+            Some(envelope) => (load_messages!(&ctx, 0, envelope.count).await?, envelope, false),
+            None => load_transcript!(&ctx).await?,
+        };
         if envelope.bytes > parts.transcript_budget {
             return Err(TerminalError::new(format!(
                 "the session's transcript holds {} bytes, over its budget of {}; start a new session",
@@ -252,9 +333,10 @@ impl AgentSession {
             ))
             .into());
         }
-        let now: u64 = ctx.run(|| async { Ok(now_millis()) }).name("start").await?;
 
-        let SessionParts { config, system_prompt, tools, limits, transcript_budget: _ } = parts;
+        let parts_ingress_empty = parts.ingress.is_empty();
+        let SessionParts { config, system_prompt, tools, limits, transcript_budget: _, ingress: _ } =
+            parts;
         let stored = if legacy { 0 } else { transcript.len() };
         let settings = MachineSettings {
             tool_execution: config.tool_execution,
@@ -270,6 +352,12 @@ impl AgentSession {
             Arc::new(config.model.clone()),
             Arc::new(ValidatorCache::new()),
         );
+        // A run whose final answer must match a schema: the machine asks for it
+        // and validates it (and asks again once with the violations).
+        let machine = match config.output.clone() {
+            Some(output) => machine.with_output(output),
+            None => machine,
+        };
         let mut driver = Driver::new(
             &ctx,
             machine,
@@ -285,6 +373,7 @@ impl AgentSession {
         driver.feed(Input::Start(vec![Message::user(text.0)]));
         driver.run().await?;
         driver.flush_events();
+        driver.withdraw_approvals();
 
         let cancelled = driver.cancelled;
         let steered = std::mem::take(&mut driver.steered);
@@ -296,12 +385,19 @@ impl AgentSession {
         let unsent = machine.take_queued().len();
         let sent = steered.len().saturating_sub(unsent);
         let reason = machine.reason();
+        let output = machine.output_outcome().and_then(|o| serde_json::to_value(o).ok());
         let messages = &machine.context().messages;
         for (i, message) in messages.iter().enumerate().skip(stored) {
             let size = serde_json::to_vec(message).map(|b| b.len() as u64).unwrap_or_default();
             envelope.bytes += size;
             ctx.set(message_key(i), Json(message.clone()));
         }
+        let digest = match envelope.digest {
+            Some(digest) => chain(digest, messages.get(stored..).unwrap_or_default()),
+            // No digest yet (an envelope of the previous build, or the old layout).
+            None => chain(EMPTY_DIGEST, messages),
+        };
+        envelope.digest = Some(digest);
         envelope.count = messages.len();
         envelope.version = TRANSCRIPT_VERSION;
         ctx.set(ENVELOPE_KEY, Json(envelope));
@@ -309,13 +405,18 @@ impl AgentSession {
             ctx.clear(TRANSCRIPT_KEY);
         }
         if let Some(&upto) = steered.get(sent.wrapping_sub(1)).filter(|_| sent > 0) {
-            ctx.object_client::<SessionInboxClient>(session_id).ack(Json(upto)).send();
+            ctx.object_client::<SessionInboxClient>(session_id.clone()).ack(Json(upto)).send();
+        }
+        if !parts_ingress_empty {
+            // This worker's copy for the session's next turn.
+            let messages = machine.into_context().messages;
+            self.cache.put(&session_id, Cached { digest, bytes: envelope.bytes, messages });
         }
         if cancelled {
             return Err(TerminalError::new_with_code(409, "session run cancelled").into());
         }
         let reason = reason.map(|r| format!("{r:?}")).unwrap_or_else(|| "Failed".into());
-        Ok(Json(TurnReply { reason, text, added }))
+        Ok(Json(TurnReply { reason, text, added, output }))
     }
 
     /// Queues a steering message for the session.
@@ -329,36 +430,48 @@ impl AgentSession {
         Ok(())
     }
 
-    /// Approves the call `call_id` waiting in the session's run; `true` if a
-    /// call waits for it now (else the decision is kept for when it asks).
+    /// Approves the call `call_id` waiting in the session's run; fails with
+    /// [`NOT_WAITING`] when no call waits under that id.
     #[handler]
     async fn approve(
         &self,
         ctx: SharedObjectContext<'_>,
         call_id: Json<String>,
-    ) -> Result<Json<bool>, HandlerError> {
+    ) -> Result<(), HandlerError> {
         let decision = Decision { call_id: call_id.0, deny: None };
-        Ok(ctx
-            .object_client::<SessionApprovalsClient>(ctx.key())
+        ctx.object_client::<SessionApprovalsClient>(ctx.key())
             .decide(Json(decision))
             .call()
-            .await?)
+            .await?;
+        Ok(())
     }
 
-    /// Denies a waiting call: `{"callId": ..., "reason": ...}`.
+    /// Denies a waiting call: `{"callId": ..., "reason": ...}`; fails as `approve`.
     #[handler]
     async fn deny(
         &self,
         ctx: SharedObjectContext<'_>,
         request: Json<DenyRequest>,
-    ) -> Result<Json<bool>, HandlerError> {
+    ) -> Result<(), HandlerError> {
         let DenyRequest { call_id, reason } = request.0;
         let decision = Decision { call_id, deny: Some(reason.unwrap_or_default()) };
-        Ok(ctx
-            .object_client::<SessionApprovalsClient>(ctx.key())
+        ctx.object_client::<SessionApprovalsClient>(ctx.key())
             .decide(Json(decision))
             .call()
-            .await?)
+            .await?;
+        Ok(())
+    }
+
+    /// The session's stored messages from index `from` on: what a worker
+    /// lacks of a transcript it read before (see [`SessionParts::ingress`]).
+    #[handler]
+    async fn messages(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        from: Json<usize>,
+    ) -> Result<Json<Vec<Message>>, HandlerError> {
+        let count = load_envelope!(&ctx).await?.map_or(0, |e| e.count);
+        Ok(Json(load_messages!(&ctx, from.0, count).await?))
     }
 
     /// The session's transcript.
@@ -407,6 +520,9 @@ const INBOX_KEY: &str = "queued";
 const INBOX_SEQ_KEY: &str = "seq";
 /// At most this many steering messages wait in an inbox; `steer` fails beyond.
 pub const INBOX_LIMIT: usize = 256;
+/// The error code of a `steer` refused because the inbox holds [`INBOX_LIMIT`]
+/// messages (HTTP 429 at the ingress): a client may retry once the run took them.
+pub const INBOX_FULL: u16 = 429;
 
 /// A session's steering inbox: a separate virtual object with the same key, so
 /// that queuing does not wait behind the session's running `message`.
@@ -425,9 +541,10 @@ impl SessionInbox {
         let mut queued: Vec<(u64, String)> =
             ctx.get::<Json<Vec<(u64, String)>>>(INBOX_KEY).await?.map(|j| j.0).unwrap_or_default();
         if queued.len() >= INBOX_LIMIT {
-            return Err(TerminalError::new(format!(
-                "the session's inbox holds {INBOX_LIMIT} steering messages already"
-            ))
+            return Err(TerminalError::new_with_code(
+                INBOX_FULL,
+                format!("the session's inbox holds {INBOX_LIMIT} steering messages already"),
+            )
             .into());
         }
         let seq = ctx.get::<u64>(INBOX_SEQ_KEY).await?.unwrap_or(0) + 1;
@@ -462,15 +579,20 @@ impl SessionInbox {
 
 /// State key of the awakeables of calls waiting for approval, by call id.
 const WAITING_KEY: &str = "waiting";
-/// State key of decisions that arrived before their call asked, by call id.
-const EARLY_KEY: &str = "early";
-/// At most this many decisions are kept for calls that have not asked yet.
-const EARLY_LIMIT: usize = 64;
+
+/// The error code of a decision for a call that does not wait for one (HTTP 404
+/// at the ingress): never asked, already decided, or its run ended.
+pub const NOT_WAITING: u16 = 404;
 
 /// A session's approvals: which awakeable each waiting call sleeps on. A
 /// separate object with the session's key, so `approve` / `deny` never wait
 /// behind the running `message`; its handlers are reachable only from the
 /// session (the ingress goes through `AgentSession/approve` and `deny`).
+///
+/// An entry lives from the call's request for approval until its decision, or
+/// until its run ends without one (an abort withdraws it), so a decision for a
+/// call id that is not waiting is refused with [`NOT_WAITING`] instead of
+/// being kept for a call that may never ask.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionApprovals;
 
@@ -484,13 +606,6 @@ impl SessionApprovals {
         waiting: Json<(String, String)>,
     ) -> Result<(), HandlerError> {
         let (call_id, awakeable) = waiting.0;
-        let mut early: BTreeMap<String, Approval> =
-            ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        if let Some(decision) = early.remove(&call_id) {
-            ctx.set(EARLY_KEY, Json(early));
-            ctx.resolve_awakeable(&awakeable, Json(decision));
-            return Ok(());
-        }
         let mut table: BTreeMap<String, String> =
             ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
         table.insert(call_id, awakeable);
@@ -498,14 +613,14 @@ impl SessionApprovals {
         Ok(())
     }
 
-    /// Resolves the call's awakeable with the decision; `false` when no call
-    /// waits under that id yet (the decision is kept, a bounded number of them).
+    /// Resolves the call's awakeable with the decision; fails with
+    /// [`NOT_WAITING`] when no call waits under that id.
     #[handler(ingress_private)]
     async fn decide(
         &self,
         ctx: ObjectContext<'_>,
         decision: Json<Decision>,
-    ) -> Result<Json<bool>, HandlerError> {
+    ) -> Result<(), HandlerError> {
         let Decision { call_id, deny } = decision.0;
         let approval = match deny {
             None => Approval::Approve,
@@ -513,21 +628,43 @@ impl SessionApprovals {
         };
         let mut table: BTreeMap<String, String> =
             ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        if let Some(awakeable) = table.remove(&call_id) {
+        let Some(awakeable) = table.remove(&call_id) else {
+            return Err(TerminalError::new_with_code(
+                NOT_WAITING,
+                format!(
+                    "no call {call_id:?} waits for approval in this session (never asked, already decided, or its run ended)"
+                ),
+            )
+            .into());
+        };
+        if table.is_empty() {
+            ctx.clear(WAITING_KEY);
+        } else {
             ctx.set(WAITING_KEY, Json(table));
-            ctx.resolve_awakeable(&awakeable, Json(approval));
-            return Ok(Json(true));
         }
-        let mut early: BTreeMap<String, Approval> =
-            ctx.get::<Json<_>>(EARLY_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        if early.len() >= EARLY_LIMIT && !early.contains_key(&call_id) {
-            return Err(
-                TerminalError::new("too many decisions for calls that are not waiting").into()
-            );
+        ctx.resolve_awakeable(&awakeable, Json(approval));
+        Ok(())
+    }
+
+    /// The run that parked these calls ended without their decisions (an
+    /// abort, a failure): they no longer wait.
+    #[handler(ingress_private)]
+    async fn withdraw(
+        &self,
+        ctx: ObjectContext<'_>,
+        call_ids: Json<Vec<String>>,
+    ) -> Result<(), HandlerError> {
+        let mut table: BTreeMap<String, String> =
+            ctx.get::<Json<_>>(WAITING_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        for call_id in &call_ids.0 {
+            table.remove(call_id);
         }
-        early.insert(call_id, approval);
-        ctx.set(EARLY_KEY, Json(early));
-        Ok(Json(false))
+        if table.is_empty() {
+            ctx.clear(WAITING_KEY);
+        } else {
+            ctx.set(WAITING_KEY, Json(table));
+        }
+        Ok(())
     }
 }
 

@@ -14,6 +14,11 @@
 //!   the session's handlers (defaults 15 min and 10 min): a step must end within
 //!   their sum, or Restate aborts the attempt and the step runs again.
 //! * `CLAW_STEP_TIMEOUT_MS`: the per-step ceiling (default 5 min), below those.
+//! * `CLAW_MESSAGE_MAX_ATTEMPTS`: attempts of a `message` invocation before
+//!   Restate gives up on it (default: the server's retry policy), and
+//!   `CLAW_ON_MAX_ATTEMPTS`: `kill` (fail it with its last error) or `pause`
+//!   (the default: keep it for an operator to resume or kill). A retry on a
+//!   build with another setup fails every attempt, so this bounds it.
 //! * `CLAW_MODEL_RETRY_MS`, `CLAW_MODEL_RETRY_ATTEMPTS`: the durable retry of a
 //!   transiently failed model request (first delay, default 1000; attempts, default 30).
 //! * `CLAW_IDENTITY_KEYS`: Restate request identity public keys (`publickeyv1_...`,
@@ -32,6 +37,13 @@
 //! * `CLAW_WORKER_THREADS`: the async runtime's threads (default: one per core).
 //! * `CLAW_PARALLEL`: `1` runs a response's calls as a parallel batch (default
 //!   sequential, one call at a time).
+//! * `CLAW_INGRESS_URL`: the Restate ingress (comma-separated for several
+//!   nodes) a turn reads the stored messages it lacks from
+//!   (`SessionParts::ingress`); set, the session's state is also read lazily.
+//! * `CLAW_JOURNAL_RETENTION_S`: keep a finished invocation's journal this long
+//!   (the tests measure journals through the admin API).
+//! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
+//!   (`{"city": string, "celsius": number}`), asked on a final turn.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -142,6 +154,16 @@ async fn post_to_ledger(addr: &str, key: &str, line: &str) -> Result<(), ToolErr
         Ok(Err(e)) => Err(ToolError(format!("ledger: {e}"))),
         Err(_) => Err(ToolError("ledger: no answer within 10 s".into())),
     }
+}
+
+/// The final answer of a run with `CLAW_OUTPUT=weather`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[allow(dead_code, reason = "only its schema is used")]
+struct Weather {
+    /// The city.
+    city: String,
+    /// The temperature there.
+    celsius: f64,
 }
 
 /// Arguments of the `hold` tool.
@@ -256,11 +278,33 @@ fn main() -> ExitCode {
     });
     let system_prompt = env_or("CLAW_SYSTEM_PROMPT", "You are a careful assistant.");
     let parallel = env_or("CLAW_PARALLEL", "0") == "1";
+    let output = match env_or("CLAW_OUTPUT", "").as_str() {
+        "" => None,
+        "weather" => Some(agent_core::AgentOutput::for_type::<Weather>()),
+        other => {
+            eprintln!(
+                "claw-restate-worker: CLAW_OUTPUT: unknown format {other:?} (known: weather)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let ingress: Vec<String> = env_or("CLAW_INGRESS_URL", "")
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let lazy_state = !ingress.is_empty();
+    let journal_retention = match env_or("CLAW_JOURNAL_RETENTION_S", "").parse::<u64>() {
+        Ok(s) => Some(Duration::from_secs(s)),
+        Err(_) => None,
+    };
     let setup = move |_session: &str| {
         let mut config = AgentConfig::new(model.clone(), provider.clone());
         config.options.api_key = api_key.clone();
         config.max_turns = Some(32);
         config.hooks = hooks.clone();
+        config.output = output.clone();
         config.tool_execution =
             if parallel { ExecutionMode::Parallel } else { ExecutionMode::Sequential };
         let mut parts = SessionParts::new(
@@ -274,13 +318,39 @@ fn main() -> ExitCode {
             retry_max_delay: retry_initial * 8,
             retry_max_attempts: retry_attempts,
         };
+        parts.ingress = ingress.clone();
         parts
     };
-    let session_options =
-        ServiceOptions::new().inactivity_timeout(inactivity).abort_timeout(abort).handler(
-            "message",
-            HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort),
-        );
+    let mut message_options =
+        HandlerOptions::new().inactivity_timeout(inactivity).abort_timeout(abort);
+    match env_or("CLAW_MESSAGE_MAX_ATTEMPTS", "").parse::<u64>() {
+        Ok(attempts) => {
+            message_options = message_options.retry_policy_max_attempts(attempts.max(1));
+            message_options = match env_or("CLAW_ON_MAX_ATTEMPTS", "pause").as_str() {
+                "kill" => message_options.retry_policy_kill_on_max_attempts(),
+                "pause" => message_options.retry_policy_pause_on_max_attempts(),
+                other => {
+                    eprintln!(
+                        "claw-restate-worker: CLAW_ON_MAX_ATTEMPTS: {other:?} is not kill or pause"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+        }
+        Err(_) if env_or("CLAW_MESSAGE_MAX_ATTEMPTS", "").is_empty() => {}
+        Err(e) => {
+            eprintln!("claw-restate-worker: CLAW_MESSAGE_MAX_ATTEMPTS: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let mut session_options = ServiceOptions::new()
+        .inactivity_timeout(inactivity)
+        .abort_timeout(abort)
+        .enable_lazy_state(lazy_state)
+        .handler("message", message_options);
+    if let Some(retention) = journal_retention {
+        session_options = session_options.journal_retention(retention);
+    }
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)

@@ -100,20 +100,29 @@ pub(crate) struct RestateServer {
     proc: Proc,
     binary: PathBuf,
     ports: (u16, u16, u16),
+    env: Vec<(String, String)>,
     dir: Scratch,
 }
 
 impl RestateServer {
     pub(crate) async fn start(binary: &Path) -> TestResult<Self> {
+        Self::start_with(binary, &[]).await
+    }
+
+    /// A server with more configuration (`RESTATE_*` variables).
+    pub(crate) async fn start_with(binary: &Path, env: &[(&str, String)]) -> TestResult<Self> {
         let dir = Scratch::new("server")?;
         let ports = (free_port()?, free_port()?, free_port()?);
-        let child = Self::spawn(binary, &dir.0, ports)?;
+        let env: Vec<(String, String)> =
+            env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+        let child = Self::spawn(binary, &dir.0, ports, &env)?;
         let server = RestateServer {
             ingress: format!("http://127.0.0.1:{}", ports.0),
             admin: format!("http://127.0.0.1:{}", ports.1),
             proc: Proc(child),
             binary: binary.to_owned(),
             ports,
+            env,
             dir,
         };
         server.wait_healthy().await?;
@@ -123,7 +132,7 @@ impl RestateServer {
     /// SIGKILLs the server and starts it again on the same data and ports.
     pub(crate) async fn restart(&mut self) -> TestResult {
         self.proc.kill();
-        self.proc = Proc(Self::spawn(&self.binary, &self.dir.0, self.ports)?);
+        self.proc = Proc(Self::spawn(&self.binary, &self.dir.0, self.ports, &self.env)?);
         self.wait_healthy().await
     }
 
@@ -131,6 +140,7 @@ impl RestateServer {
         binary: &Path,
         dir: &Path,
         (ingress, admin, fabric): (u16, u16, u16),
+        env: &[(String, String)],
     ) -> TestResult<Child> {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log"))?;
@@ -150,6 +160,7 @@ impl RestateServer {
             .env("RESTATE_DEFAULT_RETRY_POLICY__INITIAL_INTERVAL", "100ms")
             .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_INTERVAL", "500ms")
             .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS", "1000")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
@@ -286,6 +297,7 @@ pub(crate) struct Arrival {
 /// * `reuse a,b,...`: as `markers`, but every call has the id `call_same`;
 /// * `hold <ms>`: one call of the blocking `hold` tool; after its result, `done`;
 /// * `flaky <n>`: HTTP 503 for the first `n` requests with this text, then the echo;
+/// * a request with a `response_format`: the JSON `{"city": "Paris", "celsius": 21.5}`;
 /// * any other user text: text `echo: <text>`.
 ///
 /// Every response waits `delay_ms` first; `arrivals` reports each request.
@@ -368,7 +380,10 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
     let markers_of = |list: &str| -> Vec<String> {
         list.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
     };
-    let chunks = if let Some(ms) = user_text.strip_prefix("hold ") {
+    let chunks = if request.get("response_format").is_some() {
+        // A request that asks for the final answer in a format: a valid one.
+        text_chunks(&json!({"city": "Paris", "celsius": 21.5}).to_string())
+    } else if let Some(ms) = user_text.strip_prefix("hold ") {
         if answered == 0 {
             let arguments = json!({ "ms": ms.trim().parse::<u64>().unwrap_or(0) }).to_string();
             vec![

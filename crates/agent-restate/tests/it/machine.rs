@@ -12,7 +12,10 @@ use llm_core::Message;
 use serde_json::{Value, json};
 
 use crate::durable::{marker_lines, next_arrival, setup_one_worker, transcript};
-use crate::harness::{TestResult, start_worker_with, wait_listening};
+use crate::harness::{
+    LoopbackProvider, RestateServer, Scratch, TestResult, free_port, restate_binary,
+    start_worker_with, wait_listening,
+};
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -69,6 +72,102 @@ fn tool_results(messages: &[Message]) -> Vec<(bool, String)> {
 }
 
 const PARALLEL_DELAY_MS: u64 = 2000;
+
+/// Sends a decision (`approve` or `deny`) until a call waits for it: the call
+/// registers itself with a one-way call after its hook's step, and the server
+/// may still be taking its partitions back after a restart.
+async fn decide_when_waiting(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    key: &str,
+    handler: &str,
+    body: &Value,
+) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match server.call(http, key, handler, body).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+/// The rows of Restate's state table for `object`/`key` (admin SQL), as text.
+async fn object_state(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    object: &str,
+    key: &str,
+) -> TestResult<String> {
+    let query = json!({"query": format!(
+        "SELECT key, value_utf8 FROM state WHERE service_name = '{object}' AND service_key = '{key}'"
+    )});
+    let response = http
+        .post(format!("{}/query", server.admin))
+        .header("accept", "application/json")
+        .json(&query)
+        .send()
+        .await?;
+    let status = response.status();
+    let text = response.text().await?;
+    if !status.is_success() {
+        return Err(format!("state query: HTTP {status}: {text}").into());
+    }
+    Ok(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_run_leaves_no_waiting_approval_and_a_stale_decision_is_refused() -> TestResult {
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let log = workspace.0.join("hook-log");
+    let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let id = send(&http, &server.ingress, "stale", "markers ask1").await?;
+    wait_for("the approval request", || !lines(&log).is_empty()).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !object_state(&server, &http, "SessionApprovals", "stale").await?.contains("call_2") {
+        assert!(Instant::now() < deadline, "the call never registered its approval");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let cancel = http.patch(format!("{}/invocations/{id}/cancel", server.admin)).send().await?;
+    assert!(cancel.status().is_success(), "cancel: {}", cancel.text().await?);
+    let (status, _) = attach(&http, &server.ingress, &id).await?;
+    assert!(!status.is_success(), "the cancelled run failed");
+
+    // The withdrawal is a one-way call at the run's end: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = object_state(&server, &http, "SessionApprovals", "stale").await?;
+        if !state.contains("call_2") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a stale approval entry stayed behind: {state}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (handler, body) in [
+        ("approve", json!("call_2")),
+        ("deny", json!({"callId": "call_2"})),
+        ("approve", json!("call_never_made")),
+    ] {
+        let refused = server.call(&http, "stale", handler, &body).await;
+        let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("HTTP 404") && error.contains("no call"),
+            "{handler} {body}: {error}"
+        );
+    }
+    let messages = transcript(server.call(&http, "stale", "transcript", &Value::Null).await?)?;
+    assert!(check_tool_results(&messages).is_empty(), "{:?}", check_tool_results(&messages));
+    assert!(marker_lines(&workspace.0, "ask1").is_empty(), "the call never ran");
+    Ok(())
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parallel_batch_takes_its_slowest_tools_time_and_runs_each_tool_once() -> TestResult {
@@ -130,6 +229,37 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
     server.register(&format!("http://{addr}")).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "replay", "parallel r1,r2").await?;
+    // A follower polls the events while the run goes on (and is killed),
+    // passing the last number it saw.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = {
+        let (http, ingress, stop) = (http.clone(), server.ingress.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<(u64, Value)> = Vec::new();
+            let mut polls = 0u32;
+            loop {
+                let last_pass = stop.load(Ordering::SeqCst);
+                let after = seen.last().map_or(0, |(seq, _)| *seq);
+                let page = http
+                    .post(format!("{ingress}/SessionEvents/replay/read"))
+                    .json(&json!(after))
+                    .send()
+                    .await;
+                if let Ok(page) = page
+                    && let Ok(page) = page.json::<Value>().await
+                {
+                    polls += 1;
+                    for event in page["events"].as_array().into_iter().flatten() {
+                        seen.push((event[0].as_u64().unwrap_or(0), event[1].clone()));
+                    }
+                }
+                if last_pass {
+                    return (seen, polls);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
 
     // The request after the batch is in flight: every hook answer and tool of
     // the batch is journaled. Kill the worker there, twice.
@@ -167,6 +297,17 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
     assert_eq!(count("tool_execution_start"), 2, "{page}");
     assert_eq!(count("tool_execution_end"), 2, "{page}");
     assert_eq!(count("turn_end"), 2, "{page}");
+
+    // What the follower took page by page is that list: each event once, in order.
+    stop.store(true, Ordering::SeqCst);
+    let (followed, polls) = follower.await?;
+    let followed_seqs: Vec<u64> = followed.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(followed_seqs, seqs, "the follower saw an event twice or missed one");
+    let kinds = |list: &[Value]| list.iter().map(|e| e["type"].clone()).collect::<Vec<_>>();
+    let page_events: Vec<Value> = events.iter().map(|e| e[1].clone()).collect();
+    let followed_events: Vec<Value> = followed.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(kinds(&followed_events), kinds(&page_events));
+    assert!(polls > 10, "the follower polled while the run went on ({polls} polls)");
     Ok(())
 }
 
@@ -221,17 +362,7 @@ async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_rest
     wait_listening(addr).await?;
     assert!(marker_lines(&workspace.0, "ask1").is_empty(), "the call waits for approval");
 
-    let waiting = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match server.call(&http, "ask", "approve", &json!("call_2")).await {
-                Ok(v) => return Ok::<Value, String>(v),
-                // The server may still be taking its partitions back.
-                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
-            }
-        }
-    })
-    .await??;
-    assert_eq!(waiting, json!(true), "a call waited for this approval");
+    decide_when_waiting(&server, &http, "ask", "approve", &json!("call_2")).await?;
     let (status, body) = attach(&http, &server.ingress, &id).await?;
     assert!(status.is_success(), "HTTP {status}: {body}");
     assert_eq!(serde_json::from_str::<Value>(&body)?["text"], "done");
@@ -251,13 +382,18 @@ async fn a_denied_call_tells_the_model_and_the_run_goes_on() -> TestResult {
     wait_listening(addr).await?;
     server.register(&format!("http://{addr}")).await?;
     let http = reqwest::Client::new();
-    // Decided before the call asks: kept, and applied when it does.
+    // Decided before the call asks: refused, not kept for a call that may never ask.
     let early = server
         .call(&http, "deny", "deny", &json!({"callId": "call_2", "reason": "not today"}))
-        .await?;
-    assert_eq!(early, json!(false));
-    let reply = server.call(&http, "deny", "message", &json!("markers ask1")).await?;
-    assert_eq!(reply["text"], "done", "{reply}");
+        .await;
+    let error = early.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(error.contains("HTTP 404") && error.contains("no call"), "{error}");
+    let id = send(&http, &server.ingress, "deny", "markers ask1").await?;
+    let decision = json!({"callId": "call_2", "reason": "not today"});
+    decide_when_waiting(&server, &http, "deny", "deny", &decision).await?;
+    let (status, body) = attach(&http, &server.ingress, &id).await?;
+    assert!(status.is_success(), "HTTP {status}: {body}");
+    assert_eq!(serde_json::from_str::<Value>(&body)?["text"], "done", "{body}");
     assert!(marker_lines(&workspace.0, "ask1").is_empty());
     let messages = transcript(server.call(&http, "deny", "transcript", &Value::Null).await?)?;
     let results = tool_results(&messages);
@@ -375,7 +511,7 @@ async fn a_retried_client_message_runs_once_and_the_inbox_is_private() -> TestRe
     }
     let over = server.call(&http, "full", "steer", &json!("one too many")).await;
     let error = over.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(error.contains("inbox holds"), "{error}");
+    assert!(error.contains("HTTP 429") && error.contains("inbox holds"), "{error}");
 
     for (object, handler, body) in [
         ("SessionInbox", "since", json!(0)),
@@ -403,38 +539,40 @@ async fn a_retry_on_a_build_with_another_setup_fails_with_a_clear_error() -> Tes
         return Ok(());
     };
     provider.delay_ms.store(1500, Ordering::SeqCst);
-    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &[])?;
+    // The retry bound is the deployment's (registered from the first build).
+    let bounded = [
+        ("CLAW_MESSAGE_MAX_ATTEMPTS", "6".to_owned()),
+        ("CLAW_ON_MAX_ATTEMPTS", "kill".to_owned()),
+    ];
+    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &bounded)?;
     wait_listening(addr).await?;
     server.register(&format!("http://{addr}")).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "upgrade", "markers v1").await?;
     next_arrival(&mut arrivals, |_| true).await?;
     worker.kill();
-    let env = [("CLAW_SYSTEM_PROMPT", "Another build's prompt.".to_owned())];
+    let mut env = bounded.to_vec();
+    env.push(("CLAW_SYSTEM_PROMPT", "Another build's prompt.".to_owned()));
     let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    // The attempt fails with the clear error, and keeps failing until the
-    // invocation is killed (or served by the build that started it).
-    let query =
-        json!({"query": format!("SELECT last_failure FROM sys_invocation WHERE id = '{id}'")});
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state = http
-            .post(format!("{}/query", server.admin))
-            .header("accept", "application/json")
-            .json(&query)
-            .send()
-            .await?
-            .text()
-            .await?;
-        if state.contains("another setup") {
-            assert!(!state.contains("mismatch"), "{state}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no clear failure within 60 s: {state}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let kill = http.patch(format!("{}/invocations/{id}/kill", server.admin)).send().await?;
-    assert!(kill.status().is_success(), "kill: {}", kill.text().await?);
+    // Every attempt on the other build fails with the clear error, never a
+    // journal mismatch; after the bound the invocation fails for good.
+    let (status, body) = attach(&http, &server.ingress, &id).await?;
+    assert!(!status.is_success(), "HTTP {status}: {body}");
+    let query = json!({"query": format!(
+        "SELECT status, last_failure, completion_result, completion_failure FROM sys_invocation WHERE id = '{id}'"
+    )});
+    let state = http
+        .post(format!("{}/query", server.admin))
+        .header("accept", "application/json")
+        .json(&query)
+        .send()
+        .await?
+        .text()
+        .await?;
+    eprintln!("upgrade: the attach answered HTTP {status}: {body}; the invocation: {state}");
+    assert!(state.contains("another setup"), "{state} / {body}");
+    assert!(!state.contains("mismatch"), "{state}");
+    assert!(marker_lines(&workspace.0, "v1").is_empty(), "the other build ran nothing: {state}");
     // The session is not locked: the next message runs on the new build.
     provider.delay_ms.store(0, Ordering::SeqCst);
     let reply = server.call(&http, "upgrade", "message", &json!("after")).await?;
@@ -589,5 +727,148 @@ async fn steering_sent_to_a_cancelled_run_reaches_the_next_message() -> TestResu
     // Acknowledged with that transcript: a third message does not see it again.
     let reply = server.call(&http, "steered", "message", &json!("again")).await?;
     assert_eq!(reply["text"], "echo: again", "{reply}");
+    Ok(())
+}
+
+/// Bitcoin's base58, which Restate's `publickeyv1_` keys use.
+fn base58(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let mut digits: Vec<u8> = Vec::new();
+    for &byte in bytes {
+        let mut carry = u32::from(byte);
+        for digit in &mut digits {
+            carry += u32::from(*digit) << 8;
+            *digit = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits.push((carry % 58) as u8);
+            carry /= 58;
+        }
+    }
+    let zeros = bytes.iter().take_while(|&&b| b == 0).count();
+    let mut out: String = std::iter::repeat_n('1', zeros).collect();
+    out.extend(digits.iter().rev().map(|&d| char::from(ALPHABET[usize::from(d)])));
+    out
+}
+
+/// A new Ed25519 key pair made by openssl: the private key's PEM file and the
+/// public key as Restate writes it (`publickeyv1_` and the raw key in base58).
+fn identity_key(dir: &Path, name: &str) -> TestResult<Option<(std::path::PathBuf, String)>> {
+    let pem = dir.join(format!("{name}.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["genpkey", "-algorithm", "ed25519", "-out"])
+        .arg(&pem)
+        .output();
+    let Ok(made) = made else {
+        eprintln!("SKIPPED: openssl is not installed; it makes the identity keys");
+        return Ok(None);
+    };
+    assert!(made.status.success(), "openssl genpkey: {}", String::from_utf8_lossy(&made.stderr));
+    let public = std::process::Command::new("openssl")
+        .args(["pkey", "-pubout", "-outform", "DER", "-in"])
+        .arg(&pem)
+        .output()?;
+    assert!(public.status.success(), "openssl pkey: {}", String::from_utf8_lossy(&public.stderr));
+    // The DER SubjectPublicKeyInfo of an Ed25519 key ends with the 32-byte key.
+    let raw = &public.stdout[public.stdout.len() - 32..];
+    Ok(Some((pem, format!("publickeyv1_{}", base58(raw)))))
+}
+
+#[test]
+fn base58_matches_the_reference_vectors() {
+    // Vectors from the base58 reference (Bitcoin's alphabet).
+    assert_eq!(base58(b"Hello World!"), "2NEpo7TZRRrLZSi2U");
+    assert_eq!(base58(&[0, 0, 0x28, 0x7f, 0xb4, 0xcd]), "11233QC4");
+    assert_eq!(base58(b""), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_or_with_a_wrong_identity_is_refused() -> TestResult {
+    let Some(binary) = restate_binary() else { return Ok(()) };
+    let keys = Scratch::new("identity")?;
+    let Some((server_key, server_public)) = identity_key(&keys.0, "server")? else {
+        return Ok(());
+    };
+    let Some((_, other_public)) = identity_key(&keys.0, "other")? else { return Ok(()) };
+    let env = [("RESTATE_REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE", server_key.display().to_string())];
+    let server = RestateServer::start_with(&binary, &env).await?;
+    let (provider, _arrivals) = LoopbackProvider::start().await?;
+    let workspace = Scratch::new("workspace")?;
+
+    // The worker that trusts this server's key serves it.
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let trusted = [("CLAW_IDENTITY_KEYS", server_public)];
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &trusted)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let reply = server.call(&http, "signed", "message", &json!("hello")).await?;
+    assert_eq!(reply["text"], "echo: hello");
+
+    // Someone who reaches the worker's port directly, without a signature.
+    let direct = reqwest::Client::builder().http2_prior_knowledge().build()?;
+    for (method, path) in [
+        (reqwest::Method::GET, "discover"),
+        (reqwest::Method::POST, "invoke/AgentSession/x/message"),
+    ] {
+        let response = direct
+            .request(method, format!("http://{addr}/{path}"))
+            .header("content-type", "application/vnd.restate.invocation.v5")
+            .header("accept", "application/vnd.restate.endpointmanifest.v3+json")
+            .send()
+            .await?;
+        assert_eq!(response.status().as_u16(), 401, "unsigned {path}: {}", response.text().await?);
+    }
+
+    // A worker that trusts another key refuses this server: registering it fails.
+    let other: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let wrong = [("CLAW_IDENTITY_KEYS", other_public)];
+    let _other = start_worker_with(other, &provider.base_url, &workspace.0, 0, &wrong)?;
+    wait_listening(other).await?;
+    let response = http
+        .post(format!("{}/deployments", server.admin))
+        .json(&json!({ "uri": format!("http://{other}"), "force": true }))
+        .send()
+        .await?;
+    let status = response.status();
+    let body = response.text().await?;
+    assert!(!status.is_success(), "a worker with another key was registered: {body}");
+    assert!(body.contains("401"), "HTTP {status}: {body}");
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 1, "no request ran past the check");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_a_final_schema_answers_in_it_across_a_worker_kill() -> TestResult {
+    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    provider.delay_ms.store(1500, Ordering::SeqCst);
+    let env = [("CLAW_OUTPUT", "weather".to_owned())];
+    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let id = send(&http, &server.ingress, "typed", "weather in Paris?").await?;
+    // The model answers in prose first; the final turn asks for the format
+    // (system, user, the prose answer, the final-answer prompt). Killed there.
+    next_arrival(&mut arrivals, |a| a.messages == 4).await?;
+    worker.kill();
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    let (status, body) = attach(&http, &server.ingress, &id).await?;
+    assert!(status.is_success(), "HTTP {status}: {body}");
+    let reply: Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        reply["output"],
+        json!({"status": "valid", "value": {"city": "Paris", "celsius": 21.5}}),
+        "{reply}"
+    );
+    let messages = transcript(server.call(&http, "typed", "transcript", &Value::Null).await?)?;
+    let prompt = serde_json::to_value(&messages[2])?;
+    assert_eq!(prompt["content"], agent_core::FINAL_ANSWER_PROMPT, "{messages:?}");
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    // The first request once, the final one twice (cut off by the kill, then again).
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 3);
     Ok(())
 }

@@ -6,5 +6,6 @@
 mod chaos;
 mod durable;
 mod harness;
+mod journal;
 mod machine;
 mod steps;

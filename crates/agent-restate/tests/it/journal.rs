@@ -1,0 +1,156 @@
+//! The journal of a turn holds its new messages, not the whole session: a
+//! session's journals grow linearly with its length, measured through
+//! Restate's admin SQL API (`sys_journal`).
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agent_core::check_tool_results;
+use serde_json::{Value, json};
+
+use crate::durable::{next_arrival, setup_one_worker, transcript};
+use crate::harness::{RestateServer, TestResult, free_port, start_worker_with, wait_listening};
+
+const TURNS: usize = 16;
+
+/// `(entries, bytes)` of an invocation's journal.
+async fn journal_size(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    id: &str,
+) -> TestResult<(u64, u64)> {
+    let query = json!({"query": format!(
+        "SELECT count(*) AS entries, sum(raw_length) AS bytes FROM sys_journal WHERE id = '{id}'"
+    )});
+    let text = http
+        .post(format!("{}/query", server.admin))
+        .header("accept", "application/json")
+        .json(&query)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let rows: Value = serde_json::from_str(&text)?;
+    let row = &rows["rows"][0];
+    match (row["entries"].as_u64(), row["bytes"].as_u64()) {
+        (Some(entries), Some(bytes)) if entries > 0 => Ok((entries, bytes)),
+        _ => Err(format!("no journal kept for {id}: {text}").into()),
+    }
+}
+
+/// Prints an invocation's journal entries: what a turn costs, entry by entry.
+async fn print_journal(server: &RestateServer, http: &reqwest::Client, id: &str) -> TestResult {
+    let query = json!({"query": format!(
+        "SELECT index, entry_type, name, invoked_target, raw_length FROM sys_journal WHERE id = '{id}' ORDER BY index"
+    )});
+    let text = http
+        .post(format!("{}/query", server.admin))
+        .header("accept", "application/json")
+        .json(&query)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let rows: Value = serde_json::from_str(&text)?;
+    for row in rows["rows"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {} {} {} {}",
+            row["index"], row["entry_type"], row["name"], row["invoked_target"], row["raw_length"]
+        );
+    }
+    Ok(())
+}
+
+/// Runs one turn and returns its invocation's journal size.
+async fn turn(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    key: &str,
+    text: &str,
+) -> TestResult<(u64, u64)> {
+    let sent: Value = http
+        .post(format!("{}/AgentSession/{key}/message/send", server.ingress))
+        .json(&json!(text))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let id = sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned();
+    let attach = http.get(format!("{}/restate/invocation/{id}/attach", server.ingress)).send();
+    let done = tokio::time::timeout(Duration::from_secs(60), attach).await??;
+    let status = done.status();
+    let body: Value = serde_json::from_str(&done.text().await?)?;
+    if !status.is_success() || body["text"] != format!("echo: {text}") {
+        return Err(format!("turn {text}: HTTP {status}: {body}").into());
+    }
+    if std::env::var_os("PRINT_JOURNAL").is_some() {
+        println!("journal of {key} {text}:");
+        print_journal(server, http, &id).await?;
+    }
+    journal_size(server, http, &id).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_journal_holds_its_new_messages_not_the_whole_session() -> TestResult {
+    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let env = [
+        ("CLAW_INGRESS_URL", server.ingress.clone()),
+        ("CLAW_JOURNAL_RETENTION_S", "3600".to_owned()),
+    ];
+    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    // A second deployment reads every turn's transcript through the journal:
+    // the growth this layout removes, measured the same way.
+    let journaled: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let env_journaled = [("CLAW_JOURNAL_RETENTION_S", "3600".to_owned())];
+    let _journaled =
+        start_worker_with(journaled, &provider.base_url, &workspace.0, 0, &env_journaled)?;
+    wait_listening(journaled).await?;
+    let http = reqwest::Client::new();
+
+    server.register(&format!("http://{journaled}")).await?;
+    let mut through_journal = Vec::new();
+    for t in 0..TURNS {
+        through_journal.push(turn(&server, &http, "journaled", &format!("turn {t}")).await?);
+    }
+    server.register(&format!("http://{addr}")).await?;
+    while arrivals.try_recv().is_ok() {}
+    let mut incremental = Vec::new();
+    for t in 0..TURNS {
+        if t == TURNS / 2 {
+            // A new process: its copy is gone, the ingress gives the messages.
+            worker.kill();
+            worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+            wait_listening(addr).await?;
+        }
+        incremental.push(turn(&server, &http, "incremental", &format!("turn {t}")).await?);
+        // The model saw the whole transcript: system, 2 messages a turn before, the new one.
+        let arrival = next_arrival(&mut arrivals, |_| true).await?;
+        assert_eq!(arrival.messages, 2 * t + 2, "turn {t}");
+    }
+    println!("journal per turn, reading through the journal (entries, bytes): {through_journal:?}");
+    println!("journal per turn, incremental (entries, bytes): {incremental:?}");
+
+    // Incremental: every echo turn's journal has the same entries and about the
+    // same bytes, whatever the session's length (the restart's turn included).
+    let (first_entries, first_bytes) = incremental[1];
+    for (t, &(entries, bytes)) in incremental.iter().enumerate().skip(1) {
+        assert_eq!(entries, first_entries, "turn {t}: {incremental:?}");
+        assert!(bytes <= first_bytes + 64, "turn {t}: {incremental:?}");
+    }
+    // Through the journal: two entries more per turn (the messages read).
+    let (last_entries, _) = through_journal[TURNS - 1];
+    assert_eq!(last_entries, through_journal[1].0 + 2 * (TURNS as u64 - 2), "{through_journal:?}");
+
+    for key in ["incremental", "journaled"] {
+        let messages = transcript(server.call(&http, key, "transcript", &Value::Null).await?)?;
+        assert_eq!(messages.len(), 2 * TURNS, "{key}");
+        assert!(check_tool_results(&messages).is_empty());
+    }
+    assert_eq!(provider.requests.load(Ordering::SeqCst), 2 * TURNS as u64);
+    drop(worker);
+    Ok(())
+}
