@@ -246,7 +246,8 @@ fn decode_string_body(body: &str) -> Result<WireText, &'static str> {
                 i += 4;
                 match (high.take(), unit) {
                     (Some(h), 0xDC00..=0xDFFF) => {
-                        let c = 0x1_0000 + ((u32::from(h) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                        let c =
+                            0x1_0000 + ((u32::from(h) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
                         Some(char::from_u32(c).unwrap_or(REPLACEMENT))
                     }
                     (pending, _) => {
@@ -291,9 +292,9 @@ fn decode_string_body(body: &str) -> Result<WireText, &'static str> {
 
 /// The value of four hex digits.
 fn hex4(digits: &[u8]) -> Option<u16> {
-    digits.iter().try_fold(0u16, |acc, &d| {
-        Some(acc << 4 | u16::try_from(char::from(d).to_digit(16)?).ok()?)
-    })
+    digits
+        .iter()
+        .try_fold(0u16, |acc, &d| Some(acc << 4 | u16::try_from(char::from(d).to_digit(16)?).ok()?))
 }
 
 impl WireText {
@@ -539,9 +540,29 @@ mod tests {
 
     /// Pieces a string literal is built of: plain text, every escape, pairs and lone halves.
     const PIECES: &[&str] = &[
-        "a", "xyz", "\u{e9}", "\u{1F600}", "\\n", "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\r",
-        "\\t", "\\u00e9", "\\u0041", "\\ud83d", "\\ude00", "\\uD83D", "\\uDE00", "\\udbff",
-        "\\udc00", "\\u0000", "\\uFFFF", "\\u001f",
+        "a",
+        "xyz",
+        "\u{e9}",
+        "\u{1F600}",
+        "\\n",
+        "\\\"",
+        "\\\\",
+        "\\/",
+        "\\b",
+        "\\f",
+        "\\r",
+        "\\t",
+        "\\u00e9",
+        "\\u0041",
+        "\\ud83d",
+        "\\ude00",
+        "\\uD83D",
+        "\\uDE00",
+        "\\udbff",
+        "\\udc00",
+        "\\u0000",
+        "\\uFFFF",
+        "\\u001f",
     ];
 
     proptest::proptest! {
