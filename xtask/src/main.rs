@@ -26,15 +26,17 @@ commands:
       cargo-fuzz targets in fuzz/ (needs `cargo install cargo-fuzz --locked`):
       build and run each target (or T) for N seconds (default 60; --smoke: every
       target, 5 s each); --update-corpus rewrites the fixture seeds in fuzz/corpus/
-  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N]
+  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N] [--svg DIR]
       every provider end to end over loopback HTTP on generated streams (100-byte
       deltas): CPU ms per MiB with and without a partial read after every delta,
       the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);
-      builds and runs itself with --release; not part of ci
-  bench --concurrent 100,1000,10000 [--provider NAME] [--reps N] [--modes M,..] [--peer PATH]
+      builds and runs itself with --release; not part of ci; --svg DIR also draws
+      the CPU per MiB as charts (cpu-per-mib-plain.svg, cpu-per-mib-partial.svg)
+  bench --concurrent 100,1000,10000 [--provider NAME] [--reps N] [--modes M,..] [--peer PATH] [--svg DIR]
       N paced small streams at once per provider (transport floor, streams, two-turn
       agent runs, peers through PATH): CPU per stream and event, time to first
-      delta, RSS per stream, fds and tasks afterwards
+      delta, RSS per stream, fds and tasks afterwards; --svg DIR also draws
+      cpu-per-stream.svg and rss-per-stream.svg
   bench --structured [--sizes 1,4,16] [--reps N]
       a structured answer streamed in 100-byte fragments through StructuredStream, the
       partial object read after every fragment: ms per MiB against the serde_json floor
