@@ -125,7 +125,9 @@ fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
                     }
                 }
                 // Text blocks (another model's thinking among them) as paragraphs.
-                out.push(json!({"role": "assistant", "content": text.join("\n\n"), "tool_calls": calls}));
+                out.push(
+                    json!({"role": "assistant", "content": text.join("\n\n"), "tool_calls": calls}),
+                );
             }
             Message::ToolResult(result) => out.push(json!({
                 "role": "tool",

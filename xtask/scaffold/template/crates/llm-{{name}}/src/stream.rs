@@ -81,7 +81,8 @@ impl Decoder {
                 out.push(Delta::Metadata { response_id: event.id, response_model: event.model });
             }
             Some("text") => {
-                let text = self.surrogates.join(TEXT, Channel::Text, event.text.unwrap_or_default());
+                let text =
+                    self.surrogates.join(TEXT, Channel::Text, event.text.unwrap_or_default());
                 if !text.is_empty() {
                     out.push(Delta::Text { key: TEXT, text });
                 }

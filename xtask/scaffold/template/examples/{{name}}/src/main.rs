@@ -64,6 +64,11 @@ async fn main() -> ExitCode {
         println!("error: {error}");
     }
     println!("{}", outcome.text());
-    println!("({:?}, {} tokens, ${:.4})", outcome.reason, outcome.usage().total_tokens, outcome.cost());
+    println!(
+        "({:?}, {} tokens, ${:.4})",
+        outcome.reason,
+        outcome.usage().total_tokens,
+        outcome.cost()
+    );
     ExitCode::SUCCESS
 }

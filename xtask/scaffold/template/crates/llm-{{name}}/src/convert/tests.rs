@@ -16,16 +16,18 @@ fn the_key_is_sent_as_a_header_and_never_printed() {
     };
     let request = build_request(&Model::default(), &context(), &options).unwrap();
     assert!(!request.url.contains("secret-value-123"));
-    assert!(request.headers.contains(&(
-        "authorization".to_owned(),
-        "Bearer secret-value-123".to_owned()
-    )));
+    assert!(
+        request
+            .headers
+            .contains(&("authorization".to_owned(), "Bearer secret-value-123".to_owned()))
+    );
     assert!(!format!("{request:?}").contains("secret-value-123"));
 }
 
 #[test]
 fn no_key_is_an_auth_error_before_anything_is_sent() {
-    let error = build_request(&Model::default(), &context(), &StreamOptions::default()).unwrap_err();
+    let error =
+        build_request(&Model::default(), &context(), &StreamOptions::default()).unwrap_err();
     assert_eq!(error.kind, ErrorKind::Auth);
     assert!(!error.retryable);
 }
