@@ -399,7 +399,7 @@ fn a_scaffolded_provider_passes_its_checks_untouched() {
         assert!(output.status.success(), "cargo {args:?} failed:\n{stdout}\n{stderr}");
         stdout
     };
-    run(&["fmt", "-p", "llm-acme-ai", "-p", "example-acme-ai", "--check"], &[]);
+    run(&["fmt", "-p", "llm-acme-ai", "-p", "example-acme-ai", "-p", "clawcall", "--check"], &[]);
     run(
         &[
             "clippy",

@@ -146,7 +146,9 @@ pub fn registrations(name: &str, version: &str) -> Vec<(&'static str, String, St
         (
             "crates/clawcall/src/lib.rs",
             marker(" (re-export)"),
-            format!("#[cfg(feature = \"{name}\")]\npub use llm_{snake};"),
+            // A group of its own: rustfmt sorts a group's `use` items, which would move it
+            // away from the marker.
+            format!("\n#[cfg(feature = \"{name}\")]\npub use llm_{snake};"),
         ),
     ]
 }
