@@ -24,9 +24,9 @@ use agent_core::{
     BeforeToolCall, CallInfo, CallRef, Command, ExecutionMode, Input, Output, ProgressSink,
     RequestFailure, ToolError, ToolInvocation, ToolOutput, TurnChange, TurnInfo,
 };
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use llm_core::{
-    AssistantContent, AssistantMessage, CancellationToken, Context, Message, Provider, StopReason,
+    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message, Provider, StopReason,
     StreamOptions, Tool, UserContent, now_millis,
 };
 use restate_sdk::prelude::*;
@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::live::{AttemptEvents, LiveSink};
 use crate::session::{SessionApprovalsClient, SessionEventsClient, SessionInboxClient};
 
 /// How a durable session bounds its steps.
@@ -163,6 +164,8 @@ pub(crate) struct Driver<'a, 'ctx> {
     approvals: Vec<(String, Awaited<'ctx>)>,
     /// Calls that asked for approval and have no decision yet.
     parked: Vec<String>,
+    /// Where the model request's token deltas go live (outside the journal).
+    pub(crate) live: Option<Arc<LiveSink>>,
 }
 
 impl<'a, 'ctx> Driver<'a, 'ctx> {
@@ -201,6 +204,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             wave: Vec::new(),
             approvals: Vec::new(),
             parked: Vec::new(),
+            live: None,
         }
     }
 
@@ -606,7 +610,11 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             .max_delay(limits.retry_max_delay)
             .max_attempts(limits.retry_max_attempts.max(1));
         let kept = Arc::new(Mutex::new(None));
+        let live = self.live.clone().map(|sink| (sink, self.session.clone(), name.clone()));
         let effect = move || async move {
+            // Dropped when the attempt returns: its `attempt_end`.
+            let mut attempt =
+                live.map(|(sink, session, step)| AttemptEvents::open(sink, session, step));
             let mut options = options;
             let key = match contained(timeout, || hooks.api_key(&model.provider)).await {
                 Answer::Done(Ok(key)) => key,
@@ -646,7 +654,35 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 tools: context.tools.iter().map(|t| t.tool.as_ref().clone()).collect(),
             };
             let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                provider.stream(&model, &request, &options).result()
+                let mut stream = provider.stream(&model, &request, &options);
+                async move {
+                    let mut last = None;
+                    while let Some(event) = stream.next().await {
+                        match event {
+                            AssistantEvent::TextDelta { content_index, delta } => {
+                                if let Some(attempt) = attempt.as_mut() {
+                                    attempt.send(
+                                        "text_delta",
+                                        serde_json::json!({"index": content_index, "delta": delta}),
+                                    );
+                                }
+                            }
+                            AssistantEvent::ThinkingDelta { content_index, delta } => {
+                                if let Some(attempt) = attempt.as_mut() {
+                                    attempt.send(
+                                        "thinking_delta",
+                                        serde_json::json!({"index": content_index, "delta": delta}),
+                                    );
+                                }
+                            }
+                            AssistantEvent::Done { message, .. }
+                            | AssistantEvent::Error { message, .. } => last = Some(message),
+                            _ => {}
+                        }
+                    }
+                    drop(attempt);
+                    last.unwrap_or_else(|| stream.partial().to_message())
+                }
             }));
             let message = match started {
                 Ok(fut) => {
