@@ -26,8 +26,8 @@ use agent_core::{
 };
 use futures_util::{FutureExt, StreamExt};
 use llm_core::{
-    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message, Provider, StopReason,
-    StreamOptions, Tool, UserContent, now_millis,
+    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message,
+    Provider, StopReason, StreamOptions, Tool, UserContent, now_millis,
 };
 use restate_sdk::prelude::*;
 use serde::de::DeserializeOwned;
@@ -791,8 +791,10 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 progress: ProgressSink::disconnected(),
                 idempotency_key: Some(key.clone()),
             };
-            names.push(format!("tool {tool_name} {key}"));
-            slots.push(WaveSlot::Waiting(Box::new((agent_tool, invocation))));
+            let name = format!("tool {tool_name} {key}");
+            let live = self.live.clone().map(|sink| (sink, self.session.clone(), name.clone()));
+            names.push(name);
+            slots.push(WaveSlot::Waiting(Box::new((agent_tool, invocation, live))));
         }
         let count = slots.len();
         let tasks = Arc::new(Mutex::new(slots));
@@ -910,7 +912,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
 
 /// A call of a wave: not started yet, or running.
 enum WaveSlot {
-    Waiting(Box<(Option<AgentTool>, ToolInvocation)>),
+    Waiting(Box<(Option<AgentTool>, ToolInvocation, Option<(Arc<LiveSink>, String, String)>)>),
     Running(AbortOnDrop),
     Taken,
 }
@@ -933,9 +935,22 @@ fn start_from(tasks: &Mutex<Vec<WaveSlot>>, i: usize, timeout: Duration) -> Opti
             let WaveSlot::Waiting(waiting) = std::mem::replace(slot, WaveSlot::Taken) else {
                 continue;
             };
-            let (tool, invocation) = *waiting;
-            *slot =
-                WaveSlot::Running(AbortOnDrop(tokio::spawn(run_tool(tool, invocation, timeout))));
+            let (tool, invocation, live) = *waiting;
+            // The call's attempt opens when it starts running (its live
+            // `attempt_start`) and ends with its answer.
+            let attempt =
+                live.map(|(sink, session, step)| AttemptEvents::open(sink, session, step));
+            let running = async move {
+                let result = run_tool(tool, invocation, timeout).await;
+                if let Some(mut attempt) = attempt {
+                    attempt.send(
+                        "tool_result",
+                        serde_json::json!({"isError": result.error.is_some()}),
+                    );
+                }
+                result
+            };
+            *slot = WaveSlot::Running(AbortOnDrop(tokio::spawn(running)));
         }
     }
     match slots.get_mut(i).map(|slot| std::mem::replace(slot, WaveSlot::Taken)) {

@@ -132,7 +132,8 @@ async fn post(http: &reqwest::Client, ingress: &[String], session: &str, events:
 pub(crate) fn attempt_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let process = PROCESS.get_or_init(|| format!("{:x}{:x}", std::process::id(), llm_core::now_millis()));
+    let process =
+        PROCESS.get_or_init(|| format!("{:x}{:x}", std::process::id(), llm_core::now_millis()));
     format!("{process}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 

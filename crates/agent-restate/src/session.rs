@@ -767,7 +767,9 @@ impl SessionEvents {
                     if let Some(previous) = open.insert(step.clone(), attempt)
                         && !cut.contains(&previous)
                     {
-                        push(serde_json::json!({"type": "attempt_cut", "step": step, "attempt": previous}));
+                        push(
+                            serde_json::json!({"type": "attempt_cut", "step": step, "attempt": previous}),
+                        );
                         cut.push(previous);
                     }
                 }

@@ -31,7 +31,12 @@ async fn read_live(
 }
 
 /// Sends `text` to the session without waiting: the invocation id.
-async fn send(http: &reqwest::Client, ingress: &str, session: &str, text: &str) -> TestResult<String> {
+async fn send(
+    http: &reqwest::Client,
+    ingress: &str,
+    session: &str,
+    text: &str,
+) -> TestResult<String> {
     let sent: Value = http
         .post(format!("{ingress}/AgentSession/{session}/message/send"))
         .json(&json!(text))
@@ -141,8 +146,8 @@ async fn a_follower_sees_the_models_deltas_before_the_turn_ends() -> TestResult 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams_once()
--> TestResult {
+async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams_once() -> TestResult
+{
     let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
         return Ok(());
     };
@@ -184,7 +189,54 @@ async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams
     assert_eq!(text, expected, "the retry's deltas, each once");
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "numbered without gaps: {seqs:?}");
     // Nothing of the cut attempt after its mark; two attempts in all.
-    assert!(!seen[cut..].iter().any(|(_, e)| e["attempt"] == first.as_str() && e["type"] != "attempt_cut"));
+    assert!(
+        !seen[cut..]
+            .iter()
+            .any(|(_, e)| e["attempt"] == first.as_str() && e["type"] != "attempt_cut")
+    );
     assert_eq!(seen.iter().filter(|(_, e)| e["type"] == "attempt_start").count(), 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_sees_a_tool_running_before_its_step_is_recorded() -> TestResult {
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
+    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    let http = reqwest::Client::new();
+    let ingress = server.ingress.clone();
+    let id = send(&http, &ingress, "tools", "hold 3000").await?;
+    let is_tool = |e: &Value| e["step"].as_str().is_some_and(|s| s.starts_with("tool hold "));
+    let mut seen = Vec::new();
+    follow_until(&http, &ingress, "tools", &mut seen, |s| {
+        s.iter().any(|(_, e)| e["type"] == "attempt_start" && is_tool(e))
+    })
+    .await?;
+    // The call runs: its end is not among the session's events yet.
+    let coarse: Value = http
+        .post(format!("{ingress}/SessionEvents/tools/read"))
+        .json(&json!(0))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let ended = coarse["events"]
+        .as_array()
+        .is_some_and(|events| events.iter().any(|e| e[1]["type"] == "tool_execution_end"));
+    assert!(!ended, "the tool's start arrived only after its end");
+    let reply = attach(&http, &ingress, &id).await?;
+    assert_eq!(reply["text"], "done");
+    follow_until(&http, &ingress, "tools", &mut seen, |s| {
+        s.iter().any(|(_, e)| e["type"] == "attempt_end" && is_tool(e))
+    })
+    .await?;
+    let tool: Vec<&Value> = seen.iter().map(|(_, e)| e).filter(|e| is_tool(e)).collect();
+    let kinds: Vec<&str> = tool.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds, ["attempt_start", "tool_result", "attempt_end"]);
+    assert_eq!(tool[1]["isError"], false);
     Ok(())
 }
