@@ -910,9 +910,12 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     }
 }
 
+/// Where a step's live events go: the sink, the session and the step's name.
+type LiveStep = (Arc<LiveSink>, String, String);
+
 /// A call of a wave: not started yet, or running.
 enum WaveSlot {
-    Waiting(Box<(Option<AgentTool>, ToolInvocation, Option<(Arc<LiveSink>, String, String)>)>),
+    Waiting(Box<(Option<AgentTool>, ToolInvocation, Option<LiveStep>)>),
     Running(AbortOnDrop),
     Taken,
 }

@@ -179,6 +179,7 @@ impl Drop for AttemptEvents {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -773,10 +773,10 @@ impl SessionEvents {
                         cut.push(previous);
                     }
                 }
-                (Some("attempt_end"), Some(step), Some(attempt)) => {
-                    if open.get(&step) == Some(&attempt) {
-                        open.remove(&step);
-                    }
+                (Some("attempt_end"), Some(step), Some(attempt))
+                    if open.get(&step) == Some(&attempt) =>
+                {
+                    open.remove(&step);
                 }
                 _ => {}
             }
