@@ -786,7 +786,8 @@ impl SessionEvents {
         kept.drain(..over);
         let over = cut.len().saturating_sub(LIVE_CUT_KEPT);
         cut.drain(..over);
-        // Steps of runs long gone: keep the most recent only.
+        // Bounded: past it, steps are forgotten in name order (a forgotten
+        // step's cut-off attempt is then not marked; the journaled events still end it).
         while open.len() > LIVE_CUT_KEPT {
             open.pop_first();
         }
