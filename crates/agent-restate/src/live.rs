@@ -23,6 +23,8 @@ use tokio::sync::mpsc;
 
 /// At most this many live events wait to be sent per worker process.
 pub const LIVE_QUEUE: usize = 1024;
+/// At most this many sessions' drop counts are kept for their next batch.
+const DROPPED_SESSIONS: usize = 4096;
 /// At most this many events go in one request to the ingress.
 const BATCH: usize = 256;
 
@@ -58,7 +60,11 @@ impl LiveSink {
         if self.tx.try_send((session.to_owned(), event)).is_err() {
             self.dropped_total.fetch_add(1, Ordering::Relaxed);
             let mut dropped = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
-            *dropped.entry(session.to_owned()).or_insert(0) += 1;
+            // A session counted here leaves with its next batch; past the bound
+            // new sessions' drops are counted only in the total.
+            if dropped.len() < DROPPED_SESSIONS || dropped.contains_key(session) {
+                *dropped.entry(session.to_owned()).or_insert(0) += 1;
+            }
         }
     }
 
