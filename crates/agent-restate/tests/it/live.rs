@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use crate::durable::setup_one_worker;
 use crate::harness::{TestResult, start_worker_with, wait_listening};
 
+static FOLLOWED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
 /// Reads the live events numbered above `after`: `(events, last)`.
 async fn read_live(
     http: &reqwest::Client,
@@ -64,8 +66,11 @@ async fn follow_until(
             return Err(format!("the live events never met the condition: {seen:?}").into());
         }
         let (events, last) = read_live(http, ingress, session, after).await?;
-        for (seq, event) in events {
+        for (seq, mut event) in events {
             assert!(seq > after, "event {seq} taken again after {after}");
+            // When the follower got it (ms since the first event it followed).
+            let start = *FOLLOWED.get_or_init(Instant::now);
+            event["followedAtMs"] = json!(start.elapsed().as_millis() as u64);
             after = seq;
             seen.push((seq, event));
         }
@@ -128,18 +133,28 @@ async fn a_follower_sees_the_models_deltas_before_the_turn_ends() -> TestResult 
         .is_some_and(|events| events.iter().any(|e| e[1]["type"] == "agent_end"));
     assert!(!ended, "the deltas arrived only after the turn ended");
 
-    let reply = attach(&http, &ingress, &id).await?;
-    let expected: String =
-        (0..40).map(|i| if i == 0 { "w0".to_owned() } else { format!(" w{i}") }).collect();
-    assert_eq!(reply["text"], expected.as_str());
+    // Followed to the attempt's end while the turn runs, then the reply.
     follow_until(&http, &ingress, "live", &mut seen, |s| {
         s.iter().any(|(_, e)| e["type"] == "attempt_end")
     })
     .await?;
+    let reply = attach(&http, &ingress, &id).await?;
+    let expected: String =
+        (0..40).map(|i| if i == 0 { "w0".to_owned() } else { format!(" w{i}") }).collect();
+    assert_eq!(reply["text"], expected.as_str());
     let attempt = deltas(&seen)[0]["attempt"].as_str().ok_or("no attempt")?.to_owned();
     let (text, seqs) = text_of(&seen, &attempt);
     assert_eq!(text, expected, "the deltas are the answer, each once");
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "numbered without gaps: {seqs:?}");
+    // The provider sends a delta every 100 ms: how late each reached the
+    // follower (polling every 50 ms) against that pace, from the first one.
+    let at: Vec<u64> = deltas(&seen).iter().filter_map(|e| e["followedAtMs"].as_u64()).collect();
+    let lags: Vec<i64> =
+        at.iter().enumerate().map(|(i, t)| *t as i64 - at[0] as i64 - 100 * i as i64).collect();
+    eprintln!(
+        "live deltas: lag behind the provider's pace, max {} ms",
+        lags.iter().max().unwrap_or(&0)
+    );
     assert_eq!(seen.iter().filter(|(_, e)| e["type"] == "attempt_start").count(), 1);
     assert!(!seen.iter().any(|(_, e)| e["type"] == "attempt_cut"));
     Ok(())
