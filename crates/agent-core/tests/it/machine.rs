@@ -533,3 +533,82 @@ fn inputs_that_answer_nothing_change_nothing() {
     assert_eq!(machine.reason(), None);
     let _ = Value::Null;
 }
+
+/// One call of tool `a` with the id given, as a response that asks for it.
+fn one_call(id: &str) -> AssistantMessage {
+    AssistantMessage {
+        content: vec![AssistantContent::ToolCall(ToolCall {
+            id: id.into(),
+            name: "a".into(),
+            arguments: json!({"n": 1}),
+            thought_signature: None,
+            arguments_incomplete: false,
+        })],
+        stop_reason: StopReason::ToolUse,
+        ..AssistantMessage::default()
+    }
+}
+
+#[test]
+fn a_late_result_for_a_call_of_an_earlier_batch_is_not_taken_for_the_current_call() {
+    let context = AgentContext { tools: vec![tool("a")], ..AgentContext::default() };
+    let mut machine =
+        AgentMachine::new(MachineSettings::default(), context, Arc::new(model()), Arc::default());
+    let mut responses = vec![one_call("first"), one_call("second")].into_iter();
+    let mut out = Vec::new();
+    let mut inputs = vec![Input::Start(vec![Message::user("go")])];
+    let mut executed: Vec<CallRef> = Vec::new();
+    let mut events = Vec::new();
+    // Answers every command at once, except the second call's execution.
+    while let Some(input) = inputs.pop() {
+        machine.handle(input, 1, &mut out);
+        for output in out.drain(..) {
+            match output {
+                Output::Event(event) => events.push(event),
+                Output::Command(Command::PrepareTurn) => {
+                    inputs.push(Input::TurnPrepared(Answer::Done(None)));
+                }
+                Output::Command(Command::Request) => {
+                    let message = responses.next().expect("two tool turns only");
+                    inputs.push(Input::ResponseEnded(message));
+                }
+                Output::Command(Command::BeforeToolCall { call, .. }) => {
+                    inputs.push(Input::BeforeToolCall {
+                        call,
+                        answer: Answer::Done(BeforeToolCall::Allow),
+                    });
+                }
+                Output::Command(Command::AfterToolCall { call, .. }) => {
+                    inputs.push(Input::AfterToolCall { call, answer: Answer::Done(None) });
+                }
+                Output::Command(Command::ShouldStopAfterTurn) => {
+                    inputs.push(Input::StopAfterTurn(Answer::Done(false)));
+                }
+                Output::Command(Command::Execute { call, .. }) => {
+                    executed.push(call);
+                    if executed.len() == 1 {
+                        let answer = Answer::Done(Ok(ToolOutput::text("first ran")));
+                        inputs.push(Input::ToolFinished { call, answer });
+                    }
+                }
+                Output::Command(other) => panic!("unexpected command {other:?}"),
+                _ => {}
+            }
+        }
+    }
+    let [first, second] = executed[..] else { panic!("{executed:?}") };
+    assert_ne!(first.message, second.message);
+    // The first call's result again, late: it names the earlier batch.
+    let stale = Answer::Done(Ok(ToolOutput::text("stale")));
+    machine.handle(Input::ToolFinished { call: first, answer: stale }, 2, &mut out);
+    let ended = out.iter().any(|o| matches!(o, Output::Event(AgentEvent::ToolExecutionEnd { .. })));
+    assert!(!ended, "a stale result ended the current call: {out:?}");
+    assert!(
+        machine
+            .outstanding()
+            .iter()
+            .any(|c| matches!(c, Command::Execute { call, .. } if *call == second)),
+        "the second call still runs: {:?}",
+        machine.outstanding()
+    );
+}
