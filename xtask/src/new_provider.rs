@@ -294,8 +294,9 @@ use crate::{INFO, PROVIDER};
 pub(crate) struct WireRequest {
     /// The full URL (never with a key in it).
     pub(crate) url: String,
-    /// Provider defaults, then auth, then the model's, then the caller's headers.
-    pub(crate) headers: Vec<(String, String)>,
+    /// Provider defaults, then auth, then the model's, then the caller's headers (the key
+    /// marked sensitive).
+    pub(crate) headers: llm_http::HeaderMap,
     /// The JSON body, built with `serde_json::Map` so its bytes are deterministic.
     pub(crate) body: Value,
 }
@@ -304,7 +305,7 @@ impl std::fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
+            .field("headers", &self.headers)
             .field("body", &self.body)
             .finish()
     }
@@ -320,12 +321,13 @@ pub(crate) fn build_request(
         return Err(Error::new(ErrorKind::Auth, PROVIDER, "No API key for provider: {{name}}")
             .with_retryable(false));
     };
-    let mut headers = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("authorization".to_owned(), format!("Bearer {}", key.expose())),
-    ];
-    headers.extend(model.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    headers.extend(options.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let bearer = format!("Bearer {}", key.expose());
+    let defaults = [("content-type", "application/json"), ("authorization", bearer.as_str())];
+    let configured = model.headers.iter().chain(&options.headers);
+    let headers = llm_http::header_map(
+        PROVIDER,
+        defaults.into_iter().chain(configured.map(|(k, v)| (k.as_str(), v.as_str()))),
+    )?;
 
     let mut body = Map::new();
     body.insert("model".to_owned(), json!(model.id));

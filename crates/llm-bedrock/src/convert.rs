@@ -16,6 +16,7 @@ use llm_core::{
     AssistantContent, CacheRetention, Context, Error, ErrorKind, Message, Model, ReasoningLevel,
     StreamOptions, ThinkingContent, ToolChoice, UserContent, UserMessageContent,
 };
+use llm_http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -79,7 +80,7 @@ pub(crate) struct WireRequest {
     pub(crate) url: String,
     /// Provider defaults, then the model's, then the caller's headers; auth is added last,
     /// on the final request, because SigV4 signs the headers.
-    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) headers: HeaderMap,
     /// The JSON body.
     pub(crate) body: Value,
     /// The region the request is signed for.
@@ -90,7 +91,7 @@ impl fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
+            .field("headers", &self.headers)
             .field("body", &self.body)
             .field("region", &self.region)
             .finish()
@@ -279,29 +280,20 @@ pub(crate) fn build_request_with(
         }
     }
 
-    let mut headers = Headers::default();
-    headers.set("content-type", "application/json");
-    headers.set("accept", "application/vnd.amazon.eventstream");
-    for (k, v) in model.headers.iter().chain(&options.headers) {
-        headers.set(k, v);
-    }
+    let headers = llm_http::header_map(
+        PROVIDER,
+        [("content-type", "application/json"), ("accept", "application/vnd.amazon.eventstream")]
+            .into_iter()
+            .chain(
+                model.headers.iter().chain(&options.headers).map(|(k, v)| (k.as_str(), v.as_str())),
+            ),
+    )?;
     Ok(WireRequest {
         url: endpoint.url(&model.id),
-        headers: headers.0,
+        headers,
         body: Value::Object(body),
         region: endpoint.region,
     })
-}
-
-/// Header list with case-insensitive replacement.
-#[derive(Default)]
-struct Headers(Vec<(String, String)>);
-
-impl Headers {
-    fn set(&mut self, name: &str, value: &str) {
-        self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-        self.0.push((name.to_owned(), value.to_owned()));
-    }
 }
 
 /// `toolConfig`: every tool in input order as `{toolSpec: {name, description,

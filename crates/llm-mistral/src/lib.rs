@@ -123,9 +123,9 @@ pub mod __private {
     use serde_json::Value;
 
     /// `(url, headers, body)`.
-    pub type Request = (String, Vec<(String, String)>, Value);
+    pub type Request = (String, llm_http::HeaderMap, Value);
 
-    /// The request body and headers (auth value included: never print them).
+    /// The request body and headers (the auth value is marked sensitive).
     pub fn build_request(
         model: &Model,
         context: &Context,

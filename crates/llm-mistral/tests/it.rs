@@ -279,12 +279,8 @@ fn headers_url_and_affinity() {
     let o = StreamOptions { session_id: Some("sess-42".into()), ..options() };
     let (url, headers, _) = private::build_request(&m, &ctx, &o).unwrap();
     assert_eq!(url, "https://api.mistral.ai/v1/chat/completions");
-    let get = |headers: &[(String, String)], name: &str| {
-        headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-            .collect::<Vec<_>>()
+    let get = |headers: &llm_http::HeaderMap, name: &str| {
+        headers.get_all(name).iter().map(|v| v.to_str().unwrap().to_owned()).collect::<Vec<_>>()
     };
     assert_eq!(get(&headers, "authorization"), ["Bearer test-key"]);
     assert_eq!(get(&headers, "x-affinity"), ["sess-42"]);

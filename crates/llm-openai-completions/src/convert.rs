@@ -15,6 +15,7 @@ use llm_core::{
     ReasoningLevel, StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
     UserMessageContent,
 };
+use llm_http::{HeaderMap, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -49,8 +50,8 @@ pub(crate) const ID_RULES: IdRules = IdRules { max_len: 40, min_len: 1, allowed:
 pub(crate) struct WireRequest {
     /// Full URL.
     pub(crate) url: String,
-    /// Headers, in order, names unique (case-insensitively).
-    pub(crate) headers: Vec<(String, String)>,
+    /// The headers (the key marked sensitive).
+    pub(crate) headers: HeaderMap,
     /// The JSON body.
     pub(crate) body: Value,
     /// Per tool name: how to restore arguments of strict tools.
@@ -61,7 +62,7 @@ impl std::fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
+            .field("headers", &self.headers)
             .field("body", &self.body)
             .field("strict_plans", &self.strict_plans.keys())
             .finish()
@@ -86,12 +87,6 @@ pub(crate) fn endpoint_url(base_url: &str) -> String {
     let base = base_url.trim().trim_end_matches('/');
     let base = if base.is_empty() { DEFAULT_BASE_URL } else { base };
     if base.ends_with(ENDPOINT) { base.to_owned() } else { format!("{base}{ENDPOINT}") }
-}
-
-/// Sets a header, replacing any earlier one with the same name (case-insensitive).
-fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
 }
 
 /// Builds the whole request.
@@ -126,26 +121,33 @@ pub(crate) fn build_request(
     let azure = crate::azure::route(model, options, &provider)?;
 
     // Headers: defaults, auth, the model's, session affinity, then the caller's.
-    let mut headers = Vec::new();
-    set_header(&mut headers, "content-type", "application/json");
-    set_header(&mut headers, "accept", "text/event-stream");
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, &provider, "content-type", "application/json")?;
+    insert_header(&mut headers, &provider, "accept", "text/event-stream")?;
     match azure.as_ref().map(|route| route.auth) {
-        Some(crate::azure::Auth::ApiKey) => set_header(&mut headers, "api-key", key.expose()),
-        _ => set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose())),
+        Some(crate::azure::Auth::ApiKey) => {
+            insert_header(&mut headers, &provider, "api-key", key.expose())?
+        }
+        _ => insert_header(
+            &mut headers,
+            &provider,
+            "authorization",
+            &format!("Bearer {}", key.expose()),
+        )?,
     }
     for (name, value) in &model.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, &provider, name, value)?;
     }
     if compat.send_session_affinity_headers
         && options.cache_retention != CacheRetention::None
         && let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty())
     {
         for name in ["session_id", "x-client-request-id", "x-session-affinity"] {
-            set_header(&mut headers, name, session);
+            insert_header(&mut headers, &provider, name, session)?;
         }
     }
     for (name, value) in &options.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, &provider, name, value)?;
     }
 
     let messages = convert_messages(model, context, compat);

@@ -12,6 +12,7 @@ use llm_core::{
     ReasoningLevel, StreamOptions, ThinkingContent, Tool, ToolChoice, ToolResultMessage,
     UserContent, UserMessage,
 };
+use llm_http::{HeaderMap, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -27,8 +28,8 @@ pub(crate) const PATH: &str = "/responses";
 pub(crate) struct WireRequest {
     /// Full URL.
     pub(crate) url: String,
-    /// Headers in send order (the later of two equal names already won).
-    pub(crate) headers: Vec<(String, String)>,
+    /// The headers (the key marked sensitive).
+    pub(crate) headers: HeaderMap,
     /// The JSON body.
     pub(crate) body: Value,
     /// Per tool name: how to drop the `null`s a strict tool's call sends for omitted
@@ -38,10 +39,9 @@ pub(crate) struct WireRequest {
 
 impl std::fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &names)
+            .field("headers", &self.headers)
             .finish_non_exhaustive()
     }
 }
@@ -83,28 +83,27 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
 }
 
-/// Sets a header, replacing an earlier one with the same (case-insensitive) name.
-pub(crate) fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
-}
-
 /// Provider defaults, auth, `model.headers`, the session headers, then `options.headers`.
 pub(crate) fn build_headers(
     model: &Model,
     options: &StreamOptions,
     compat: &OpenAiResponsesCompat,
-) -> Result<Vec<(String, String)>, Error> {
-    let mut headers = Vec::new();
-    set_header(&mut headers, "content-type", "application/json");
-    set_header(&mut headers, "accept", "text/event-stream");
+) -> Result<HeaderMap, Error> {
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, PROVIDER, "content-type", "application/json")?;
+    insert_header(&mut headers, PROVIDER, "accept", "text/event-stream")?;
     let user_auth = model
         .headers
         .keys()
         .chain(options.headers.keys())
         .any(|k| k.eq_ignore_ascii_case("authorization"));
     match options.api_key.as_ref().filter(|k| !k.expose().is_empty()) {
-        Some(key) => set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose())),
+        Some(key) => insert_header(
+            &mut headers,
+            PROVIDER,
+            "authorization",
+            &format!("Bearer {}", key.expose()),
+        )?,
         None if user_auth => {}
         None => {
             return Err(Error::new(
@@ -116,18 +115,18 @@ pub(crate) fn build_headers(
         }
     }
     for (name, value) in &model.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, PROVIDER, name, value)?;
     }
     if options.cache_retention != CacheRetention::None
         && let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty())
     {
         if compat.send_session_id_header.unwrap_or(true) {
-            set_header(&mut headers, "session_id", session);
+            insert_header(&mut headers, PROVIDER, "session_id", session)?;
         }
-        set_header(&mut headers, "x-client-request-id", session);
+        insert_header(&mut headers, PROVIDER, "x-client-request-id", session)?;
     }
     for (name, value) in &options.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, PROVIDER, name, value)?;
     }
     Ok(headers)
 }
