@@ -9,7 +9,7 @@
 //!   see `docs/reliability.md`.
 //! - [`ci`]: the whole gate (fmt, clippy, tests, conformance, faults, tidy).
 //! - [`fuzz`]: the cargo-fuzz targets in `fuzz/` and their seed-corpus replay.
-//! - [`new_provider`]: scaffolds a provider crate and its fixture folder.
+//! - [`new_provider`]: scaffolds a provider crate, its example and its fixtures.
 //! - [`bench`](mod@bench): every provider end to end on generated 1/4/16 MiB streams (CPU per MiB,
 //!   peak memory, ratios; `docs/benchmarks.md`). Not part of `ci`.
 //!
@@ -24,7 +24,6 @@ pub mod ci;
 pub mod faults;
 mod fixture;
 pub mod fuzz;
-pub mod new_provider;
 pub mod providers;
 mod rawserver;
 pub mod replay;
@@ -32,6 +31,10 @@ pub mod secrets;
 mod server;
 pub mod structured_bench;
 pub mod tidy;
+
+/// `cargo xtask new-provider`: the scaffold, a crate of its own so that command builds
+/// without the provider crates (`xtask/scaffold`).
+pub use xtask_scaffold as new_provider;
 
 /// The conformance suite (`llm-conformance`), with this workspace's provider table.
 pub mod conformance {

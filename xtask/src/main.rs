@@ -26,22 +26,25 @@ commands:
       cargo-fuzz targets in fuzz/ (needs `cargo install cargo-fuzz --locked`):
       build and run each target (or T) for N seconds (default 60; --smoke: every
       target, 5 s each); --update-corpus rewrites the fixture seeds in fuzz/corpus/
-  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N]
+  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N] [--svg DIR]
       every provider end to end over loopback HTTP on generated streams (100-byte
       deltas): CPU ms per MiB with and without a partial read after every delta,
       the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);
-      builds and runs itself with --release; not part of ci
-  bench --concurrent 100,1000,10000 [--provider NAME] [--reps N] [--modes M,..] [--peer PATH]
+      builds and runs itself with --release; not part of ci; --svg DIR also draws
+      the CPU per MiB as charts (cpu-per-mib-plain.svg, cpu-per-mib-partial.svg)
+  bench --concurrent 100,1000,10000 [--provider NAME] [--reps N] [--modes M,..] [--peer PATH] [--svg DIR]
       N paced small streams at once per provider (transport floor, streams, two-turn
       agent runs, peers through PATH): CPU per stream and event, time to first
-      delta, RSS per stream, fds and tasks afterwards
+      delta, RSS per stream, fds and tasks afterwards; --svg DIR also draws
+      cpu-per-stream.svg and rss-per-stream.svg
   bench --structured [--sizes 1,4,16] [--reps N]
       a structured answer streamed in 100-byte fragments through StructuredStream, the
       partial object read after every fragment: ms per MiB against the serde_json floor
   new-provider NAME [--root DIR]
-      scaffold crates/llm-NAME, examples/NAME and fixtures/NAME/ (every scenario
-      a declared skip);
-      --root writes into another checkout instead of this one
+      scaffold crates/llm-NAME (a provider of a small wire format of its own),
+      examples/NAME and fixtures/NAME/ (a fixture for every shared scenario it
+      declares, the offline claw session) and register it: `cargo xtask ci` passes
+      as written; --root writes into another checkout instead of this one
 ";
 
 fn main() -> ExitCode {
@@ -195,43 +198,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "new-provider" => {
-            let (name, root) = match rest {
-                [name] => (name, root),
-                [name, flag, dir] if flag == "--root" => (name, std::path::PathBuf::from(dir)),
-                _ => {
-                    return Err(xtask::Error::Msg(format!(
-                        "new-provider takes one NAME\n\n{USAGE}"
-                    )));
-                }
-            };
-            let written = xtask::new_provider::scaffold(&root, name)?;
-            let registered: Vec<&str> =
-                xtask::new_provider::registrations(name).iter().map(|(f, _, _)| *f).collect();
-            for path in &written {
-                let relative = path.strip_prefix(&root).unwrap_or(path);
-                let verb = if registered.iter().any(|f| relative == std::path::Path::new(f)) {
-                    "registered in"
-                } else {
-                    "created"
-                };
-                println!("{verb} {}", relative.display());
-            }
-            // The templates are formatted for a short name; a long one may need rewrapping.
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            let formatted = std::process::Command::new(cargo)
-                .args(["fmt", "-p", &format!("llm-{name}"), "-p", &format!("example-{name}")])
-                .current_dir(&root)
-                .status();
-            if !formatted.is_ok_and(|s| s.success()) {
-                println!(
-                    "note: `cargo fmt -p llm-{name} -p example-{name}` failed; run it yourself"
-                );
-            }
-            println!(
-                "next: fill in crates/llm-{name} (docs/adding-a-provider.md) and examples/{name}; add fixtures under \
-                 fixtures/{name}/ and declare each capability in llm_{}::INFO as its scenarios pass",
-                name.replace('-', "_")
-            );
+            xtask::new_provider::run(rest, &root).map_err(|e| xtask::Error::Msg(e.to_string()))?;
             Ok(ExitCode::SUCCESS)
         }
         other => Err(xtask::Error::Msg(format!("unknown command `{other}`\n\n{USAGE}"))),

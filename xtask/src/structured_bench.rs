@@ -235,13 +235,25 @@ pub fn run(args: &[String]) -> Result<String> {
             structured / floor
         );
     }
-    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+    // The tool-argument targets: each size's time over the previous size's, at most 4.5 for 4x.
+    let ratios: Vec<String> = rows
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [(small, _, _, per_small), (large, _, _, per_large)] => {
+                let time = |size: usize, per: f64| per * size as f64;
+                Some(format!(
+                    "{large} MiB / {small} MiB = {:.2}",
+                    time(*large, *per_large) / time(*small, *per_small)
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if !ratios.is_empty() {
         let _ = writeln!(
             out,
-            "\nLinearity: structured ms/MiB at {} MiB / at {} MiB = {:.2}.",
-            last.0,
-            first.0,
-            last.3 / first.3
+            "\nLinearity, structured time ratios (target at most 4.5 for 4x the answer): {}.",
+            ratios.join(", ")
         );
     }
     Ok(out)

@@ -291,8 +291,10 @@ fn may_depend(name: &str, dep: &str, dev: bool) -> Option<bool> {
             matches!(dep, "llm-core" | "llm-http" | "agent-core" | "tool-planner") || test_support
         }
         "claw-cli" | "xtask" => dep != "xtask" || name == "xtask",
+        // Its tests may run the test kit and the conformance suite on its own fixtures.
         _ if is_provider_crate(name) => {
-            matches!(dep, "llm-core" | "llm-http") || (dev && dep == "llm-testkit")
+            matches!(dep, "llm-core" | "llm-http")
+                || (dev && matches!(dep, "llm-testkit" | "llm-conformance"))
         }
         _ => return None,
     })
@@ -765,6 +767,7 @@ pub const REFERENCE_DIRS: &[&str] = &[
     "crates",
     "docs",
     "xtask/src",
+    "xtask/scaffold",
     "examples",
     "fuzz",
     ".ci",
@@ -1044,6 +1047,18 @@ mod tests {
         let missing: Vec<&str> =
             problems.iter().filter_map(|p| p.strip_prefix("llm-b: missing src/")).collect();
         assert_eq!(missing.len(), PROVIDER_SRC_FILES.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn the_scaffold_has_the_layout() {
+        let paths: Vec<String> = crate::new_provider::template_paths()
+            .filter_map(|p| p.strip_prefix("crates/llm-{{name}}/"))
+            .map(str::to_owned)
+            .collect();
+        for file in PROVIDER_SRC_FILES {
+            assert!(paths.contains(&format!("src/{file}")), "src/{file} not scaffolded");
+        }
+        assert!(!paths.iter().any(|p| p.ends_with("_tests.rs")), "{paths:?}");
     }
 
     #[test]

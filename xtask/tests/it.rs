@@ -2,7 +2,7 @@
 //! the whole conformance suite, the fault matrix, cancellation at every event
 //! index, the secret scan (and that it finds a planted leak), tidy, the
 //! runner's sensitivity to one-byte changes of a fixture, and the new-provider
-//! scaffold.
+//! scaffold (its files, and its crate's checks in a scratch workspace).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
@@ -253,132 +253,178 @@ fn one_byte_changes_fail() {
     }
 }
 
-/// What a scaffolded `acme-ai` crate declares (the template's `INFO`: no capability yet).
-const ACME_INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
-    name: "acme-ai",
-    api: "openai-completions",
-    provider: "acme-ai",
-    default_base_url: "https://api.acme-ai.invalid",
-    key_env: &["ACME_AI_API_KEY"],
-    capabilities: llm_core::Capabilities::NONE,
-    models: &[],
-    output: &[],
-};
-
-#[test]
-fn new_provider_scaffolds_registers_and_shows_its_skips() {
-    let tmp = TempDir::new("scaffold");
+/// Copies the files `new_provider::scaffold` edits, and `fixtures/SCENARIOS.md`, from the
+/// workspace into `to`.
+fn copy_registration_files(to: &Path) {
     let root = workspace_root();
-    let fixtures = tmp.0.join("fixtures");
-    std::fs::create_dir_all(&fixtures).unwrap();
-    std::fs::copy(root.join("fixtures/SCENARIOS.md"), fixtures.join("SCENARIOS.md")).unwrap();
-    let mut registration_files: Vec<&str> =
-        new_provider::registrations("acme-ai").iter().map(|(f, _, _)| *f).collect();
-    registration_files.dedup();
-    for file in &registration_files {
-        let to = tmp.0.join(file);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root.join(file), to).unwrap();
+    let mut files: Vec<&str> =
+        new_provider::registrations("x", "0").iter().map(|(f, _, _)| *f).collect();
+    files.dedup();
+    files.push("fixtures/SCENARIOS.md");
+    for file in files {
+        let target = to.join(file);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), target).unwrap();
     }
-    let scenarios = xtask::shared_scenarios(&fixtures).unwrap();
-    assert!(scenarios.len() >= 20, "{scenarios:?}");
+}
 
+/// The scaffold writes its templates and one line above every marker, refuses to overwrite,
+/// and its crate has the layout tidy requires; the docs name the same files.
+#[test]
+fn new_provider_writes_its_files_and_registers_above_each_marker() {
+    let tmp = TempDir::new("scaffold");
+    copy_registration_files(&tmp.0);
     let written = new_provider::scaffold(&tmp.0, "acme-ai").unwrap();
     let mut files: Vec<String> = written
         .iter()
         .map(|p| p.strip_prefix(&tmp.0).unwrap().to_string_lossy().replace('\\', "/"))
         .collect();
     files.sort();
+    let version = new_provider::workspace_version(&workspace_root()).unwrap();
+    let registrations = new_provider::registrations("acme-ai", &version);
     let mut want: Vec<String> =
-        new_provider::CRATE_FILES.iter().map(|f| format!("crates/llm-acme-ai/{f}")).collect();
-    want.extend(new_provider::EXAMPLE_FILES.iter().map(|f| format!("examples/acme-ai/{f}")));
-    want.push("fixtures/acme-ai/README.md".to_owned());
-    want.extend(registration_files.iter().map(|f| (*f).to_owned()));
+        new_provider::files("acme-ai").into_iter().map(|(path, _)| path).collect();
+    want.extend(registrations.iter().map(|(f, _, _)| (*f).to_owned()));
     want.sort();
+    want.dedup();
     assert_eq!(files, want);
-    // The scaffold has the layout `cargo xtask tidy` requires of every provider crate.
-    let layout = tidy::layout_problems("llm-acme-ai", &tmp.0.join("crates/llm-acme-ai"));
-    assert_eq!(layout.unwrap(), Vec::<String>::new());
+    assert_eq!(
+        tidy::layout_problems("llm-acme-ai", &tmp.0.join("crates/llm-acme-ai")).unwrap(),
+        Vec::<String>::new()
+    );
 
-    // Registered above every marker, from the crate's INFO; the docs list the same files.
-    let docs = std::fs::read_to_string(root.join("docs/adding-a-provider.md")).unwrap();
-    for (file, marker, line) in new_provider::registrations("acme-ai") {
+    let docs = std::fs::read_to_string(workspace_root().join("docs/adding-a-provider.md")).unwrap();
+    for (file, marker, line) in &registrations {
         let text = std::fs::read_to_string(tmp.0.join(file)).unwrap();
         let at = text.find(&format!("{line}\n")).unwrap_or_else(|| panic!("{file} lacks {line}"));
-        let marker_line = text
+        let marker_at = text
             .split_inclusive('\n')
             .scan(0, |start, l| {
                 let here = *start;
                 *start += l.len();
                 Some((here, l))
             })
-            .find(|(_, l)| l.trim_end().ends_with(&marker))
+            .find(|(_, l)| l.trim_end().ends_with(marker.as_str()))
             .map(|(here, _)| here)
             .unwrap_or_else(|| panic!("{file} lacks {marker}"));
-        assert_eq!(at + line.len() + 1, marker_line, "{file}: not right above {marker}");
+        assert_eq!(at + line.len() + 1, marker_at, "{file}: not right above {marker}");
         assert!(docs.contains(&format!("`{file}`")), "the docs' registration table lacks {file}");
     }
-    for file in new_provider::CRATE_FILES {
-        assert!(docs.contains(file), "the docs' crate layout lacks {file}");
+    for path in new_provider::template_paths() {
+        if let Some(file) = path.strip_prefix("crates/llm-{{name}}/") {
+            assert!(docs.contains(file), "the docs' crate layout lacks {file}");
+        }
     }
-    assert!(!docs.contains("src/client.rs"), "the HTTP exchange is llm-http's");
+    // A published crate (clawcall) depends on it: the workspace dependency has a version.
+    assert!(registrations[0].2.contains(&format!("version = \"{version}\"")));
 
+    // Every shared scenario the template's capabilities make apply has a fixture.
+    let fixtures = tmp.0.join("fixtures");
     let lib = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/lib.rs")).unwrap();
-    assert!(lib.starts_with("//!"));
-    assert!(lib.contains("pub type AcmeAiProvider = llm_http::HttpProvider<AcmeAi>;"));
-    assert!(lib.contains("capabilities: Capabilities::NONE"), "the docs promise NONE first");
-    assert!(
-        lib.contains("impl WireFormat for AcmeAi"),
-        "the template is a wire format on llm-http"
-    );
-    let stream = std::fs::read_to_string(tmp.0.join("crates/llm-acme-ai/src/stream.rs")).unwrap();
-    assert!(stream.contains("ErrorKind::Decode"), "malformed JSON is an error, not a drop");
-    let example = std::fs::read_to_string(tmp.0.join("examples/acme-ai/Cargo.toml")).unwrap();
-    assert!(example.contains("features = [\"acme-ai\"]"), "{example}");
-
-    // No fixture yet: every shared scenario is a visible skip, and tidy fails.
-    let entry = conformance::ProviderEntry::new(&ACME_INFO, || {
-        std::sync::Arc::new(llm_openai_completions::OpenAiCompletionsProvider::new())
-    });
-    let options = Options {
-        fixtures_root: fixtures.clone(),
-        provider: Some("acme-ai".to_owned()),
-        scenario: None,
-        update: false,
-        write_missing: false,
-        providers: vec![entry],
-    };
-    let report = conformance::run(&options).unwrap();
-    assert_eq!(
-        (report.passed(), report.failed(), report.skipped()),
-        (0, 0, scenarios.len()),
-        "{}",
-        report.render()
-    );
-    assert!(report.render().contains("needs `streaming`"), "{}", report.render());
-    let problems = tidy::coverage_problems(&fixtures, &entry).unwrap();
-    assert!(
-        problems.iter().any(|p| p.contains("every shared scenario is skipped")),
-        "{problems:?}"
-    );
-
-    // With text-only and tool-call-single the skips stay visible and tidy is content.
-    for scenario in ["text-only", "tool-call-single"] {
-        copy_dir(
-            &root.join("fixtures/openai-completions").join(scenario),
-            &fixtures.join("acme-ai").join(scenario),
-        );
+    let needs = xtask::scenario_needs(&fixtures).unwrap();
+    for scenario in xtask::shared_scenarios(&fixtures).unwrap() {
+        let dir = fixtures.join("acme-ai").join(&scenario);
+        let declared = needs[&scenario].iter().all(|need| {
+            let variant: String =
+                need.name().split('-').map(|w| w[..1].to_ascii_uppercase() + &w[1..]).collect();
+            lib.contains(&format!("Capability::{variant},"))
+        });
+        let present = dir.join("input.json").exists() || dir.join("skip.txt").exists();
+        assert_eq!(present, declared, "{scenario}: a fixture exactly when INFO declares its needs");
     }
-    let report = conformance::run(&options).unwrap();
-    assert_eq!(
-        (report.passed(), report.failed(), report.skipped()),
-        (2, 0, scenarios.len() - 2),
-        "{}",
-        report.render()
-    );
-    assert_eq!(tidy::coverage_problems(&fixtures, &entry).unwrap(), Vec::<String>::new());
+    assert!(fixtures.join("acme-ai/agent-session/turn3.sse").exists());
+    // One copy: the fixture links to claw's session, which ships in claw's package.
+    let link = fixtures.join("acme-ai/agent-session").symlink_metadata().unwrap();
+    assert!(link.file_type().is_symlink());
+    assert!(tmp.0.join("crates/claw-cli/sessions/acme-ai/turn3.sse").is_file());
 
     // Never overwrites.
     assert!(new_provider::scaffold(&tmp.0, "acme-ai").is_err());
     assert!(new_provider::scaffold(&tmp.0, "Bad_Name").is_err());
+}
+
+/// `cargo xtask new-provider` then CI with nothing edited by hand, short of the whole gate
+/// (docs/adding-a-provider.md records a full `cargo xtask ci` on a scaffolded tree): the
+/// scaffold goes into a scratch workspace whose members are the new crate, its example and
+/// `clawcall` with the new registration, the other crates being this workspace's by path on
+/// the same target directory. There the new crate's tests (its conformance column from its
+/// own fixtures, under `CI` so every `expected.txt` must exist and match) pass, and clippy
+/// `-D warnings` (the new crates and `clawcall` with the registry lines), rustfmt and rustdoc
+/// `-D warnings` are clean.
+#[test]
+fn a_scaffolded_provider_passes_its_checks_untouched() {
+    let root = workspace_root();
+    let tmp = TempDir::new("scaffold-e2e");
+    let scratch = &tmp.0;
+    copy_registration_files(scratch);
+    copy_dir(&root.join("crates/clawcall"), &scratch.join("crates/clawcall"));
+    for file in ["Cargo.lock", "rust-toolchain.toml", "rustfmt.toml", "clippy.toml"] {
+        std::fs::copy(root.join(file), scratch.join(file)).unwrap();
+    }
+    new_provider::scaffold(scratch, "acme-ai").unwrap();
+
+    // The scratch workspace: three members; every other internal crate is this workspace's.
+    let manifest = std::fs::read_to_string(scratch.join("Cargo.toml")).unwrap();
+    let mut rewritten = String::new();
+    for line in manifest.lines() {
+        let line = if line.starts_with("members = ") {
+            r#"members = ["crates/clawcall", "crates/llm-acme-ai", "examples/acme-ai"]"#.to_owned()
+        } else if line.contains("path = \"")
+            && !line.contains("llm-acme-ai")
+            && !line.starts_with("clawcall ")
+        {
+            let (before, after) = line.split_once("path = \"").unwrap();
+            format!("{before}path = \"{}/{after}", root.display())
+        } else {
+            line.to_owned()
+        };
+        rewritten.push_str(&line);
+        rewritten.push('\n');
+    }
+    std::fs::write(scratch.join("Cargo.toml"), rewritten).unwrap();
+
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let output = std::process::Command::new(&cargo)
+            .args(args)
+            .current_dir(scratch)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("CI", "1")
+            .env_remove("UPDATE_EXPECT")
+            .env_remove("RUSTFLAGS")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "cargo {args:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    };
+    run(&["fmt", "-p", "llm-acme-ai", "-p", "example-acme-ai", "-p", "clawcall", "--check"], &[]);
+    run(
+        &[
+            "clippy",
+            "--offline",
+            "-p",
+            "llm-acme-ai",
+            "-p",
+            "example-acme-ai",
+            "-p",
+            "clawcall",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    );
+    let tests = run(&["test", "--offline", "-p", "llm-acme-ai"], &[]);
+    assert!(tests.contains("test conformance ... ok"), "{tests}");
+    run(
+        &["doc", "--offline", "--no-deps", "-p", "llm-acme-ai"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    );
 }

@@ -90,7 +90,7 @@ impl ProviderKind {
         self.name
     }
 
-    /// The crate's own name (`INFO.name`): the `fixtures/<name>/` folder of its recording.
+    /// The crate's own name (`INFO.name`): the `sessions/<name>/` folder of its recording.
     pub(crate) fn crate_name(self) -> &'static str {
         self.info().name
     }

@@ -1,9 +1,9 @@
 //! Offline replay: a recorded session played through the real provider adapter
 //! and the real agent loop against the loopback server of `llm-testkit`.
 //!
-//! Every `fixtures/<provider>/agent-session/` that exists at build time is embedded
-//! in the binary (`build.rs`), so an installed `claw` replays from any directory;
-//! `--replay DIR` reads a session folder from disk instead.
+//! Every `sessions/<provider>/` of this crate is embedded in the binary (`build.rs`),
+//! so an installed `claw` replays from any directory; `--replay DIR` reads a session
+//! folder from disk instead.
 
 use std::path::PathBuf;
 
@@ -25,7 +25,7 @@ impl Source {
     pub(crate) fn describe(&self) -> String {
         match self {
             Source::Dir(dir) => dir.display().to_string(),
-            Source::Embedded(provider) => format!("fixtures/{provider}/agent-session (built in)"),
+            Source::Embedded(provider) => format!("the recorded {provider} session (built in)"),
         }
     }
 }
@@ -53,7 +53,7 @@ mod tests {
 
     #[test]
     fn every_embedded_session_loads_and_a_missing_one_is_named() {
-        assert!(!SESSIONS.is_empty(), "fixtures/anthropic/agent-session is embedded");
+        assert!(!SESSIONS.is_empty(), "sessions/anthropic is embedded");
         for (name, _) in SESSIONS {
             let session = load(&Source::Embedded(name));
             assert!(session.is_ok(), "{name}: {:?}", session.err());
@@ -63,5 +63,25 @@ mod tests {
             missing.starts_with("no recording for this provider (no-such-provider)"),
             "{missing}"
         );
+    }
+
+    /// The conformance suite replays the sessions through `fixtures/<provider>/agent-session`,
+    /// a link to `sessions/<provider>`: one copy, so the suite checks what `claw` ships. Only
+    /// in the workspace (a package has no `fixtures/`).
+    #[test]
+    fn the_conformance_fixture_of_each_session_is_a_link_to_it() {
+        let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let fixtures = crate_dir.join("../../fixtures");
+        if !fixtures.join("SCENARIOS.md").is_file() {
+            return;
+        }
+        for (name, _) in SESSIONS {
+            let link = fixtures.join(name).join("agent-session");
+            let target = std::fs::read_link(&link);
+            assert!(target.is_ok(), "{} is not a symbolic link", link.display());
+            let same = link.canonicalize().ok()
+                == crate_dir.join("sessions").join(name).canonicalize().ok();
+            assert!(same, "{} points elsewhere: {target:?}", link.display());
+        }
     }
 }

@@ -503,9 +503,9 @@ fn replay_runs_only_when_asked_and_each_provider_replays_its_own_recording() {
     for provider in ["openai", "openai-responses", "google", "mistral"] {
         let (out, _, stderr) = run(claw().args(["--provider", provider]));
         let recorded = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures")
+            .join("sessions")
             .join(if provider == "openai" { "openai-completions" } else { provider })
-            .join("agent-session/input.json")
+            .join("input.json")
             .exists();
         if recorded {
             assert_eq!(out.status.code(), Some(0), "{provider}: {stderr}");

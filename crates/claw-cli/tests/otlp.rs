@@ -173,14 +173,22 @@ fn histograms(received: &Received) -> HashMap<String, (String, u64, Vec<String>)
     out
 }
 
-/// Runs `claw --provider <provider> --otlp <receiver>`'s replay and returns what arrived.
+/// Runs `claw --provider <provider> --otlp <receiver>`'s replay and returns what arrived;
+/// `latest` opts in to the latest conventions and to content.
 fn export(provider: &str, latest: bool) -> (Vec<Span>, Received) {
+    export_with(provider, latest.then_some("gen_ai_latest_experimental"), latest)
+}
+
+/// [`export`] with each switch on its own: the opt-in list and the content capture.
+fn export_with(provider: &str, opt_in: Option<&str>, capture: bool) -> (Vec<Span>, Received) {
     let (url, received) = receiver();
     let mut cmd = claw();
     cmd.args(["--replay", "--provider", provider, "--otlp", &url]);
-    if latest {
-        cmd.env("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-            .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true");
+    if let Some(opt_in) = opt_in {
+        cmd.env("OTEL_SEMCONV_STABILITY_OPT_IN", opt_in);
+    }
+    if capture {
+        cmd.env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true");
     }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -295,6 +303,55 @@ fn metrics_arrive_with_the_conventions_units_and_attributes() {
     assert_eq!(*count, 6, "input and output per request");
     assert!(attributes.contains(&"gen_ai.token.type=input".to_owned()), "{attributes:?}");
     assert!(attributes.contains(&"gen_ai.token.type=output".to_owned()));
+}
+
+#[test]
+fn content_needs_both_the_latest_conventions_and_the_capture_switch() {
+    let content_keys = [
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    ];
+    // The latest conventions without the capture switch; the switch with the default ones
+    // (which have no content attributes); an opt-in list that only looks alike.
+    for (opt_in, capture) in [
+        (Some("http,gen_ai_latest_experimental"), false),
+        (None, true),
+        (Some("gen_ai_latest_experimental_x"), true),
+    ] {
+        let (spans, _) = export_with("google", opt_in, capture);
+        assert!(spans.iter().any(|s| s.name.starts_with("chat ")), "{spans:#?}");
+        let latest =
+            opt_in.is_some_and(|o| o.split(',').any(|i| i == "gen_ai_latest_experimental"));
+        for span in &spans {
+            for key in content_keys {
+                assert!(span.str(key).is_none(), "{opt_in:?}, {capture}: {key} on {}", span.name);
+            }
+            if span.name.starts_with("chat ") {
+                let provider_key = if latest { "gen_ai.provider.name" } else { "gen_ai.system" };
+                assert_eq!(span.str(provider_key), Some("gcp.gemini"), "{opt_in:?}: {span:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_config_key_exports_like_the_flag() {
+    let (url, received) = receiver();
+    let dir = std::env::temp_dir().join(format!("claw-otlp-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.toml");
+    std::fs::write(&config, format!("otlp = {:?}\n", url)).unwrap();
+    let out = claw()
+        .args(["--replay", "--provider", "mistral", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    check_tree("mistral (config)", &spans(&received), false, "mistral_ai");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

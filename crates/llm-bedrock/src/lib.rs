@@ -180,10 +180,33 @@ pub const INFO: ProviderInfo = ProviderInfo {
             OutputMode::Native,
             "Claude Opus 4.6 (`outputConfig.textFormat`)",
         ),
+        // Converse has no tool use on these (AWS's table of Converse model features), so a
+        // forced tool would be refused by the API: a typed error before any request instead.
+        OutputFamily::new("amazon.titan", OutputMode::Unsupported, "Amazon Titan Text"),
+        OutputFamily::new("claude-v2", OutputMode::Unsupported, "Claude 2.x"),
+        OutputFamily::new("claude-instant", OutputMode::Unsupported, "Claude Instant"),
+        OutputFamily::new("ai21.j2", OutputMode::Unsupported, "AI21 Jurassic-2"),
+        OutputFamily::new("ai21.jamba-instruct", OutputMode::Unsupported, "AI21 Jamba-Instruct"),
+        OutputFamily::new("cohere.command-text", OutputMode::Unsupported, "Cohere Command"),
+        OutputFamily::new("cohere.command-light", OutputMode::Unsupported, "Cohere Command Light"),
+        OutputFamily::new("meta.llama2", OutputMode::Unsupported, "Llama 2"),
+        OutputFamily::new(
+            "meta.llama3-8b",
+            OutputMode::Unsupported,
+            "Llama 3 8B (3.1 and later: tool)",
+        ),
+        OutputFamily::new(
+            "meta.llama3-70b",
+            OutputMode::Unsupported,
+            "Llama 3 70B (3.1 and later: tool)",
+        ),
+        OutputFamily::new("mistral.mistral-7b", OutputMode::Unsupported, "Mistral 7B Instruct"),
+        OutputFamily::new("mistral.mixtral-8x7b", OutputMode::Unsupported, "Mixtral 8x7B Instruct"),
+        OutputFamily::new("deepseek.r1", OutputMode::Unsupported, "DeepSeek-R1"),
         OutputFamily::new(
             "",
             OutputMode::Tool,
-            "every other model with tool use: older Claude, Nova, Llama, ... (forced tool)",
+            "every other model with tool use: older Claude, Nova, Llama 3.1+, ... (forced tool)",
         ),
     ],
 };

@@ -111,3 +111,38 @@ fn http1_is_forced_only_by_the_switch_set_to_1() {
     }
     assert!(!force_http1(&|_: &str| None));
 }
+
+/// Models Converse gives no tool use (AWS's table of Converse model features) cannot carry a
+/// format as a forced tool: unsupported, while their tool-using successors keep the tool.
+#[test]
+fn models_without_tool_use_cannot_carry_a_format() {
+    for id in [
+        "amazon.titan-text-premier-v1:0",
+        "amazon.titan-text-express-v1",
+        "anthropic.claude-v2:1",
+        "anthropic.claude-instant-v1",
+        "ai21.jamba-instruct-v1:0",
+        "cohere.command-text-v14",
+        "meta.llama2-70b-chat-v1",
+        "meta.llama3-8b-instruct-v1:0",
+        "us.meta.llama3-70b-instruct-v1:0",
+        "mistral.mixtral-8x7b-instruct-v0:1",
+        "us.deepseek.r1-v1:0",
+    ] {
+        assert_eq!(INFO.output_mode(id), OutputMode::Unsupported, "{id}");
+    }
+    for id in [
+        "us.meta.llama3-1-70b-instruct-v1:0",
+        "ai21.jamba-1-5-large-v1:0",
+        "cohere.command-r-plus-v1:0",
+        "mistral.mistral-large-2407-v1:0",
+        "us.amazon.nova-pro-v1:0",
+        "anthropic.claude-3-haiku-20240307-v1:0",
+    ] {
+        assert_eq!(INFO.output_mode(id), OutputMode::Tool, "{id}");
+    }
+    assert_eq!(
+        INFO.output_mode("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        OutputMode::Native
+    );
+}

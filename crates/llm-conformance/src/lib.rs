@@ -26,6 +26,12 @@
 //!
 //! `cargo xtask conformance` runs the same suite over every provider of the workspace.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 use std::path::{Path, PathBuf};
 

@@ -33,6 +33,7 @@
 //! assert!(!format.strict);
 //! ```
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -397,20 +398,28 @@ impl StructuredOutcome {
 /// The answer's raw text: the forced call's arguments (tool mode) or the text blocks.
 enum Answer<'m> {
     Call(&'m Value, bool),
-    Text(String),
+    Text(Cow<'m, str>),
 }
 
 fn answer<'m>(format: &OutputFormat, message: &'m AssistantMessage) -> Answer<'m> {
     if let Some(call) = message.tool_calls().find(|c| c.name == format.name) {
         return Answer::Call(&call.arguments, call.arguments_incomplete);
     }
-    let mut text = String::new();
-    for block in &message.content {
-        if let AssistantContent::Text(t) = block {
-            text.push_str(&t.text);
+    // One text block (the usual answer) is borrowed, not copied.
+    let mut blocks = message.content.iter().filter_map(|block| match block {
+        AssistantContent::Text(t) => Some(t.text.as_str()),
+        _ => None,
+    });
+    let first = blocks.next().unwrap_or_default();
+    match blocks.next() {
+        None => Answer::Text(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut text = String::from(first);
+            text.push_str(second);
+            blocks.for_each(|rest| text.push_str(rest));
+            Answer::Text(Cow::Owned(text))
         }
     }
-    Answer::Text(text)
 }
 
 /// The outcome of a structured answer: `message` is the final message and `error` the
@@ -424,6 +433,17 @@ pub fn outcome(
     format: &OutputFormat,
     message: &AssistantMessage,
     error: Option<&Error>,
+) -> StructuredOutcome {
+    outcome_parsed(format, message, error, None)
+}
+
+/// [`outcome`], with the text answer already parsed (`parsed`: what `serde_json` would
+/// give for it, see [`StructuredStream`]).
+fn outcome_parsed(
+    format: &OutputFormat,
+    message: &AssistantMessage,
+    error: Option<&Error>,
+    parsed: Option<Value>,
 ) -> StructuredOutcome {
     if let Some(error) = error {
         return if error.kind == ErrorKind::Refused {
@@ -446,9 +466,12 @@ pub fn outcome(
         Answer::Text(t) if t.trim().is_empty() => {
             return invalid_root(None, "the model sent no answer".to_owned());
         }
-        Answer::Text(t) => match serde_json::from_str::<Value>(&t) {
-            Ok(v) => v,
-            Err(e) => return invalid_root(None, format!("the answer is not JSON: {e}")),
+        Answer::Text(t) => match parsed {
+            Some(v) => v,
+            None => match serde_json::from_str::<Value>(&t) {
+                Ok(v) => v,
+                Err(e) => return invalid_root(None, format!("the answer is not JSON: {e}")),
+            },
         },
     };
     validate(format, value)
@@ -552,7 +575,11 @@ pub enum StructuredEvent {
 ///
 /// Text blocks (native) and the arguments of the call named after the format (tool
 /// mode) feed one [`PartialJson`]; reading [`StructuredStream::partial`] after every
-/// event is a borrow, so a whole answer costs time linear in its length.
+/// event is a borrow, so a whole answer costs time linear in its length. At the end a text
+/// answer is not parsed a second time: the streamed value is the answer when it is exactly
+/// what `serde_json` would parse from the text (a complete, [exact](PartialJson::is_exact)
+/// object whose text a strict syntax check accepts); anything else is parsed again, so the
+/// outcome is the same either way.
 #[derive(Debug)]
 pub struct StructuredStream {
     inner: AssistantStream,
@@ -615,7 +642,8 @@ impl StructuredStream {
                 AssistantEvent::TextDelta { delta, .. } if self.call.is_none() => delta,
                 AssistantEvent::Done { message, .. } => {
                     self.done = true;
-                    let outcome = outcome(&self.format, &message, None);
+                    let parsed = self.streamed_answer(&message);
+                    let outcome = outcome_parsed(&self.format, &message, None, parsed);
                     return Some(StructuredEvent::Done { outcome, message: Box::new(message) });
                 }
                 AssistantEvent::Error { message, error, .. } => {
@@ -637,6 +665,23 @@ impl StructuredStream {
         }
         self.done = true;
         None
+    }
+
+    /// The streamed text answer when it is what parsing `message`'s text would give: the
+    /// text fed the parser (no call is the answer), the parser read one complete object and
+    /// kept it [exact](PartialJson::is_exact), and the text passes `serde_json`'s strict
+    /// syntax check, which allocates nothing. The value moves out of the parser.
+    fn streamed_answer(&mut self, message: &AssistantMessage) -> Option<Value> {
+        if self.call.is_some() || !self.parser.is_complete() || !self.parser.is_exact() {
+            return None;
+        }
+        let Answer::Text(text) = answer(&self.format, message) else { return None };
+        // The parser shows `{}` for any other top-level value.
+        if !text.trim_start().starts_with('{') {
+            return None;
+        }
+        serde_json::from_str::<serde::de::IgnoredAny>(&text).ok()?;
+        Some(std::mem::take(&mut self.parser).into_finished())
     }
 
     /// Reads to the end and returns the outcome and the final message.

@@ -278,6 +278,18 @@ impl HttpTransport {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
+    /// Whether a request for `config` finds its client ready: the caller's or a cached one.
+    pub(crate) fn has_client(&self, config: TransportConfig) -> bool {
+        let key = (config, self.http1_only);
+        self.given.is_some()
+            || self
+                .cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .any(|(k, _)| *k == key)
+    }
+
     /// The client for `config`: the caller's, a cached one, or a new one (then cached).
     pub fn client(
         &self,
@@ -333,13 +345,15 @@ pub fn client_builder(config: TransportConfig) -> reqwest::ClientBuilder {
     builder
 }
 
+/// The platform's roots, once loaded ([`platform_roots`]).
+static PLATFORM_ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
+
 /// The platform's root certificates (those of `SSL_CERT_FILE` / `SSL_CERT_DIR` instead when
 /// either is set), read once per process: reading and parsing the store takes tens of
 /// milliseconds, too long to repeat for every client. Certificates that are not usable trust
 /// anchors are left out (a store may hold some), and load errors are logged once.
 fn platform_roots() -> &'static [reqwest::Certificate] {
-    static ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
-    ROOTS.get_or_init(|| {
+    PLATFORM_ROOTS.get_or_init(|| {
         let loaded = rustls_native_certs::load_native_certs();
         for error in &loaded.errors {
             tracing::warn!(%error, "could not load some of the platform's root certificates");
@@ -351,6 +365,28 @@ fn platform_roots() -> &'static [reqwest::Certificate] {
             .filter_map(|der| reqwest::Certificate::from_der(&der).ok())
             .collect()
     })
+}
+
+/// Loads the platform's roots on a blocking thread the first time it is awaited, and returns
+/// at once after that: the store is files on disk (hundreds of opens and reads with
+/// `SSL_CERT_DIR`, each waiting on a busy disk), and read on an async worker they would stall
+/// every other stream of that runtime. Concurrent first requests wait for the same load.
+pub(crate) async fn load_platform_roots() {
+    static LOADING: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    if PLATFORM_ROOTS.get().is_some() {
+        return;
+    }
+    LOADING
+        .get_or_init(|| async {
+            // A load that panicked is tried again, synchronously, where the roots are needed.
+            let _ = tokio::task::spawn_blocking(|| platform_roots().len()).await;
+        })
+        .await;
+}
+
+/// Whether the platform's roots are loaded.
+pub(crate) fn platform_roots_loaded() -> bool {
+    PLATFORM_ROOTS.get().is_some()
 }
 
 /// Sends one attempt. A 2xx returns the body stream (read errors become transport

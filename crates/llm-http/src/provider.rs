@@ -120,9 +120,19 @@ impl Exchange {
     where
         M: Fn(ErrorResponse) -> Error + Send + Sync + 'static,
     {
-        let client = self.client();
         let provider = Arc::clone(&self.provider);
-        Box::pin(async move { crate::send(client?, request, provider, Arc::new(map_error)).await })
+        if crate::platform_roots_loaded() || self.transport.has_client(self.config) {
+            let client = self.client();
+            return Box::pin(async move {
+                crate::send(client?, request, provider, Arc::new(map_error)).await
+            });
+        }
+        // The first client of the process: its roots are read off the async worker.
+        let exchange = self.clone();
+        Box::pin(async move {
+            crate::load_platform_roots().await;
+            crate::send(exchange.client()?, request, provider, Arc::new(map_error)).await
+        })
     }
 
     /// Sends `request` and reads a whole 2xx body of at most `max_bytes` within `timeout`,

@@ -152,7 +152,8 @@ pub(crate) fn build_request(
 
     let messages = convert_messages(model, context, compat);
     let strict_setting = provider_options.strict_tools.or(Some(compat.strict_tools).filter(|s| *s));
-    let tools = convert_tools(&context.tools, compat, strict_setting);
+    let mut tools = convert_tools(&context.tools, compat, strict_setting);
+    let has_tools = !tools.tools.is_empty();
     let has_tool_history = context.messages.iter().any(|m| match m {
         Message::Assistant(a) => a.tool_calls().next().is_some(),
         Message::ToolResult(_) => true,
@@ -183,8 +184,9 @@ pub(crate) fn build_request(
     if !options.stop.is_empty() {
         body.insert("stop".into(), json!(options.stop));
     }
-    if !tools.tools.is_empty() {
-        body.insert("tools".into(), Value::Array(tools.tools.clone()));
+    if has_tools {
+        // Moved, not cloned: the converted tools are built for this body alone.
+        body.insert("tools".into(), Value::Array(std::mem::take(&mut tools.tools)));
     } else if has_tool_history {
         // Proxies in front of Anthropic need the key once the transcript has tool turns.
         body.insert("tools".into(), Value::Array(Vec::new()));
@@ -193,12 +195,12 @@ pub(crate) fn build_request(
         body.insert("tool_choice".into(), choice);
     }
     if let Some(parallel) = provider_options.parallel_tool_calls
-        && !tools.tools.is_empty()
+        && has_tools
         && compat.supports_parallel_tool_calls
     {
         body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
     }
-    if compat.zai_tool_stream && !tools.tools.is_empty() {
+    if compat.zai_tool_stream && has_tools {
         body.insert("tool_stream".into(), Value::Bool(true));
     }
     if options.cache_retention != CacheRetention::None {

@@ -1,4 +1,4 @@
-//! The test kit of clawcall's provider crates (`publish = false`).
+//! The test kit of clawcall's provider crates.
 //!
 //! - [`fixture`]: the fixture format (`fixtures/README.md`), from disk or embedded;
 //! - [`eventstream`]: AWS event-stream bodies (binary, with a readable source) for fixtures;
@@ -10,6 +10,12 @@
 //! `cargo xtask conformance`, `cargo xtask faults`, the provider crates' tests and
 //! `claw` use it; it depends on llm-core only.
 #![warn(clippy::disallowed_methods)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 use std::fmt;
 use std::path::PathBuf;

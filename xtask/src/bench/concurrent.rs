@@ -74,14 +74,22 @@ pub struct Options {
     pub peer: Option<PathBuf>,
     /// Only these modes (`transport`, `stream`, `agent`, `peer:NAME`).
     pub modes: Option<Vec<String>>,
+    /// Where to draw the table as charts (`--svg DIR`).
+    pub svg: Option<PathBuf>,
 }
 
 impl Options {
     /// Parses `--concurrent 100,1000 [--provider NAME] [--reps N] [--peer PATH]
-    /// [--modes transport,stream,agent]`.
+    /// [--modes transport,stream,agent] [--svg DIR]`.
     pub fn parse(args: &[String]) -> Result<Self> {
-        let mut options =
-            Options { counts: Vec::new(), provider: None, reps: 3, peer: None, modes: None };
+        let mut options = Options {
+            counts: Vec::new(),
+            provider: None,
+            reps: 3,
+            peer: None,
+            modes: None,
+            svg: None,
+        };
         let mut iter = args.iter();
         while let Some(flag) = iter.next() {
             let value =
@@ -100,6 +108,7 @@ impl Options {
                 }
                 "--peer" => options.peer = Some(PathBuf::from(value)),
                 "--modes" => options.modes = Some(value.split(',').map(str::to_owned).collect()),
+                "--svg" => options.svg = Some(PathBuf::from(value)),
                 other => return Err(Error::Msg(format!("unknown bench argument `{other}`"))),
             }
         }
@@ -954,7 +963,44 @@ pub fn run(options: &Options) -> Result<String> {
             drop(server);
         }
     }
+    if let Some(dir) = &options.svg {
+        for path in super::charts::write_all(dir, &charts(&rows))? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(render(&rows))
+}
+
+/// The table as charts: CPU and peak RSS per stream against the streams at once, one series
+/// per provider and client.
+fn charts(rows: &[Row]) -> Vec<(&'static str, super::charts::Chart)> {
+    let mut cpu: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut rss: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for row in rows {
+        let Ok(r) = &row.report else { continue };
+        let name = format!("{} {}", row.provider, row.client);
+        let streams = r.streams.max(1) as f64;
+        for (series, y) in [
+            (&mut cpu, r.cpu_ns as f64 / 1e6 / streams),
+            (&mut rss, r.peak_bytes as f64 / 1024.0 / streams),
+        ] {
+            match series.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, points)) => points.push((row.n as f64, y)),
+                None => series.push((name.clone(), vec![(row.n as f64, y)])),
+            }
+        }
+    }
+    let chart = |title: &str, y_label: &str, series| super::charts::Chart {
+        title: title.to_owned(),
+        x_label: "streams at once".to_owned(),
+        y_label: y_label.to_owned(),
+        x_log: true,
+        series,
+    };
+    vec![
+        ("cpu-per-stream.svg", chart("CPU of the whole process per stream", "ms", cpu)),
+        ("rss-per-stream.svg", chart("Peak RSS per stream in flight", "KiB", rss)),
+    ]
 }
 
 #[cfg(test)]

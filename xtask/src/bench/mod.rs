@@ -21,6 +21,7 @@
 //! (or text) bytes as sent: the arguments' JSON text.
 
 mod case;
+pub mod charts;
 pub mod concurrent;
 mod content;
 mod server;
@@ -95,13 +96,15 @@ pub struct Options {
     pub sizes: Vec<usize>,
     /// Runs per case (the minimum CPU time and the largest peak are kept).
     pub reps: usize,
+    /// Where to draw the table as charts (`--svg DIR`).
+    pub svg: Option<std::path::PathBuf>,
 }
 
 impl Options {
-    /// Parses `[--provider NAME] [--scenario S] [--sizes 1,4,16] [--reps N]`.
+    /// Parses `[--provider NAME] [--scenario S] [--sizes 1,4,16] [--reps N] [--svg DIR]`.
     pub fn parse(args: &[String]) -> Result<Self> {
         let mut options =
-            Options { provider: None, scenario: None, sizes: vec![1, 4, 16], reps: 3 };
+            Options { provider: None, scenario: None, sizes: vec![1, 4, 16], reps: 3, svg: None };
         let mut iter = args.iter();
         while let Some(flag) = iter.next() {
             let value =
@@ -119,6 +122,7 @@ impl Options {
                 "--reps" => {
                     options.reps = value.parse().map_err(|e| Error::Msg(format!("--reps: {e}")))?;
                 }
+                "--svg" => options.svg = Some(std::path::PathBuf::from(value)),
                 other => return Err(Error::Msg(format!("unknown bench argument `{other}`"))),
             }
         }
@@ -321,5 +325,45 @@ pub fn run(options: &Options) -> Result<String> {
             rows.push(Row { provider: entry.name, scenario, cells });
         }
     }
+    if let Some(dir) = &options.svg {
+        for path in charts::write_all(dir, &cpu_charts(&rows, &options.sizes))? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(render(&rows, &options.sizes))
+}
+
+/// The table as charts: CPU per MiB against the stream's size, plain and with partial
+/// reads, one series per provider and stream.
+fn cpu_charts(rows: &[Row], sizes: &[usize]) -> Vec<(&'static str, charts::Chart)> {
+    let series = |pick: fn(&Cell) -> u64| {
+        rows.iter()
+            .map(|row| {
+                let points = row
+                    .cells
+                    .iter()
+                    .zip(sizes)
+                    .filter_map(|(cell, &size)| {
+                        let cell = cell.as_ref().ok()?;
+                        Some((size as f64, ms_per_mib(pick(cell), size)))
+                    })
+                    .collect();
+                (format!("{} {}", row.provider, row.scenario.name()), points)
+            })
+            .collect()
+    };
+    let chart = |title: &str, series| charts::Chart {
+        title: title.to_owned(),
+        x_label: "stream size, MiB".to_owned(),
+        y_label: "client CPU, ms per MiB".to_owned(),
+        x_log: true,
+        series,
+    };
+    vec![
+        ("cpu-per-mib-plain.svg", chart("CPU per MiB, events only", series(|c| c.plain.cpu_ns))),
+        (
+            "cpu-per-mib-partial.svg",
+            chart("CPU per MiB, a partial read after every delta", series(|c| c.partial.cpu_ns)),
+        ),
+    ]
 }

@@ -381,6 +381,17 @@ fn run(seed: u64, restore: bool) -> (Vec<AgentEvent>, AgentMachine) {
         if finished > 0 {
             break;
         }
+        // What a driver restoring this state would carry out again is exactly what the
+        // world still owes the machine (until an abort lets the machine drop its waits).
+        if !world.aborted && !machine.is_cancelled() {
+            let mut owed: Vec<String> =
+                world.outstanding.iter().map(|c| format!("{c:?}")).collect();
+            let mut listed: Vec<String> =
+                machine.outstanding().iter().map(|c| format!("{c:?}")).collect();
+            owed.sort();
+            listed.sort();
+            assert_eq!(listed, owed, "seed {seed}: outstanding commands");
+        }
         match world.next_input(&machine) {
             Some(next) => inputs = next,
             None => panic!("seed {seed}: the world is out of inputs and the run did not end"),

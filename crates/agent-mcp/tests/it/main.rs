@@ -9,6 +9,7 @@ mod faults;
 mod hostile;
 mod http;
 mod reference;
+mod spans;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -442,3 +442,88 @@ fn a_format_round_trips_through_json_and_is_strict_unless_it_says_otherwise() {
     assert!(read.strict);
     assert_eq!(read.description, None);
 }
+
+/// The end of a streamed text answer gives what parsing its text with `serde_json` gives (the
+/// oracle: `outcome` on the collected message), whether or not the streamed value is reused:
+/// exact objects, and every input where the streamed value differs from a strict parse (the
+/// drive-path rule, lone surrogates, numbers out of range, raw control characters, invalid
+/// escapes, a top-level array, trailing text, two text blocks).
+#[tokio::test]
+async fn the_streamed_answer_ends_as_a_strict_parse_of_its_text_would() {
+    let loose = OutputFormat::new("any", json!({"type": ["object", "array"]})).with_strict(false);
+    let cases: &[&[&str]] = &[
+        &[r#"{"name":"Jo"#, r#"hn","age":42}"#],
+        &[
+            " \n{\"a\":[1,2.5,-0,1e3,{\"b\":null}],\"c\":\"\\u00e9\\ud83d",
+            "\\ude00 \\\\ \\\" \\n\"}\n ",
+        ],
+        &[r#"{"p":"C:\new\file"}"#],
+        &[r#"{"a":"A:\tB","b":"C:\\Users\\ola"}"#],
+        &[r#"{"s":"\ud800"}"#],
+        &[r#"{"s":"\udc00x"}"#],
+        &[r#"{"s":"\ud800\n"}"#],
+        &[r#"{"n":1e400}"#],
+        &["{\"t\":\"raw\ttab\"}"],
+        &[r#"{"e":"\q"}"#],
+        &[r#"{"u":"\u12G4"}"#],
+        &[r#"[1,2]"#],
+        &[r#"{"a":1} {"b":2}"#],
+        &[r#"{"a":1,"a":"two"}"#],
+    ];
+    for fragments in cases {
+        let provider = ScriptedProvider::new("acme-api", [text_turn(fragments, StopReason::Stop)]);
+        let stream = provider.stream(&model("x"), &ctx(), &with(loose.clone()));
+        let (streamed, message) = StructuredStream::new(stream, loose.clone()).finish().await;
+        let reference = outcome(&loose, &message, None);
+        assert_eq!(streamed, reference, "{fragments:?}");
+    }
+    // Two text blocks: the answer is their concatenation.
+    let deltas = vec![
+        Delta::Text { key: 0, text: r#"{"a":"#.to_owned() },
+        Delta::Thinking { key: 1, text: "hmm".to_owned() },
+        Delta::Text { key: 2, text: "1}".to_owned() },
+        Delta::Stop(StopReason::Stop),
+        Delta::Done,
+    ];
+    let provider = ScriptedProvider::new("acme-api", [ScriptedTurn::deltas(deltas)]);
+    let stream = provider.stream(&model("x"), &ctx(), &with(loose.clone()));
+    let (streamed, message) = StructuredStream::new(stream, loose.clone()).finish().await;
+    assert_eq!(streamed, StructuredOutcome::Valid(json!({"a": 1})));
+    assert_eq!(streamed, outcome(&loose, &message, None));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Random objects serialized by `serde_json`, cut anywhere: the outcome is the object.
+    #[test]
+    fn a_serialized_object_at_any_fragmentation_ends_valid_and_equal(
+        entries in proptest::collection::vec(("[a-z\\\\:\"\n\t\u{e9}\u{1F600}]{0,8}", proptest::prelude::any::<i64>(), "[ -~\n\\\\]{0,24}"), 0..8),
+        cuts in proptest::collection::vec(0usize..64, 0..6),
+    ) {
+        let mut object = serde_json::Map::new();
+        for (key, number, text) in entries {
+            object.insert(key.clone(), json!({"n": number, "t": text, "l": [number, text.len()]}));
+        }
+        let original = Value::Object(object);
+        let text = serde_json::to_string(&original).unwrap();
+        let mut fragments = Vec::new();
+        let mut rest = text.as_str();
+        for cut in cuts {
+            let at = rest.floor_char_boundary(cut.min(rest.len()));
+            let (head, tail) = rest.split_at(at);
+            fragments.push(head);
+            rest = tail;
+        }
+        fragments.push(rest);
+        let loose = OutputFormat::new("any", json!({"type": "object"})).with_strict(false);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let (streamed, message) = runtime.block_on(async {
+            let provider = ScriptedProvider::new("acme-api", [text_turn(&fragments, StopReason::Stop)]);
+            let stream = provider.stream(&model("x"), &ctx(), &with(loose.clone()));
+            StructuredStream::new(stream, loose.clone()).finish().await
+        });
+        proptest::prop_assert_eq!(&streamed, &StructuredOutcome::Valid(original));
+        proptest::prop_assert_eq!(streamed, outcome(&loose, &message, None));
+    }
+}

@@ -344,6 +344,9 @@ pub struct PartialJson {
     shape: u64,
     /// `shape` when the last push did nothing but append to the string being parsed.
     append_shape: Option<u64>,
+    /// Cleared when the value stops being what a strict parse of valid JSON text gives
+    /// ([`is_exact`](PartialJson::is_exact)).
+    exact: bool,
 }
 
 impl Default for PartialJson {
@@ -390,6 +393,7 @@ impl PartialJson {
             changed: None,
             shape: 0,
             append_shape: None,
+            exact: true,
         }
     }
 
@@ -513,6 +517,16 @@ impl PartialJson {
             return self.root;
         }
         self.finish()
+    }
+
+    /// Whether [`value`](Self::value) is what a strict JSON parse (`serde_json`) of the text fed
+    /// so far gives, provided that text is valid JSON: `false` once the drive-path rule kept the
+    /// backslash of a valid escape, a lone surrogate escape became U+FFFD, or a number outside
+    /// the `f64` range became `null` (inputs a strict parse reads differently or rejects).
+    /// With a complete buffer whose text a strict syntax check accepts, `true` means the value
+    /// need not be parsed again. O(1).
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 
     /// Whether the buffer is a syntactically complete JSON value (with the string repairs of
@@ -796,6 +810,12 @@ impl PartialJson {
         }
     }
 
+    /// A surrogate escape without its other half: U+FFFD, which a strict parse rejects.
+    fn lone_surrogate(&mut self) {
+        self.exact = false;
+        self.sbuf.push('\u{FFFD}');
+    }
+
     fn code_unit(&mut self, unit: u16) {
         if let Some(high) = self.high.take() {
             if (0xDC00..=0xDFFF).contains(&unit) {
@@ -803,13 +823,15 @@ impl PartialJson {
                 self.sbuf.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
                 return;
             }
-            self.sbuf.push('\u{FFFD}');
+            self.lone_surrogate();
         }
         if (0xD800..=0xDBFF).contains(&unit) {
             self.high = Some(unit);
+        } else if let Some(c) = char::from_u32(u32::from(unit)) {
+            self.sbuf.push(c);
         } else {
-            // A lone low surrogate has no char: U+FFFD.
-            self.sbuf.push(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'));
+            // A lone low surrogate has no char.
+            self.lone_surrogate();
         }
     }
 
@@ -841,7 +863,7 @@ impl PartialJson {
                             continue;
                         }
                         self.high = None;
-                        self.sbuf.push('\u{FFFD}');
+                        self.lone_surrogate();
                     }
                     let rest = bytes.get(i..).unwrap_or_default();
                     let n =
@@ -868,7 +890,7 @@ impl PartialJson {
                 Esc::Backslash => {
                     if self.high.is_some() && b != b'u' {
                         self.high = None;
-                        self.sbuf.push('\u{FFFD}');
+                        self.lone_surrogate();
                     }
                     // The backslash, when it is in this fragment, sits at `i - 1`.
                     let backslash = i.saturating_sub(1);
@@ -915,6 +937,7 @@ impl PartialJson {
                             if path {
                                 // Literal backslash (a separator); the letter is then ordinary
                                 // content.
+                                self.exact = false;
                                 if carried {
                                     self.path.feed(b"\\");
                                 }
@@ -973,7 +996,7 @@ impl PartialJson {
                         // `\u` without four hex digits: a literal backslash, then `u` and the
                         // digits as ordinary content; reprocess `b`.
                         if self.high.take().is_some() {
-                            self.sbuf.push('\u{FFFD}');
+                            self.lone_surrogate();
                         }
                         self.sbuf.push_str("\\u");
                         self.path.feed(b"\\u");
@@ -1042,7 +1065,13 @@ impl PartialJson {
                 }
                 None => {
                     if self.num_state.is_complete() {
-                        let value = parse_number(&self.num).map_or(Value::Null, Value::Number);
+                        let value = parse_number(&self.num).map_or_else(
+                            || {
+                                self.exact = false;
+                                Value::Null
+                            },
+                            Value::Number,
+                        );
                         self.complete(Some(value));
                     } else {
                         self.fail();

@@ -160,8 +160,9 @@ impl<'de> Deserialize<'de> for WireText {
 /// A JSON field that is usually a string (Chat Completions-style `content`, `arguments`):
 /// a string as [`WireText`], tolerating lone halves at its ends, anything else as a `Value`.
 ///
-/// Deserializes from `serde_json` text or a `Value`; a provider's lenient path that holds a
-/// `Value` already converts with [`From<Value>`].
+/// Deserializes from `serde_json` text read in place (`from_str`, `from_slice`), the way every
+/// stream event is read; a provider's lenient path that holds a `Value` converts with
+/// [`From<Value>`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum WireValue {
     /// A string.
@@ -192,20 +193,122 @@ impl From<Value> for WireValue {
 impl<'de> Deserialize<'de> for WireValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // serde_json cannot say "a string without insisting on paired surrogates, or any
-        // other value" in one call: take the raw text, then decode it by its type. (Owned,
-        // so it also works from a `Value`; a string without escapes is reused in place.)
-        let raw: Box<str> = Box::<RawValue>::deserialize(d)?.into();
-        if !raw.starts_with('"') {
-            return serde_json::from_str(&raw).map(WireValue::Other).map_err(de::Error::custom);
+        // other value" in one call: borrow the raw text (checked by serde_json's skipping
+        // scan, not copied), then decode a string once, straight into its `String`.
+        let raw = <&'de RawValue>::deserialize(d)?.get();
+        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(body) => decode_string_body(body).map(WireValue::Text).map_err(de::Error::custom),
+            None => serde_json::from_str(raw).map(WireValue::Other).map_err(de::Error::custom),
         }
-        if raw.len() >= 2 && !raw.contains('\\') {
-            let mut text = String::from(raw);
-            text.pop();
-            text.remove(0);
-            return Ok(WireValue::Text(WireText::from(text)));
+    }
+}
+
+/// Decodes the inside of a JSON string literal (between its quotes) as `serde_json` decodes
+/// it for [`WireText`]: escapes per RFC 8259, a surrogate pair joined, a lone low half at the
+/// very start and a lone high half at the very end kept aside, any other lone half U+FFFD.
+/// One pass and one allocation (the decoded text is never longer than its literal).
+fn decode_string_body(body: &str) -> Result<WireText, &'static str> {
+    let Some(first) = body.find('\\') else { return Ok(WireText::from(body)) };
+    let mut out = WireText { text: String::with_capacity(body.len()), lead: None, trail: None };
+    let bytes = body.as_bytes();
+    // A high half read and not yet paired: it is pushed as U+FFFD (or kept as the trail)
+    // once what follows it is known.
+    let mut high: Option<u16> = None;
+    // The start of the text not copied yet; `i` is at a backslash or the end. Escapes come
+    // every few bytes in argument fragments, so the scan is a plain loop, not a search.
+    let mut run = 0usize;
+    let mut i = first;
+    loop {
+        if run < i {
+            if let Some(h) = high.take() {
+                out.push_lone(h, false);
+            }
+            out.text.push_str(body.get(run..i).unwrap_or_default());
         }
-        let mut de = serde_json::Deserializer::from_str(&raw);
-        WireText::deserialize(&mut de).map(WireValue::Text).map_err(de::Error::custom)
+        let Some(&escape) = bytes.get(i + 1) else {
+            if i < bytes.len() {
+                return Err("unfinished escape");
+            }
+            break;
+        };
+        i += 2;
+        let c = match escape {
+            b'"' => Some('"'),
+            b'\\' => Some('\\'),
+            b'/' => Some('/'),
+            b'b' => Some('\u{8}'),
+            b'f' => Some('\u{c}'),
+            b'n' => Some('\n'),
+            b'r' => Some('\r'),
+            b't' => Some('\t'),
+            b'u' => {
+                let unit = bytes.get(i..i + 4).and_then(hex4).ok_or("invalid \\u escape")?;
+                i += 4;
+                match (high.take(), unit) {
+                    (Some(h), 0xDC00..=0xDFFF) => {
+                        let c =
+                            0x1_0000 + ((u32::from(h) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                        Some(char::from_u32(c).unwrap_or(REPLACEMENT))
+                    }
+                    (pending, _) => {
+                        if let Some(h) = pending {
+                            out.push_lone(h, false);
+                        }
+                        match unit {
+                            0xD800..=0xDBFF => {
+                                high = Some(unit);
+                                None
+                            }
+                            0xDC00..=0xDFFF => {
+                                out.push_lone(unit, false);
+                                None
+                            }
+                            _ => Some(char::from_u32(u32::from(unit)).unwrap_or(REPLACEMENT)),
+                        }
+                    }
+                }
+            }
+            _ => return Err("invalid escape"),
+        };
+        if let Some(c) = c {
+            if let Some(h) = high.take() {
+                out.push_lone(h, false);
+            }
+            out.text.push(c);
+        }
+        run = i;
+        while let Some(&b) = bytes.get(i) {
+            if b == b'\\' {
+                break;
+            }
+            i += 1;
+        }
+    }
+    if let Some(h) = high {
+        out.push_lone(h, true);
+    }
+    Ok(out)
+}
+
+/// The value of four hex digits.
+fn hex4(digits: &[u8]) -> Option<u16> {
+    digits
+        .iter()
+        .try_fold(0u16, |acc, &d| Some(acc << 4 | u16::try_from(char::from(d).to_digit(16)?).ok()?))
+}
+
+impl WireText {
+    /// A lone surrogate half met while decoding: a low half before anything else is the
+    /// lead, a high half at the very end (`last`) the trail, any other U+FFFD.
+    fn push_lone(&mut self, unit: u16, last: bool) {
+        let low = (0xDC00..=0xDFFF).contains(&unit);
+        if low && self.text.is_empty() && self.lead.is_none() {
+            self.lead = Some(unit);
+        } else if !low && last {
+            self.trail = Some(unit);
+        } else {
+            self.text.push(REPLACEMENT);
+        }
     }
 }
 
@@ -435,6 +538,50 @@ mod tests {
         assert_eq!(text.trail, Some(0xD83D));
     }
 
+    /// Pieces a string literal is built of: plain text, every escape, pairs and lone halves.
+    const PIECES: &[&str] = &[
+        "a",
+        "xyz",
+        "\u{e9}",
+        "\u{1F600}",
+        "\\n",
+        "\\\"",
+        "\\\\",
+        "\\/",
+        "\\b",
+        "\\f",
+        "\\r",
+        "\\t",
+        "\\u00e9",
+        "\\u0041",
+        "\\ud83d",
+        "\\ude00",
+        "\\uD83D",
+        "\\uDE00",
+        "\\udbff",
+        "\\udc00",
+        "\\u0000",
+        "\\uFFFF",
+        "\\u001f",
+    ];
+
+    proptest::proptest! {
+        /// The one-pass decoder of `WireValue` gives what serde_json's own string decode
+        /// (surrogates unchecked) gives for `WireText`, whatever the escapes and halves.
+        #[test]
+        fn wire_value_decodes_as_serde_json_does(picks in proptest::collection::vec(0..PIECES.len(), 0..12)) {
+            let body: String = picks.iter().map(|&k| PIECES[k]).collect();
+            let json = format!("\"{body}\"");
+            let expected: WireText = serde_json::from_str(&json).unwrap();
+            let value: WireValue = serde_json::from_str(&json).unwrap();
+            proptest::prop_assert_eq!(value, WireValue::Text(expected), "{}", json);
+            // Inside an object too, as the decoders read it.
+            let field: std::collections::HashMap<String, WireValue> =
+                serde_json::from_str(&format!("{{\"k\": {json} }}")).unwrap();
+            proptest::prop_assert!(matches!(field.get("k"), Some(WireValue::Text(_))));
+        }
+    }
+
     #[test]
     fn wire_value_takes_strings_with_lone_halves_and_arrays() {
         let value: WireValue = serde_json::from_str(r#""a\ud83d""#).unwrap();
@@ -455,11 +602,8 @@ mod tests {
             serde_json::from_str::<WireValue>(r#""plain \u00e9""#).unwrap(),
             WireValue::Text(WireText::from("plain \u{e9}"))
         );
-        // From a `Value` too (a lenient path that re-reads a chunk).
-        assert_eq!(
-            serde_json::from_value::<WireValue>(serde_json::json!("v")).unwrap(),
-            WireValue::Text(WireText::from("v"))
-        );
+        // Read in place only: a lenient path holding a `Value` converts with `From`.
+        assert!(serde_json::from_value::<WireValue>(serde_json::json!("v")).is_err());
         assert_eq!(WireValue::from(serde_json::json!("s")), WireValue::Text(WireText::from("s")));
         assert_eq!(WireValue::from(serde_json::json!(1)), WireValue::Other(serde_json::json!(1)));
         assert_eq!(WireValue::from(serde_json::json!(1)).into_text(), None);

@@ -476,3 +476,72 @@ async fn an_html_page_instead_of_a_stream_is_a_decode_error() {
         serve_once(status(200, "content-type: text/plain\r\n", b"data: 1\n\n")).await;
     assert!(send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.is_ok());
 }
+
+/// Where the child of `a_slow_root_store_does_not_stall_the_runtime` finds its server.
+const ROOTS_CHILD_URL: &str = "LLM_HTTP_ROOTS_TEST_URL";
+
+/// The platform's root store is files on disk; on a busy disk the first request's read of it
+/// takes hundreds of milliseconds. Here `SSL_CERT_FILE` is a FIFO whose writer shows up only
+/// after 300 ms: the child's first request waits for it, but the other tasks of its
+/// single-threaded runtime keep running meanwhile (a read on the async thread would stop
+/// them all), and the request then succeeds.
+#[tokio::test]
+async fn a_slow_root_store_does_not_stall_the_runtime() {
+    let dir = std::env::temp_dir().join(format!("llm-http-roots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("roots.pem");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let (url, _) = serve_each(vec![ok_stream()]).await;
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "slow_root_store_child", "--ignored", "--nocapture"])
+        .env("SSL_CERT_FILE", &fifo)
+        .env_remove("SSL_CERT_DIR")
+        .env(ROOTS_CHILD_URL, url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The writer arrives late and writes no certificate (a store of none is allowed).
+    let writer = tokio::task::spawn_blocking(move || std::fs::write(&fifo, b""));
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    writer.await.unwrap().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("child: done"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The child of `a_slow_root_store_does_not_stall_the_runtime` (nothing on its own).
+#[tokio::test]
+#[ignore = "run by a_slow_root_store_does_not_stall_the_runtime in a process of its own"]
+async fn slow_root_store_child() {
+    let Ok(url) = std::env::var(ROOTS_CHILD_URL) else { return };
+    let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let ticker = tokio::spawn({
+        let ticks = Arc::clone(&ticks);
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let start = std::time::Instant::now();
+    let (last, _) = drive_once(url, llm_core::RetryPolicy::default()).await;
+    let waited = start.elapsed();
+    ticker.abort();
+    assert!(matches!(last, llm_core::AssistantEvent::Done { .. }), "{last:?}");
+    // The request really waited for the store, and the runtime ran all the while.
+    assert!(waited >= Duration::from_millis(250), "{waited:?}");
+    let ticks = ticks.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(ticks >= 20, "only {ticks} ticks of 5 ms in {waited:?}");
+    println!("child: done ({ticks} ticks in {waited:?})");
+}
