@@ -3,7 +3,7 @@
 //! The body is built from `serde_json::Map`s in a fixed key order (the workspace
 //! enables `preserve_order`), so identical input gives identical bytes.
 
-use llm_http::{HeaderMap, insert_header};
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde_json::{Map, Value, json};
 
 use llm_core::transform::{IdRules, transform_messages};
@@ -35,33 +35,13 @@ pub(crate) enum Endpoint {
     },
 }
 
-/// Everything needed to send one request. Its `Debug` hides header values (the key).
-#[derive(Clone)]
-pub(crate) struct WireRequest {
-    /// The full URL (never contains a key).
-    pub(crate) url: String,
-    /// Defaults, auth, the model's, the caller's (the key marked sensitive).
-    pub(crate) headers: HeaderMap,
-    /// The JSON body.
-    pub(crate) body: Value,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &self.headers)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Builds the whole request.
+/// Builds the whole request (its `Debug` hides the key: it is marked sensitive).
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     endpoint: &Endpoint,
-) -> Result<WireRequest, Error> {
+) -> Result<HttpRequest, Error> {
     let compat = GoogleCompat::from_model(model)?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     // Gemini has no strict switch: the schema is sent as given.
@@ -107,7 +87,7 @@ pub(crate) fn build_request(
     }
     let extra = GoogleOptions::read(options)?;
     let body = build_body(model, context, options, &compat, &extra);
-    Ok(WireRequest { url, headers, body })
+    HttpRequest::json(PROVIDER, url, headers, &body)
 }
 
 /// The streaming URL for `model` on `endpoint` (with `?alt=sse`).

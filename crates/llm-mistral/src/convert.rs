@@ -10,7 +10,7 @@ use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
     Tool, ToolChoice, UserContent, UserMessageContent,
 };
-use llm_http::{HeaderMap, insert_header};
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -78,33 +78,12 @@ impl MistralCompat {
     }
 }
 
-/// One HTTP request, ready to send.
-#[derive(Clone, PartialEq)]
-pub(crate) struct WireRequest {
-    /// Full URL.
-    pub(crate) url: String,
-    /// The headers (later wins; the key marked sensitive).
-    pub(crate) headers: HeaderMap,
-    /// JSON body.
-    pub(crate) body: Value,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &self.headers)
-            .field("body", &self.body)
-            .finish()
-    }
-}
-
 /// Builds the whole request: URL, headers (defaults, auth, model, caller), body.
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-) -> Result<WireRequest, Error> {
+) -> Result<HttpRequest, Error> {
     let Some(key) = options.api_key.as_ref().filter(|k| !k.expose().is_empty()) else {
         return Err(Error::new(
             ErrorKind::Auth,
@@ -127,7 +106,7 @@ pub(crate) fn build_request(
     for (k, v) in &options.headers {
         insert_header(&mut headers, PROVIDER, k, v)?;
     }
-    Ok(WireRequest { url: endpoint_url(&model.base_url), headers, body })
+    HttpRequest::json(PROVIDER, endpoint_url(&model.base_url), headers, &body)
 }
 
 fn provider_name(model: &Model) -> &str {
