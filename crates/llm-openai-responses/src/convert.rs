@@ -12,37 +12,33 @@ use llm_core::{
     ReasoningLevel, StreamOptions, ThinkingContent, Tool, ToolChoice, ToolResultMessage,
     UserContent, UserMessage,
 };
-use llm_http::{HeaderMap, insert_header};
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::azure::Route;
-use crate::{OpenAiResponsesCompat, PROVIDER};
+use crate::{AZURE_PROVIDER, OpenAiResponsesCompat, PROVIDER};
 
 /// Default base URL (the endpoint path is appended).
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Endpoint path under the base URL.
 pub(crate) const PATH: &str = "/responses";
 
-/// Everything needed to send one request.
-pub(crate) struct WireRequest {
-    /// Full URL.
-    pub(crate) url: String,
-    /// The headers (the key marked sensitive).
-    pub(crate) headers: HeaderMap,
-    /// The JSON body.
-    pub(crate) body: Value,
+/// One request as sent, and what decoding its answer needs from the conversion.
+pub(crate) struct Converted {
+    /// The request (its `Debug` hides the key and prints only the body's size).
+    pub(crate) http: HttpRequest,
     /// Per tool name: how to drop the `null`s a strict tool's call sends for omitted
     /// optional properties (empty unless the tools are sent strict).
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
 }
 
-impl std::fmt::Debug for WireRequest {
+impl std::fmt::Debug for Converted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &self.headers)
-            .finish_non_exhaustive()
+        f.debug_struct("Converted")
+            .field("http", &self.http)
+            .field("strict_plans", &self.strict_plans.keys())
+            .finish()
     }
 }
 
@@ -58,7 +54,7 @@ pub(crate) fn build_request(
     context: &Context,
     options: &StreamOptions,
     azure: Option<(&Route, &llm_http::Env)>,
-) -> Result<WireRequest, Error> {
+) -> Result<Converted, Error> {
     let compat = parse_compat(model)?;
     let headers = match azure {
         Some((route, env)) => crate::azure::headers(route, model, options, env)?,
@@ -76,7 +72,9 @@ pub(crate) fn build_request(
             format!("{}{PATH}", base.trim_end_matches('/'))
         }
     };
-    Ok(WireRequest { url, headers, body, strict_plans })
+    let provider = if azure.is_some() { AZURE_PROVIDER } else { PROVIDER };
+    let http = HttpRequest::json(provider, url, headers, &body)?;
+    Ok(Converted { http, strict_plans })
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -336,7 +334,7 @@ fn map_effort(level: ReasoningLevel, map: &BTreeMap<String, Option<String>>) -> 
 pub(crate) struct ConvertedTools {
     /// Wire tools, sorted.
     pub(crate) wire: Vec<Value>,
-    /// Per tool name: the restore plan of a strict tool (see [`WireRequest::strict_plans`]).
+    /// Per tool name: the restore plan of a strict tool (see [`Converted::strict_plans`]).
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
 }
 

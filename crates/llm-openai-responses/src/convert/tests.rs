@@ -63,7 +63,12 @@ fn result(id: &str, name: &str, text: &str) -> Message {
 }
 
 fn body(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    build_request(model, context, options, None).unwrap().body
+    sent_body(&build_request(model, context, options, None).unwrap())
+}
+
+/// The body as sent, read back as JSON (key order kept).
+fn sent_body(converted: &Converted) -> Value {
+    serde_json::from_slice(&converted.http.body).unwrap()
 }
 
 #[test]
@@ -193,7 +198,7 @@ fn request_body_shape_and_determinism() {
         )],
     };
     let request = build_request(&model(), &context, &options, None).unwrap();
-    assert_eq!(request.url, "https://api.openai.com/v1/responses");
+    assert_eq!(request.http.url, "https://api.openai.com/v1/responses");
     let expected = json!({
         "model": "gpt-5.4",
         "input": [
@@ -214,11 +219,9 @@ fn request_body_shape_and_determinism() {
         "reasoning": {"effort": "high", "summary": "auto"},
         "include": ["reasoning.encrypted_content"]
     });
-    assert_eq!(request.body, expected);
-    let first = serde_json::to_vec(&request.body).unwrap();
-    let second =
-        serde_json::to_vec(&build_request(&model(), &context, &options, None).unwrap().body)
-            .unwrap();
+    assert_eq!(sent_body(&request), expected);
+    let first = request.http.body.to_vec();
+    let second = build_request(&model(), &context, &options, None).unwrap().http.body;
     assert_eq!(first, second);
     // Key order is the insertion order, not alphabetical.
     let text = String::from_utf8(first).unwrap();
@@ -526,7 +529,7 @@ fn tool_choice() {
     let with = |choice: ToolChoice, ctx: &Context| {
         let mut o = options();
         o.tool_choice = Some(choice);
-        build_request(&model(), ctx, &o, None).map(|r| r.body)
+        build_request(&model(), ctx, &o, None).map(|r| sent_body(&r))
     };
     assert_eq!(with(ToolChoice::Auto, &context).unwrap()["tool_choice"], json!("auto"));
     assert_eq!(with(ToolChoice::Required, &context).unwrap()["tool_choice"], json!("required"));
@@ -610,7 +613,7 @@ fn person() -> llm_core::OutputFormat {
 #[test]
 fn an_output_format_is_a_strict_text_format() {
     let strict = StreamOptions { output: Some(person()), ..options() };
-    let body = build_request(&model(), &Context::default(), &strict, None).unwrap().body;
+    let body = sent_body(&build_request(&model(), &Context::default(), &strict, None).unwrap());
     assert_eq!(
         body["text"],
         json!({"format": {
@@ -626,7 +629,7 @@ fn an_output_format_is_a_strict_text_format() {
         }})
     );
     let loose = StreamOptions { output: Some(person().with_strict(false)), ..options() };
-    let body = build_request(&model(), &Context::default(), &loose, None).unwrap().body;
+    let body = sent_body(&build_request(&model(), &Context::default(), &loose, None).unwrap());
     assert_eq!(body["text"]["format"]["schema"], person().schema);
     assert_eq!(body["text"]["format"]["strict"], json!(false));
 }
