@@ -9,16 +9,16 @@
 
 use llm_core::output::OutputMode;
 use std::collections::BTreeSet;
-use std::fmt;
 
 use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
     Tool, ToolChoice, ToolResultMessage, UserContent, UserMessageContent,
 };
-use llm_http::{HeaderMap, insert_header};
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 use crate::PROVIDER;
 
@@ -77,28 +77,6 @@ impl AnthropicOptions {
     }
 }
 
-/// Everything needed to send one request.
-pub(crate) struct WireRequest {
-    /// Full URL (base URL + endpoint).
-    pub(crate) url: String,
-    /// The headers (the key marked sensitive).
-    pub(crate) headers: HeaderMap,
-    /// The JSON body.
-    pub(crate) body: Value,
-    /// Wire -> original tool names for the response (empty unless OAuth).
-    pub(crate) tool_names: ToolNames,
-}
-
-impl fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &self.headers)
-            .field("body", &self.body)
-            .finish_non_exhaustive()
-    }
-}
-
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
 }
@@ -108,7 +86,7 @@ pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-) -> Result<WireRequest, Error> {
+) -> Result<crate::Call, Error> {
     let Some(key) = options.api_key.as_ref().map(|k| k.expose()).filter(|k| !k.trim().is_empty())
     else {
         let name = if model.provider.is_empty() { PROVIDER } else { model.provider.as_str() };
@@ -255,7 +233,8 @@ pub(crate) fn build_request(
     let url = format!("{}{ENDPOINT_PATH}", base.trim_end_matches('/'));
     let tool_names =
         if oauth { ToolNames::from_projection(&projection) } else { ToolNames::default() };
-    Ok(WireRequest { url, headers, body: Value::Object(body), tool_names })
+    let http = HttpRequest::json(PROVIDER, url, headers, &body)?;
+    Ok(crate::Call { http: Arc::new(http), tool_names })
 }
 
 fn text_block(text: &str) -> Map<String, Value> {
