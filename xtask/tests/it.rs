@@ -282,8 +282,15 @@ fn new_provider_writes_its_files_and_registers_above_each_marker() {
     files.sort();
     let version = new_provider::workspace_version(&workspace_root()).unwrap();
     let registrations = new_provider::registrations("acme-ai", &version);
-    let mut want: Vec<String> =
-        new_provider::files("acme-ai").into_iter().map(|(path, _)| path).collect();
+    // The offline session goes to claw's crate, and the fixture folder is a link to it.
+    let mut want: Vec<String> = new_provider::files("acme-ai")
+        .into_iter()
+        .map(|(path, _)| match path.strip_prefix("fixtures/acme-ai/agent-session/") {
+            Some(file) => format!("crates/claw-cli/sessions/acme-ai/{file}"),
+            None => path,
+        })
+        .collect();
+    want.push("fixtures/acme-ai/agent-session".to_owned());
     want.extend(registrations.iter().map(|(f, _, _)| (*f).to_owned()));
     want.sort();
     want.dedup();

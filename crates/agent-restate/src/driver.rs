@@ -24,16 +24,17 @@ use agent_core::{
     BeforeToolCall, CallInfo, CallRef, Command, ExecutionMode, Input, Output, ProgressSink,
     RequestFailure, ToolError, ToolInvocation, ToolOutput, TurnChange, TurnInfo,
 };
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use llm_core::{
-    AssistantContent, AssistantMessage, CancellationToken, Context, Message, Provider, StopReason,
-    StreamOptions, Tool, UserContent, now_millis,
+    AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message,
+    Provider, StopReason, StreamOptions, Tool, UserContent, now_millis,
 };
 use restate_sdk::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::live::{AttemptEvents, LiveSink};
 use crate::session::{SessionApprovalsClient, SessionEventsClient, SessionInboxClient};
 
 /// How a durable session bounds its steps.
@@ -163,6 +164,8 @@ pub(crate) struct Driver<'a, 'ctx> {
     approvals: Vec<(String, Awaited<'ctx>)>,
     /// Calls that asked for approval and have no decision yet.
     parked: Vec<String>,
+    /// Where the model request's token deltas go live (outside the journal).
+    pub(crate) live: Option<Arc<LiveSink>>,
 }
 
 impl<'a, 'ctx> Driver<'a, 'ctx> {
@@ -201,6 +204,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             wave: Vec::new(),
             approvals: Vec::new(),
             parked: Vec::new(),
+            live: None,
         }
     }
 
@@ -606,7 +610,11 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             .max_delay(limits.retry_max_delay)
             .max_attempts(limits.retry_max_attempts.max(1));
         let kept = Arc::new(Mutex::new(None));
+        let live = self.live.clone().map(|sink| (sink, self.session.clone(), name.clone()));
         let effect = move || async move {
+            // Dropped when the attempt returns: its `attempt_end`.
+            let mut attempt =
+                live.map(|(sink, session, step)| AttemptEvents::open(sink, session, step));
             let mut options = options;
             let key = match contained(timeout, || hooks.api_key(&model.provider)).await {
                 Answer::Done(Ok(key)) => key,
@@ -646,7 +654,35 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 tools: context.tools.iter().map(|t| t.tool.as_ref().clone()).collect(),
             };
             let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                provider.stream(&model, &request, &options).result()
+                let mut stream = provider.stream(&model, &request, &options);
+                async move {
+                    let mut last = None;
+                    while let Some(event) = stream.next().await {
+                        match event {
+                            AssistantEvent::TextDelta { content_index, delta } => {
+                                if let Some(attempt) = attempt.as_mut() {
+                                    attempt.send(
+                                        "text_delta",
+                                        serde_json::json!({"index": content_index, "delta": delta}),
+                                    );
+                                }
+                            }
+                            AssistantEvent::ThinkingDelta { content_index, delta } => {
+                                if let Some(attempt) = attempt.as_mut() {
+                                    attempt.send(
+                                        "thinking_delta",
+                                        serde_json::json!({"index": content_index, "delta": delta}),
+                                    );
+                                }
+                            }
+                            AssistantEvent::Done { message, .. }
+                            | AssistantEvent::Error { message, .. } => last = Some(message),
+                            _ => {}
+                        }
+                    }
+                    drop(attempt);
+                    last.unwrap_or_else(|| stream.partial().to_message())
+                }
             }));
             let message = match started {
                 Ok(fut) => {
@@ -755,8 +791,10 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 progress: ProgressSink::disconnected(),
                 idempotency_key: Some(key.clone()),
             };
-            names.push(format!("tool {tool_name} {key}"));
-            slots.push(WaveSlot::Waiting(Box::new((agent_tool, invocation))));
+            let name = format!("tool {tool_name} {key}");
+            let live = self.live.clone().map(|sink| (sink, self.session.clone(), name.clone()));
+            names.push(name);
+            slots.push(WaveSlot::Waiting(Box::new((agent_tool, invocation, live))));
         }
         let count = slots.len();
         let tasks = Arc::new(Mutex::new(slots));
@@ -872,9 +910,12 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     }
 }
 
+/// Where a step's live events go: the sink, the session and the step's name.
+type LiveStep = (Arc<LiveSink>, String, String);
+
 /// A call of a wave: not started yet, or running.
 enum WaveSlot {
-    Waiting(Box<(Option<AgentTool>, ToolInvocation)>),
+    Waiting(Box<(Option<AgentTool>, ToolInvocation, Option<LiveStep>)>),
     Running(AbortOnDrop),
     Taken,
 }
@@ -897,9 +938,22 @@ fn start_from(tasks: &Mutex<Vec<WaveSlot>>, i: usize, timeout: Duration) -> Opti
             let WaveSlot::Waiting(waiting) = std::mem::replace(slot, WaveSlot::Taken) else {
                 continue;
             };
-            let (tool, invocation) = *waiting;
-            *slot =
-                WaveSlot::Running(AbortOnDrop(tokio::spawn(run_tool(tool, invocation, timeout))));
+            let (tool, invocation, live) = *waiting;
+            // The call's attempt opens when it starts running (its live
+            // `attempt_start`) and ends with its answer.
+            let attempt =
+                live.map(|(sink, session, step)| AttemptEvents::open(sink, session, step));
+            let running = async move {
+                let result = run_tool(tool, invocation, timeout).await;
+                if let Some(mut attempt) = attempt {
+                    attempt.send(
+                        "tool_result",
+                        serde_json::json!({"isError": result.error.is_some()}),
+                    );
+                }
+                result
+            };
+            *slot = WaveSlot::Running(AbortOnDrop(tokio::spawn(running)));
         }
     }
     match slots.get_mut(i).map(|slot| std::mem::replace(slot, WaveSlot::Taken)) {

@@ -22,6 +22,7 @@ mod cache;
 mod driver;
 mod identity;
 mod journal;
+mod live;
 mod session;
 mod wrap;
 
@@ -29,10 +30,11 @@ pub use driver::{StepLimits, call_key};
 pub use journal::{
     Effect, Journal, PassThrough, StepError, current_idempotency_key, idempotency_key, step,
 };
+pub use live::{LIVE_QUEUE, LiveSink};
 pub use session::{
     AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENTS_KEPT,
-    EventPage, INBOX_FULL, INBOX_LIMIT, NOT_WAITING, SessionApprovals, SessionEvents, SessionInbox,
-    SessionParts, SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION, TranscriptEnvelope, TurnReply,
-    decode_legacy_transcript,
+    EventPage, INBOX_FULL, INBOX_LIMIT, LIVE_KEPT, NOT_WAITING, SessionApprovals, SessionEvents,
+    SessionInbox, SessionParts, SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION,
+    TranscriptEnvelope, TurnReply, decode_legacy_transcript,
 };
 pub use wrap::{JournaledProvider, journaled_tool};

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{CACHE_BUDGET, Cached, EMPTY_DIGEST, TranscriptCache, chain};
 use crate::driver::{Driver, StepLimits};
+use crate::live::LiveSink;
 
 /// State key of a transcript stored by the previous version: the whole
 /// transcript as one value. Still read; the next turn moves it to the
@@ -165,6 +166,9 @@ fn setup_fingerprint(parts: &SessionParts) -> String {
 pub struct AgentSession {
     setup: Arc<dyn SessionSetup>,
     cache: Arc<TranscriptCache>,
+    /// The process's forwarder of live events, started by the first run
+    /// with ingress URLs (it needs the runtime).
+    live: std::sync::OnceLock<Arc<LiveSink>>,
 }
 
 impl AgentSession {
@@ -174,7 +178,11 @@ impl AgentSession {
     /// process, so a worker given identity keys can check signed requests.
     pub fn new(setup: impl SessionSetup) -> Self {
         crate::identity::install_identity_verifier();
-        AgentSession { setup: Arc::new(setup), cache: Arc::new(TranscriptCache::new(CACHE_BUDGET)) }
+        AgentSession {
+            setup: Arc::new(setup),
+            cache: Arc::new(TranscriptCache::new(CACHE_BUDGET)),
+            live: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -335,6 +343,7 @@ impl AgentSession {
         }
 
         let parts_ingress_empty = parts.ingress.is_empty();
+        let parts_ingress = parts.ingress.clone();
         let SessionParts { config, system_prompt, tools, limits, transcript_budget: _, ingress: _ } =
             parts;
         let stored = if legacy { 0 } else { transcript.len() };
@@ -369,6 +378,10 @@ impl AgentSession {
             session_id.clone(),
             now,
         );
+        if !parts_ingress_empty {
+            let ingress = parts_ingress.clone();
+            driver.live = Some(self.live.get_or_init(|| LiveSink::start(ingress)).clone());
+        }
         driver.take_steering().await?;
         driver.feed(Input::Start(vec![Message::user(text.0)]));
         driver.run().await?;
@@ -672,6 +685,16 @@ impl SessionApprovals {
 const EVENTS_KEY: &str = "events";
 /// At most this many recent events are kept per session (the oldest go first).
 pub const EVENTS_KEPT: usize = 4096;
+/// State keys of a session's live events: the recent ones, their last number,
+/// each step's attempt that has not ended, and attempts marked cut off.
+const LIVE_KEY: &str = "live";
+const LIVE_SEQ_KEY: &str = "live.seq";
+const LIVE_OPEN_KEY: &str = "live.open";
+const LIVE_CUT_KEY: &str = "live.cut";
+/// At most this many recent live events are kept per session.
+pub const LIVE_KEPT: usize = 2048;
+/// At most this many cut-off attempts (and open steps) are remembered.
+const LIVE_CUT_KEPT: usize = 64;
 
 /// Events read from a session: those numbered above the reader's `after`, and
 /// the number to pass next time.
@@ -710,6 +733,84 @@ impl SessionEvents {
         kept.drain(..over);
         ctx.set(EVENTS_KEY, Json(kept));
         Ok(())
+    }
+
+    /// Appends live events of a running step (token deltas), sent by the
+    /// worker through the ingress outside the journal. Events of an attempt
+    /// marked cut off are dropped; an `attempt_start` for a step whose last
+    /// attempt never ended marks that attempt first: `attempt_cut`.
+    #[handler]
+    async fn push_live(
+        &self,
+        ctx: ObjectContext<'_>,
+        events: Json<Vec<serde_json::Value>>,
+    ) -> Result<(), HandlerError> {
+        let mut kept: Vec<(u64, serde_json::Value)> =
+            ctx.get::<Json<_>>(LIVE_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut open: BTreeMap<String, String> =
+            ctx.get::<Json<_>>(LIVE_OPEN_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut cut: Vec<String> =
+            ctx.get::<Json<_>>(LIVE_CUT_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut last = ctx.get::<u64>(LIVE_SEQ_KEY).await?.unwrap_or(0);
+        let mut push = |event: serde_json::Value| {
+            last += 1;
+            kept.push((last, event));
+        };
+        for event in events.0.into_iter().take(LIVE_KEPT) {
+            let text = |key: &str| event.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+            let (step, attempt) = (text("step"), text("attempt"));
+            if attempt.as_ref().is_some_and(|a| cut.contains(a)) {
+                continue;
+            }
+            match (text("type").as_deref(), step, attempt) {
+                (Some("attempt_start"), Some(step), Some(attempt)) => {
+                    if let Some(previous) = open.insert(step.clone(), attempt)
+                        && !cut.contains(&previous)
+                    {
+                        push(
+                            serde_json::json!({"type": "attempt_cut", "step": step, "attempt": previous}),
+                        );
+                        cut.push(previous);
+                    }
+                }
+                (Some("attempt_end"), Some(step), Some(attempt))
+                    if open.get(&step) == Some(&attempt) =>
+                {
+                    open.remove(&step);
+                }
+                _ => {}
+            }
+            push(event);
+        }
+        let over = kept.len().saturating_sub(LIVE_KEPT);
+        kept.drain(..over);
+        let over = cut.len().saturating_sub(LIVE_CUT_KEPT);
+        cut.drain(..over);
+        // Bounded: past it, steps are forgotten in name order (a forgotten
+        // step's cut-off attempt is then not marked; the journaled events still end it).
+        while open.len() > LIVE_CUT_KEPT {
+            open.pop_first();
+        }
+        ctx.set(LIVE_SEQ_KEY, last);
+        ctx.set(LIVE_KEY, Json(kept));
+        ctx.set(LIVE_OPEN_KEY, Json(open));
+        ctx.set(LIVE_CUT_KEY, Json(cut));
+        Ok(())
+    }
+
+    /// The live events numbered above `after` (the oldest may have been
+    /// dropped: numbers are per session, so a gap shows it).
+    #[handler]
+    async fn read_live(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        after: Json<u64>,
+    ) -> Result<Json<EventPage>, HandlerError> {
+        let kept: Vec<(u64, serde_json::Value)> =
+            ctx.get::<Json<_>>(LIVE_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let last = ctx.get::<u64>(LIVE_SEQ_KEY).await?.unwrap_or(0);
+        let events = kept.into_iter().filter(|(seq, _)| *seq > after.0).collect();
+        Ok(Json(EventPage { events, last }))
     }
 
     /// The events numbered above `after` (the oldest may have been dropped).

@@ -296,6 +296,7 @@ pub(crate) struct Arrival {
 ///   after their results, text `done`;
 /// * `reuse a,b,...`: as `markers`, but every call has the id `call_same`;
 /// * `hold <ms>`: one call of the blocking `hold` tool; after its result, `done`;
+/// * `slow <n> <ms>`: text `w0 w1 ... w<n-1>` streamed one word a chunk, `ms` apart;
 /// * `flaky <n>`: HTTP 503 for the first `n` requests with this text, then the echo;
 /// * a request with a `response_format`: the JSON `{"city": "Paris", "celsius": 21.5}`;
 /// * any other user text: text `echo: <text>`.
@@ -348,7 +349,7 @@ fn text_of(message: &Value) -> String {
     }
 }
 
-async fn complete(State(state): State<ProviderState>, body: String) -> impl IntoResponse {
+async fn complete(State(state): State<ProviderState>, body: String) -> axum::response::Response {
     state.requests.fetch_add(1, Ordering::SeqCst);
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
@@ -375,7 +376,13 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             [("content-type", "application/json")],
             r#"{"error":{"message":"overloaded, try later","type":"server_error"}}"#.to_owned(),
-        );
+        )
+            .into_response();
+    }
+    if let Some((n, ms)) = user_text.strip_prefix("slow ").and_then(|rest| rest.split_once(' '))
+        && let (Ok(n), Ok(ms)) = (n.trim().parse::<u64>(), ms.trim().parse::<u64>())
+    {
+        return slow_stream(n, ms);
     }
     let markers_of = |list: &str| -> Vec<String> {
         list.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
@@ -423,7 +430,34 @@ async fn complete(State(state): State<ProviderState>, body: String) -> impl Into
         sse.push_str(&format!("data: {chunk}\n\n"));
     }
     sse.push_str("data: [DONE]\n\n");
-    (axum::http::StatusCode::OK, [("content-type", "text/event-stream")], sse)
+    (axum::http::StatusCode::OK, [("content-type", "text/event-stream")], sse).into_response()
+}
+
+/// `slow <n> <ms>`: text `w0 w1 ... w<n-1>`, one word a chunk, `ms` apart.
+fn slow_stream(n: u64, ms: u64) -> axum::response::Response {
+    let chunks = futures_util::stream::unfold(0u64, move |i| async move {
+        if i > n {
+            return None;
+        }
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        let data = if i == n {
+            let end = json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+            format!("data: {end}\n\ndata: [DONE]\n\n")
+        } else {
+            let word = if i == 0 { "w0".to_owned() } else { format!(" w{i}") };
+            let chunk = json!({"id": "chatcmpl-loop", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": word}, "finish_reason": null}]});
+            format!("data: {chunk}\n\n")
+        };
+        Some((Ok::<_, std::convert::Infallible>(data), i + 1))
+    });
+    (
+        axum::http::StatusCode::OK,
+        [("content-type", "text/event-stream")],
+        axum::body::Body::from_stream(chunks),
+    )
+        .into_response()
 }
 
 fn parallel_call_chunks(n: usize, markers: &[String]) -> Vec<Value> {

@@ -7,5 +7,6 @@ mod chaos;
 mod durable;
 mod harness;
 mod journal;
+mod live;
 mod machine;
 mod steps;

@@ -16,8 +16,7 @@ fn a_surrogate_pair_split_across_events_is_one_character() {
     let mut decoder = llm_{{snake}}::Decoder::new();
     let mut out = Vec::new();
     for data in [r#"{"type":"text","text":"a\ud83d"}"#, r#"{"type":"text","text":"\ude00b"}"#] {
-        let event =
-            llm_core::raw::sse::SseEvent { event: None, data: data.to_owned(), id: None };
+        let event = llm_core::raw::sse::SseEvent { event: None, data: data.to_owned(), id: None };
         decoder.event(event, &mut out);
     }
     let text: String = out

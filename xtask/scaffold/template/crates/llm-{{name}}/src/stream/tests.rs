@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 
+use llm_core::raw::Delta;
 use llm_core::raw::drive::WireDecoder;
 use llm_core::raw::sse::SseEvent;
-use llm_core::raw::Delta;
 use llm_core::{ErrorKind, StopReason};
 
 use super::Decoder;
