@@ -15,7 +15,7 @@ use llm_core::{
     ReasoningLevel, StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
     UserMessageContent,
 };
-use llm_http::{HeaderMap, insert_header};
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -45,25 +45,18 @@ fn id_char(c: char) -> bool {
 /// (OpenAI rejects longer ids; OpenClaw truncates at 40).
 pub(crate) const ID_RULES: IdRules = IdRules { max_len: 40, min_len: 1, allowed: id_char };
 
-/// A request ready to send. Its `Debug` redacts the auth header.
-#[derive(Clone)]
-pub(crate) struct WireRequest {
-    /// Full URL.
-    pub(crate) url: String,
-    /// The headers (the key marked sensitive).
-    pub(crate) headers: HeaderMap,
-    /// The JSON body.
-    pub(crate) body: Value,
+/// One request as sent, and what decoding its answer needs from the conversion.
+pub(crate) struct Prepared {
+    /// The request (its `Debug` hides the key and prints only the body's size).
+    pub(crate) http: HttpRequest,
     /// Per tool name: how to restore arguments of strict tools.
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
 }
 
-impl std::fmt::Debug for WireRequest {
+impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &self.headers)
-            .field("body", &self.body)
+        f.debug_struct("Prepared")
+            .field("http", &self.http)
             .field("strict_plans", &self.strict_plans.keys())
             .finish()
     }
@@ -95,7 +88,7 @@ pub(crate) fn build_request(
     context: &Context,
     options: &StreamOptions,
     compat: &ResolvedCompat,
-) -> Result<WireRequest, Error> {
+) -> Result<Prepared, Error> {
     let provider = crate::provider_name(model);
     let provider_options: ProviderOptions =
         options.typed_provider_options(&provider, "Chat Completions")?;
@@ -228,12 +221,16 @@ pub(crate) fn build_request(
             body.insert(k, v);
         }
     }
-    Ok(WireRequest {
-        url: azure.map_or_else(|| endpoint_url(&model.base_url), |route| route.url),
-        headers,
-        body: Value::Object(body),
-        strict_plans: tools.strict_plans,
-    })
+    let url = azure.map_or_else(|| endpoint_url(&model.base_url), |route| route.url);
+    let http = HttpRequest::json(&provider, url, headers, &body)?;
+    tracing::debug!(
+        provider = %provider,
+        model = %model.id,
+        tools = body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
+        bytes = http.body.len(),
+        "openai-completions request"
+    );
+    Ok(Prepared { http, strict_plans: tools.strict_plans })
 }
 
 /// `{type:"json_schema", json_schema:{name, description?, schema, strict?}}`; `strict` is

@@ -1,5 +1,35 @@
 use super::*;
 use crate::compat::OpenAiCompletionsCompat;
+
+/// A built request as the tests read it: the body as sent, parsed back (key order kept), and
+/// the `Debug` of what was built.
+struct Sent {
+    url: String,
+    headers: HeaderMap,
+    body: Value,
+    debug: String,
+}
+
+impl std::fmt::Debug for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.debug)
+    }
+}
+
+fn build_request(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    compat: &ResolvedCompat,
+) -> Result<Sent, Error> {
+    let prepared = super::build_request(model, context, options, compat)?;
+    Ok(Sent {
+        debug: format!("{prepared:?}"),
+        url: prepared.http.url,
+        headers: prepared.http.headers,
+        body: serde_json::from_slice(&prepared.http.body).unwrap(),
+    })
+}
 use llm_core::{
     ApiKey, ImageContent, InputModality, StopReason, TextContent, ThinkingContent, ToolCall,
     UserMessage,
