@@ -46,20 +46,12 @@ fn id_char(c: char) -> bool {
 pub(crate) const ID_RULES: IdRules = IdRules { max_len: 40, min_len: 1, allowed: id_char };
 
 /// One request as sent, and what decoding its answer needs from the conversion.
+#[derive(Debug)]
 pub(crate) struct Prepared {
     /// The request (its `Debug` hides the key and prints only the body's size).
     pub(crate) http: HttpRequest,
     /// Per tool name: how to restore arguments of strict tools.
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
-}
-
-impl std::fmt::Debug for Prepared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
-            .field("http", &self.http)
-            .field("strict_plans", &self.strict_plans.keys())
-            .finish()
-    }
 }
 
 /// Provider options read from `StreamOptions::provider_options`; a value of the wrong type is

@@ -25,21 +25,13 @@ pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub(crate) const PATH: &str = "/responses";
 
 /// One request as sent, and what decoding its answer needs from the conversion.
+#[derive(Debug)]
 pub(crate) struct Converted {
     /// The request (its `Debug` hides the key and prints only the body's size).
     pub(crate) http: HttpRequest,
     /// Per tool name: how to drop the `null`s a strict tool's call sends for omitted
     /// optional properties (empty unless the tools are sent strict).
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
-}
-
-impl std::fmt::Debug for Converted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Converted")
-            .field("http", &self.http)
-            .field("strict_plans", &self.strict_plans.keys())
-            .finish()
-    }
 }
 
 /// Parses `model.compat` (absent or `null` = all defaults).
