@@ -311,3 +311,52 @@ fn a_stored_run_keeps_its_output_and_a_state_without_one_still_restores() {
     assert_eq!(restored.output(), Some(&AgentOutput::new(weather()).every_turn()));
     assert_eq!(AgentMachine::from_json(&plain).unwrap().output(), None);
 }
+
+#[tokio::test]
+async fn a_forced_tool_answer_is_retried_as_often_as_allowed_then_the_invalid_one_is_the_outcome() {
+    let (agent, provider) = recorded(
+        vec![
+            answer_call_turn("a1", "weather", json!({"city": "Oslo"})),
+            answer_call_turn("a2", "weather", json!({"city": "Bergen"})),
+            answer_call_turn("a3", "weather", json!({"city": "Oslo", "celsius": 2})),
+        ],
+        AgentOutput::new(weather()).every_turn().with_retries(1),
+    );
+    let outcome = agent.run(context(), vec![Message::user("w?")]).finish().await;
+    let Some(StructuredOutcome::Invalid { value, .. }) = &outcome.output else {
+        panic!("{:?}", outcome.output)
+    };
+    assert_eq!(value, &Some(json!({"city": "Bergen"})));
+    assert_eq!(provider.inner.remaining(), 1, "one retry, then no more requests");
+}
+
+#[tokio::test]
+async fn in_an_answer_turn_only_the_answers_call_is_the_answer_the_others_are_told_so() {
+    let (agent, _) = recorded(
+        vec![tool_turn(&[
+            ("c1", "lookup", json!({})),
+            ("a1", "weather", json!({"city": "Oslo", "celsius": 2})),
+        ])],
+        AgentOutput::new(weather()).every_turn(),
+    );
+    let outcome = agent.run(context(), vec![Message::user("w?")]).finish().await;
+    assert_eq!(
+        outcome.output,
+        Some(StructuredOutcome::Valid(json!({"city": "Oslo", "celsius": 2})))
+    );
+    let results: Vec<(String, String, bool)> = outcome
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(r) => Some((r.tool_call_id.clone(), r.text(), r.is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("c1".to_owned(), ANSWER_GIVEN_TEXT.to_owned(), true),
+            ("a1".to_owned(), ANSWER_RECEIVED_TEXT.to_owned(), false),
+        ]
+    );
+}

@@ -539,3 +539,23 @@ fn a_machine_is_idle_only_until_it_starts() {
     assert!(!machine.is_idle());
     assert!(!out.is_empty());
 }
+
+#[tokio::test]
+async fn a_repeated_call_id_gets_the_first_free_numbered_suffix() {
+    // `a-2` is taken by another call of the same response: the second `a` becomes `a-3`.
+    let provider = ScriptedProvider::new(
+        "scripted",
+        [
+            tool_turn(&[("a", "t", json!({})), ("a-2", "t", json!({})), ("a", "t", json!({}))]),
+            text_turn("done"),
+        ],
+    );
+    let a = agent(&provider, |_| {});
+    let events =
+        collect(a.run(ctx(vec![crate::sleepy("t", 1, "x")]), vec![Message::user("go")])).await;
+    let (messages, reason) = end(&events);
+    assert_eq!(reason, EndReason::Completed);
+    let ids: Vec<String> = results(&messages).iter().map(|r| r.tool_call_id.clone()).collect();
+    assert_eq!(ids, ["a", "a-2", "a-3"]);
+    assert_invariant(&messages);
+}
