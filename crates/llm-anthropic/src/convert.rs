@@ -9,15 +9,16 @@
 
 use llm_core::output::OutputMode;
 use std::collections::BTreeSet;
-use std::fmt;
 
 use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
     Tool, ToolChoice, ToolResultMessage, UserContent, UserMessageContent,
 };
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 use crate::PROVIDER;
 
@@ -76,28 +77,6 @@ impl AnthropicOptions {
     }
 }
 
-/// Everything needed to send one request.
-pub(crate) struct WireRequest {
-    /// Full URL (base URL + endpoint).
-    pub(crate) url: String,
-    /// Headers in send order; later duplicates were already merged away.
-    pub(crate) headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub(crate) body: Value,
-    /// Wire -> original tool names for the response (empty unless OAuth).
-    pub(crate) tool_names: ToolNames,
-}
-
-impl fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
-            .field("body", &self.body)
-            .finish_non_exhaustive()
-    }
-}
-
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
 }
@@ -107,7 +86,7 @@ pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-) -> Result<WireRequest, Error> {
+) -> Result<crate::Call, Error> {
     let Some(key) = options.api_key.as_ref().map(|k| k.expose()).filter(|k| !k.trim().is_empty())
     else {
         let name = if model.provider.is_empty() { PROVIDER } else { model.provider.as_str() };
@@ -220,32 +199,33 @@ pub(crate) fn build_request(
     {
         betas.push(INTERLEAVED_THINKING_BETA);
     }
-    let mut headers = Headers::default();
-    headers.set("content-type", "application/json");
-    headers.set("accept", "text/event-stream");
-    headers.set("anthropic-version", ANTHROPIC_VERSION);
+    let mut headers = HeaderMap::new();
+    let mut set = |name: &str, value: &str| insert_header(&mut headers, PROVIDER, name, value);
+    set("content-type", "application/json")?;
+    set("accept", "text/event-stream")?;
+    set("anthropic-version", ANTHROPIC_VERSION)?;
     if !betas.is_empty() {
-        headers.set("anthropic-beta", &betas.join(","));
+        set("anthropic-beta", &betas.join(","))?;
     }
     if oauth {
-        headers.set("authorization", &format!("Bearer {key}"));
-        headers.set("anthropic-dangerous-direct-browser-access", "true");
-        headers.set("user-agent", &format!("claude-cli/{CLAUDE_CODE_VERSION}"));
-        headers.set("x-app", "cli");
+        set("authorization", &format!("Bearer {key}"))?;
+        set("anthropic-dangerous-direct-browser-access", "true")?;
+        set("user-agent", &format!("claude-cli/{CLAUDE_CODE_VERSION}"))?;
+        set("x-app", "cli")?;
     } else {
-        headers.set("x-api-key", key);
+        set("x-api-key", key)?;
         if settings.session_affinity_headers
             && cache.is_some()
             && let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty())
         {
-            headers.set("x-session-affinity", session);
+            set("x-session-affinity", session)?;
         }
     }
     for (k, v) in &model.headers {
-        headers.set(k, v);
+        set(k, v)?;
     }
     for (k, v) in &options.headers {
-        headers.set(k, v);
+        set(k, v)?;
     }
 
     let base =
@@ -253,18 +233,8 @@ pub(crate) fn build_request(
     let url = format!("{}{ENDPOINT_PATH}", base.trim_end_matches('/'));
     let tool_names =
         if oauth { ToolNames::from_projection(&projection) } else { ToolNames::default() };
-    Ok(WireRequest { url, headers: headers.0, body: Value::Object(body), tool_names })
-}
-
-/// Header list with case-insensitive replacement.
-#[derive(Default)]
-struct Headers(Vec<(String, String)>);
-
-impl Headers {
-    fn set(&mut self, name: &str, value: &str) {
-        self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-        self.0.push((name.to_owned(), value.to_owned()));
-    }
+    let http = HttpRequest::json(PROVIDER, url, headers, &body)?;
+    Ok(crate::Call { http: Arc::new(http), tool_names })
 }
 
 fn text_block(text: &str) -> Map<String, Value> {

@@ -135,8 +135,10 @@ pub const INFO: ProviderInfo = ProviderInfo {
 /// A prepared request: what is sent, and the tool names the answer maps back.
 #[derive(Debug)]
 pub struct Call {
-    http: Arc<HttpRequest>,
-    tool_names: convert::ToolNames,
+    /// The request as sent.
+    pub(crate) http: Arc<HttpRequest>,
+    /// Wire -> original tool names for the response (empty unless OAuth).
+    pub(crate) tool_names: convert::ToolNames,
 }
 
 impl WireFormat for Anthropic {
@@ -148,9 +150,7 @@ impl WireFormat for Anthropic {
     }
 
     fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
-        let wire = convert::build_request(request.model, request.context, request.options)?;
-        let http = HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)?;
-        Ok(Call { http: Arc::new(http), tool_names: wire.tool_names })
+        convert::build_request(request.model, request.context, request.options)
     }
 
     fn attempt(

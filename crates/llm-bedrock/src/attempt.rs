@@ -79,6 +79,7 @@ impl Clock {
 }
 
 /// The converted request, not signed yet, and the region it is signed for.
+#[derive(Debug)]
 pub(crate) struct Unsigned {
     pub(crate) http: HttpRequest,
     pub(crate) region: String,
@@ -95,10 +96,7 @@ pub(crate) fn build(
     // A profile's own region is read from the shared config only when a profile is selected.
     let profile_region =
         auth::selected_profile(options, env).map(|_| auth::resolve_region(options, env));
-    let request =
-        crate::convert::build_request_with(model, context, options, env, profile_region, profile)?;
-    let http = HttpRequest::json(PROVIDER, request.url, request.headers, &request.body)?;
-    Ok(Unsigned { http, region: request.region })
+    crate::convert::build_request_with(model, context, options, env, profile_region, profile)
 }
 
 /// `unsigned` signed with `auth` (SigV4 for the request's own region: a pinned standard

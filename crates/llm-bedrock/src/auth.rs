@@ -48,7 +48,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use llm_core::{ApiKey, Error, ErrorKind, StreamOptions};
-use llm_http::HttpRequest;
+use llm_http::{HttpRequest, insert_header};
 use serde_json::Value;
 
 use crate::PROVIDER;
@@ -373,15 +373,20 @@ pub(crate) fn apply_for_method(
 ) -> Result<(), Error> {
     const REPLACED: [&str; 4] =
         ["authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"];
-    request.headers.retain(|(name, _)| !REPLACED.iter().any(|r| name.eq_ignore_ascii_case(r)));
+    for name in REPLACED {
+        request.headers.remove(name);
+    }
     match auth {
-        Auth::Bearer(key) => {
-            request.headers.push(("authorization".to_owned(), format!("Bearer {}", key.expose())));
-            Ok(())
-        }
+        Auth::Bearer(key) => insert_header(
+            &mut request.headers,
+            PROVIDER,
+            "authorization",
+            &format!("Bearer {}", key.expose()),
+        ),
         Auth::SigV4 { credentials, region } => {
-            let signed = sign(credentials, region, method, request, now)?;
-            request.headers.extend(signed);
+            for (name, value) in sign(credentials, region, method, request, now)? {
+                insert_header(&mut request.headers, PROVIDER, &name, &value)?;
+            }
             Ok(())
         }
     }
@@ -409,11 +414,12 @@ fn sign(
     if uri.scheme().is_none() || uri.host().is_none_or(str::is_empty) {
         return Err(signing_error("the URL has no scheme or host"));
     }
-    // The headers as sent: `llm-http` keeps the last of each name (case-insensitively).
+    // The headers as sent (one value per name: they were set with `insert_header`).
     let mut sent: Vec<(&str, &str)> = Vec::with_capacity(request.headers.len());
     for (name, value) in &request.headers {
-        sent.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-        sent.push((name.as_str(), value.as_str()));
+        let value =
+            value.to_str().map_err(|_| signing_error(format!("header {name} is not text")))?;
+        sent.push((name.as_str(), value));
     }
     let identity = aws_credential_types::Credentials::new(
         credentials.access_key_id.clone(),

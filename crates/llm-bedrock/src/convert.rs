@@ -8,7 +8,6 @@
 
 use llm_core::output::OutputMode;
 use std::collections::BTreeMap;
-use std::fmt;
 
 use base64::Engine as _;
 use llm_core::transform::{IdRules, transform_messages};
@@ -16,6 +15,9 @@ use llm_core::{
     AssistantContent, CacheRetention, Context, Error, ErrorKind, Message, Model, ReasoningLevel,
     StreamOptions, ThinkingContent, ToolChoice, UserContent, UserMessageContent,
 };
+use llm_http::HttpRequest;
+
+use crate::attempt::Unsigned;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -72,31 +74,6 @@ impl BedrockOptions {
     }
 }
 
-/// Everything `lib.rs` needs to send one request (its `Debug` redacts secret headers).
-#[derive(Clone)]
-pub(crate) struct WireRequest {
-    /// The full URL (never with a key in it).
-    pub(crate) url: String,
-    /// Provider defaults, then the model's, then the caller's headers; auth is added last,
-    /// on the final request, because SigV4 signs the headers.
-    pub(crate) headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub(crate) body: Value,
-    /// The region the request is signed for.
-    pub(crate) region: String,
-}
-
-impl fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
-            .field("body", &self.body)
-            .field("region", &self.region)
-            .finish()
-    }
-}
-
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
 }
@@ -129,7 +106,7 @@ pub(crate) fn forces_cache(extra: &BedrockOptions, env: Env<'_>) -> bool {
         || env("AWS_BEDROCK_FORCE_CACHE").is_some_and(|v| v.trim() == "1")
 }
 
-/// The endpoint of the runtime request, as [`build_request`] resolves it.
+/// The endpoint of the runtime request, as [`build_request_with`] resolves it.
 pub(crate) fn resolve_endpoint(
     model: &Model,
     options: &StreamOptions,
@@ -141,8 +118,7 @@ pub(crate) fn resolve_endpoint(
     Endpoint::resolve(&inputs)
 }
 
-/// Builds the request. Fails on an input Bedrock cannot express (an unknown image type,
-/// invalid base64, a bad provider option).
+/// [`build_request_with`] for no known profile.
 #[cfg(test)]
 pub(crate) fn build_request(
     model: &Model,
@@ -150,12 +126,13 @@ pub(crate) fn build_request(
     options: &StreamOptions,
     env: Env<'_>,
     profile_region: Option<String>,
-) -> Result<WireRequest, Error> {
+) -> Result<Unsigned, Error> {
     build_request_with(model, context, options, env, profile_region, None)
 }
 
-/// [`build_request`] where `profile`, when known, says what the models behind an application
-/// inference profile have in common: whether all cache, and whether one
+/// Builds the request, unsigned. Fails on an input Bedrock cannot express (an unknown image
+/// type, invalid base64, a bad provider option). `profile`, when known, says what the models
+/// behind an application inference profile have in common: whether all cache, and whether one
 /// rejects `temperature`.
 pub(crate) fn build_request_with(
     model: &Model,
@@ -164,7 +141,7 @@ pub(crate) fn build_request_with(
     env: Env<'_>,
     profile_region: Option<String>,
     profile: Option<crate::profile::ProfileTraits>,
-) -> Result<WireRequest, Error> {
+) -> Result<Unsigned, Error> {
     let extra = BedrockOptions::from_options(options)?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
@@ -279,29 +256,18 @@ pub(crate) fn build_request_with(
         }
     }
 
-    let mut headers = Headers::default();
-    headers.set("content-type", "application/json");
-    headers.set("accept", "application/vnd.amazon.eventstream");
-    for (k, v) in model.headers.iter().chain(&options.headers) {
-        headers.set(k, v);
-    }
-    Ok(WireRequest {
-        url: endpoint.url(&model.id),
-        headers: headers.0,
-        body: Value::Object(body),
-        region: endpoint.region,
-    })
-}
-
-/// Header list with case-insensitive replacement.
-#[derive(Default)]
-struct Headers(Vec<(String, String)>);
-
-impl Headers {
-    fn set(&mut self, name: &str, value: &str) {
-        self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-        self.0.push((name.to_owned(), value.to_owned()));
-    }
+    // Provider defaults, then the model's, then the caller's headers; auth is added on each
+    // attempt, because SigV4 signs the headers.
+    let headers = llm_http::header_map(
+        PROVIDER,
+        [("content-type", "application/json"), ("accept", "application/vnd.amazon.eventstream")]
+            .into_iter()
+            .chain(
+                model.headers.iter().chain(&options.headers).map(|(k, v)| (k.as_str(), v.as_str())),
+            ),
+    )?;
+    let http = HttpRequest::json(PROVIDER, endpoint.url(&model.id), headers, &body)?;
+    Ok(Unsigned { http, region: endpoint.region })
 }
 
 /// `toolConfig`: every tool in input order as `{toolSpec: {name, description,

@@ -233,7 +233,8 @@ pub(crate) fn unsigned_lookup_request(
         _ => convert::control_plane_endpoint(&region, convert::uses_fips(env)),
     };
     let url = format!("{base}{}", convert::inference_profile_path(&model.id));
-    let request = HttpRequest::get(url, vec![("accept".to_owned(), "application/json".to_owned())]);
+    let request =
+        HttpRequest::get(url, llm_http::header_map(PROVIDER, [("accept", "application/json")])?);
     Ok((request, region))
 }
 

@@ -21,7 +21,7 @@ fn context() -> Context {
 }
 
 fn header<'a>(request: &'a HttpRequest, name: &str) -> Option<&'a str> {
-    request.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    request.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 const ARN: &str = "arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/a1b2c3";

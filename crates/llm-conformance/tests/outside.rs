@@ -89,12 +89,13 @@ impl WireFormat for Tiny {
             _ => None,
         });
         let body = serde_json::json!({"model": request.model.id, "prompt": prompt});
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("accept".to_owned(), "text/event-stream".to_owned()),
-        ];
+        let mut headers = llm_http::header_map(
+            "tiny",
+            [("content-type", "application/json"), ("accept", "text/event-stream")],
+        )?;
         if let Some(key) = &request.options.api_key {
-            headers.push(("authorization".to_owned(), format!("Bearer {}", key.expose())));
+            let bearer = format!("Bearer {}", key.expose());
+            llm_http::insert_header(&mut headers, "tiny", "authorization", &bearer)?;
         }
         let url = format!("{}/v1/generate", request.model.base_url.trim_end_matches('/'));
         HttpRequest::json("tiny", url, headers, &body)

@@ -3,6 +3,7 @@
 //! The body is built from `serde_json::Map`s in a fixed key order (the workspace
 //! enables `preserve_order`), so identical input gives identical bytes.
 
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde_json::{Map, Value, json};
 
 use llm_core::transform::{IdRules, transform_messages};
@@ -34,34 +35,13 @@ pub(crate) enum Endpoint {
     },
 }
 
-/// Everything needed to send one request. Its `Debug` hides header values (the key).
-#[derive(Clone)]
-pub(crate) struct WireRequest {
-    /// The full URL (never contains a key).
-    pub(crate) url: String,
-    /// Headers in send order (defaults, auth, model, user).
-    pub(crate) headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub(crate) body: Value,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("header_names", &names)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Builds the whole request.
+/// Builds the whole request (its `Debug` hides the key: it is marked sensitive).
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     endpoint: &Endpoint,
-) -> Result<WireRequest, Error> {
+) -> Result<HttpRequest, Error> {
     let compat = GoogleCompat::from_model(model)?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     // Gemini has no strict switch: the schema is sent as given.
@@ -92,26 +72,22 @@ pub(crate) fn build_request(
             },
         )?;
     let url = endpoint_url(model, endpoint);
-    let mut headers: Vec<(String, String)> =
-        vec![("content-type".to_owned(), "application/json".to_owned())];
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, PROVIDER, "content-type", "application/json")?;
     match endpoint {
-        Endpoint::GenerativeLanguage => headers.push(("x-goog-api-key".to_owned(), key.to_owned())),
+        Endpoint::GenerativeLanguage => {
+            insert_header(&mut headers, PROVIDER, "x-goog-api-key", key)?;
+        }
         Endpoint::Vertex { .. } => {
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")))
+            insert_header(&mut headers, PROVIDER, "authorization", &format!("Bearer {key}"))?;
         }
     }
     for (name, value) in model.headers.iter().chain(options.headers.iter()) {
-        merge_header(&mut headers, name, value);
+        insert_header(&mut headers, PROVIDER, name, value)?;
     }
     let extra = GoogleOptions::read(options)?;
     let body = build_body(model, context, options, &compat, &extra);
-    Ok(WireRequest { url, headers, body })
-}
-
-/// Sets `name` to `value`, replacing any header of that name (case-insensitive).
-fn merge_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
+    HttpRequest::json(PROVIDER, url, headers, &body)
 }
 
 /// The streaming URL for `model` on `endpoint` (with `?alt=sse`).

@@ -201,8 +201,7 @@ impl WireFormat for Gemini {
     fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
         let Request { model, context, options, env } = request;
         let endpoint = endpoint(*self, model, options, env)?;
-        let wire = convert::build_request(model, context, options, &endpoint)?;
-        HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)
+        convert::build_request(model, context, options, &endpoint)
     }
 
     fn attempt(

@@ -40,7 +40,7 @@ use futures_util::StreamExt;
 
 use llm_core::error::parse_retry_after;
 use llm_core::{Error, ErrorKind, StreamOptions};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 
 mod env;
 mod error_body;
@@ -53,6 +53,8 @@ pub use llm_core::raw::drive::HttpResponse;
 pub use provider::{Exchange, HttpProvider, ProviderBuilder, Request, WireFormat};
 /// The HTTP client crate, for callers building their own client.
 pub use reqwest;
+/// The header map of a request ([`HttpRequest::headers`]).
+pub use reqwest::header::HeaderMap;
 
 /// At most this much of an error response's body is read (the rest is dropped).
 pub const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
@@ -75,29 +77,16 @@ pub fn is_secret_header(name: &str) -> bool {
             .any(|part| name.contains(part))
 }
 
-/// Headers whose `Debug` prints secret values as `[REDACTED]` ([`is_secret_header`]).
-pub struct RedactedHeaders<'a>(pub &'a [(String, String)]);
-
-impl fmt::Debug for RedactedHeaders<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list()
-            .entries(self.0.iter().map(|(name, value)| {
-                (name.as_str(), if is_secret_header(name) { "[REDACTED]" } else { value.as_str() })
-            }))
-            .finish()
-    }
-}
-
-/// One request, ready to send. Its `Debug` redacts secret headers and prints only the
-/// body's size.
+/// One request, ready to send. Its `Debug` prints secret header values as `Sensitive`
+/// (they are marked so when inserted, [`insert_header`]) and only the body's size.
 #[derive(Clone, PartialEq, Eq)]
 pub struct HttpRequest {
     /// The method: `POST` for every model request.
     pub method: reqwest::Method,
     /// The full URL. Never put a key in it (use a header).
     pub url: String,
-    /// Headers in send order; a later header with the same name replaces an earlier one.
-    pub headers: Vec<(String, String)>,
+    /// The headers; credential values are marked sensitive ([`insert_header`]).
+    pub headers: HeaderMap,
     /// The body bytes.
     pub body: Bytes,
 }
@@ -107,7 +96,7 @@ impl fmt::Debug for HttpRequest {
         f.debug_struct("HttpRequest")
             .field("method", &self.method)
             .field("url", &self.url)
-            .field("headers", &RedactedHeaders(&self.headers))
+            .field("headers", &self.headers)
             .field("body_bytes", &self.body.len())
             .finish()
     }
@@ -119,7 +108,7 @@ impl HttpRequest {
     pub fn json<T: serde::Serialize + ?Sized>(
         provider: &str,
         url: String,
-        headers: Vec<(String, String)>,
+        headers: HeaderMap,
         body: &T,
     ) -> Result<Self, Error> {
         let body = serde_json::to_vec(body).map_err(|e| {
@@ -134,7 +123,7 @@ impl HttpRequest {
     }
 
     /// A `GET` of `url` with `headers` and no body.
-    pub fn get(url: String, headers: Vec<(String, String)>) -> Self {
+    pub fn get(url: String, headers: HeaderMap) -> Self {
         HttpRequest { method: reqwest::Method::GET, url, headers, body: Bytes::new() }
     }
 }
@@ -410,9 +399,10 @@ pub async fn send(
     provider: Arc<str>,
     map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
 ) -> Result<HttpResponse, Error> {
-    let headers = header_map(&request.headers, &provider)?;
     record_server(&tracing::Span::current(), &request.url);
-    let mut builder = client.request(request.method.clone(), request.url.as_str()).headers(headers);
+    let mut builder = client
+        .request(request.method.clone(), request.url.as_str())
+        .headers(request.headers.clone());
     if !request.body.is_empty() || request.method != reqwest::Method::GET {
         builder = builder.body(request.body.clone());
     }
@@ -508,22 +498,39 @@ async fn read_error_body(response: reqwest::Response, provider: &str) -> String 
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Name/value pairs as a header map; credential values are marked sensitive. An
-/// invalid name or value fails without echoing the value.
-fn header_map(headers: &[(String, String)], provider: &str) -> Result<HeaderMap, Error> {
-    let mut map = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        let invalid = |what: &str| {
-            Error::new(ErrorKind::InvalidRequest, provider, format!("Invalid HTTP header {what}"))
-                .with_retryable(false)
-        };
-        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid("name"))?;
-        let mut value =
-            HeaderValue::from_str(value).map_err(|_| invalid(&format!("value for {header}")))?;
-        if is_secret_header(name) {
-            value.set_sensitive(true);
-        }
-        map.insert(header, value);
+/// Sets header `name` to `value` in `headers`, replacing any earlier value of that name
+/// (any case); a credential ([`is_secret_header`]) is marked sensitive, so `Debug` and the
+/// HTTP stack never show it. An invalid name or value is an `invalid_request` error that
+/// does not echo the value.
+pub fn insert_header(
+    headers: &mut HeaderMap,
+    provider: &str,
+    name: &str,
+    value: &str,
+) -> Result<(), Error> {
+    let invalid = |what: &str| {
+        Error::new(ErrorKind::InvalidRequest, provider, format!("Invalid HTTP header {what}"))
+            .with_retryable(false)
+    };
+    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid("name"))?;
+    let mut value =
+        HeaderValue::from_str(value).map_err(|_| invalid(&format!("value for {header}")))?;
+    if is_secret_header(name) {
+        value.set_sensitive(true);
+    }
+    headers.insert(header, value);
+    Ok(())
+}
+
+/// Name/value pairs as a header map ([`insert_header`] for each: a later name replaces an
+/// earlier one).
+pub fn header_map<N: AsRef<str>, V: AsRef<str>>(
+    provider: &str,
+    pairs: impl IntoIterator<Item = (N, V)>,
+) -> Result<HeaderMap, Error> {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        insert_header(&mut map, provider, name.as_ref(), value.as_ref())?;
     }
     Ok(map)
 }

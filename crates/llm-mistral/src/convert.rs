@@ -10,6 +10,7 @@ use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
     Tool, ToolChoice, UserContent, UserMessageContent,
 };
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -77,33 +78,12 @@ impl MistralCompat {
     }
 }
 
-/// One HTTP request, ready to send.
-#[derive(Clone, PartialEq)]
-pub(crate) struct WireRequest {
-    /// Full URL.
-    pub(crate) url: String,
-    /// Headers in merge order (later wins; names compared case-insensitively).
-    pub(crate) headers: Vec<(String, String)>,
-    /// JSON body.
-    pub(crate) body: Value,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
-            .field("body", &self.body)
-            .finish()
-    }
-}
-
 /// Builds the whole request: URL, headers (defaults, auth, model, caller), body.
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-) -> Result<WireRequest, Error> {
+) -> Result<HttpRequest, Error> {
     let Some(key) = options.api_key.as_ref().filter(|k| !k.expose().is_empty()) else {
         return Err(Error::new(
             ErrorKind::Auth,
@@ -112,31 +92,25 @@ pub(crate) fn build_request(
         ));
     };
     let body = build_body(model, context, options)?;
-    let mut headers: Vec<(String, String)> = Vec::new();
-    merge_header(&mut headers, "content-type", "application/json");
-    merge_header(&mut headers, "accept", "text/event-stream");
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, PROVIDER, "content-type", "application/json")?;
+    insert_header(&mut headers, PROVIDER, "accept", "text/event-stream")?;
     // Mistral routes requests of one session to the same KV cache.
     if let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty()) {
-        merge_header(&mut headers, "x-affinity", session);
+        insert_header(&mut headers, PROVIDER, "x-affinity", session)?;
     }
-    merge_header(&mut headers, "authorization", &format!("Bearer {}", key.expose()));
+    insert_header(&mut headers, PROVIDER, "authorization", &format!("Bearer {}", key.expose()))?;
     for (k, v) in &model.headers {
-        merge_header(&mut headers, k, v);
+        insert_header(&mut headers, PROVIDER, k, v)?;
     }
     for (k, v) in &options.headers {
-        merge_header(&mut headers, k, v);
+        insert_header(&mut headers, PROVIDER, k, v)?;
     }
-    Ok(WireRequest { url: endpoint_url(&model.base_url), headers, body })
+    HttpRequest::json(PROVIDER, endpoint_url(&model.base_url), headers, &body)
 }
 
 fn provider_name(model: &Model) -> &str {
     if model.provider.is_empty() { PROVIDER } else { &model.provider }
-}
-
-/// Sets `name` to `value`, replacing an earlier header of the same name.
-fn merge_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
 }
 
 /// `<base>/v1/chat/completions`; a base that already ends in `/v1` is not doubled.

@@ -98,8 +98,7 @@ impl WireFormat for Mistral {
     }
 
     fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
-        let wire = convert::build_request(request.model, request.context, request.options)?;
-        HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)
+        convert::build_request(request.model, request.context, request.options)
     }
 
     fn attempt(
@@ -120,18 +119,14 @@ impl WireFormat for Mistral {
 #[doc(hidden)]
 pub mod __private {
     use llm_core::{Context, Error, Model, StreamOptions};
-    use serde_json::Value;
 
-    /// `(url, headers, body)`.
-    pub type Request = (String, Vec<(String, String)>, Value);
-
-    /// The request body and headers (auth value included: never print them).
+    /// The request as sent (the auth value is marked sensitive).
     pub fn build_request(
         model: &Model,
         context: &Context,
         options: &StreamOptions,
-    ) -> Result<Request, Error> {
-        crate::convert::build_request(model, context, options).map(|r| (r.url, r.headers, r.body))
+    ) -> Result<llm_http::HttpRequest, Error> {
+        crate::convert::build_request(model, context, options)
     }
 
     /// A fresh stream decoder.

@@ -100,7 +100,7 @@ fn result(id: &str, name: &str, text: &str, is_error: bool) -> Message {
 }
 
 fn body(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    private::build_request(model, context, options).unwrap().2
+    serde_json::from_slice(&private::build_request(model, context, options).unwrap().body).unwrap()
 }
 
 fn messages(model: &Model, context: &Context) -> Vec<Value> {
@@ -180,7 +180,7 @@ fn tool_choice_mapping_and_errors() {
     let without = Context { messages: vec![user("hi")], ..Context::default() };
     let choice = |ctx: &Context, c: ToolChoice| {
         private::build_request(&m, ctx, &StreamOptions { tool_choice: Some(c), ..options() })
-            .map(|r| r.2.get("tool_choice").cloned())
+            .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap().get("tool_choice").cloned())
     };
     assert_eq!(choice(&with_tools, ToolChoice::Auto).unwrap(), Some(json!("auto")));
     assert_eq!(choice(&with_tools, ToolChoice::None).unwrap(), Some(json!("none")));
@@ -277,14 +277,10 @@ fn headers_url_and_affinity() {
     m.headers.insert("X-Model-Header".into(), "m".into());
     let ctx = Context { messages: vec![user("hi")], ..Context::default() };
     let o = StreamOptions { session_id: Some("sess-42".into()), ..options() };
-    let (url, headers, _) = private::build_request(&m, &ctx, &o).unwrap();
+    let llm_http::HttpRequest { url, headers, .. } = private::build_request(&m, &ctx, &o).unwrap();
     assert_eq!(url, "https://api.mistral.ai/v1/chat/completions");
-    let get = |headers: &[(String, String)], name: &str| {
-        headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-            .collect::<Vec<_>>()
+    let get = |headers: &llm_http::HeaderMap, name: &str| {
+        headers.get_all(name).iter().map(|v| v.to_str().unwrap().to_owned()).collect::<Vec<_>>()
     };
     assert_eq!(get(&headers, "authorization"), ["Bearer test-key"]);
     assert_eq!(get(&headers, "x-affinity"), ["sess-42"]);
@@ -297,12 +293,12 @@ fn headers_url_and_affinity() {
     user_headers.insert("Authorization".to_owned(), "Bearer other".to_owned());
     let o =
         StreamOptions { session_id: Some("sess-42".into()), headers: user_headers, ..options() };
-    let (_, headers, _) = private::build_request(&m, &ctx, &o).unwrap();
+    let headers = private::build_request(&m, &ctx, &o).unwrap().headers;
     assert_eq!(get(&headers, "x-affinity"), ["mine"]);
     assert_eq!(get(&headers, "authorization"), ["Bearer other"]);
 
     // No session: no affinity header.
-    let (_, headers, _) = private::build_request(&m, &ctx, &options()).unwrap();
+    let headers = private::build_request(&m, &ctx, &options()).unwrap().headers;
     assert!(get(&headers, "x-affinity").is_empty());
 
     for (base, expected) in [
@@ -311,7 +307,7 @@ fn headers_url_and_affinity() {
         ("https://gw.example/mistral/v1", "https://gw.example/mistral/v1/chat/completions"),
     ] {
         m.base_url = base.into();
-        assert_eq!(private::build_request(&m, &ctx, &options()).unwrap().0, expected);
+        assert_eq!(private::build_request(&m, &ctx, &options()).unwrap().url, expected);
     }
 }
 

@@ -15,6 +15,7 @@ use llm_core::{
     ReasoningLevel, StreamOptions, Tool, ToolChoice, ToolResultMessage, UserContent,
     UserMessageContent,
 };
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -44,28 +45,13 @@ fn id_char(c: char) -> bool {
 /// (OpenAI rejects longer ids; OpenClaw truncates at 40).
 pub(crate) const ID_RULES: IdRules = IdRules { max_len: 40, min_len: 1, allowed: id_char };
 
-/// A request ready to send. Its `Debug` redacts the auth header.
-#[derive(Clone)]
-pub(crate) struct WireRequest {
-    /// Full URL.
-    pub(crate) url: String,
-    /// Headers, in order, names unique (case-insensitively).
-    pub(crate) headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub(crate) body: Value,
+/// One request as sent, and what decoding its answer needs from the conversion.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// The request (its `Debug` hides the key and prints only the body's size).
+    pub(crate) http: HttpRequest,
     /// Per tool name: how to restore arguments of strict tools.
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
-            .field("body", &self.body)
-            .field("strict_plans", &self.strict_plans.keys())
-            .finish()
-    }
 }
 
 /// Provider options read from `StreamOptions::provider_options`; a value of the wrong type is
@@ -88,19 +74,13 @@ pub(crate) fn endpoint_url(base_url: &str) -> String {
     if base.ends_with(ENDPOINT) { base.to_owned() } else { format!("{base}{ENDPOINT}") }
 }
 
-/// Sets a header, replacing any earlier one with the same name (case-insensitive).
-fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
-}
-
 /// Builds the whole request.
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
     compat: &ResolvedCompat,
-) -> Result<WireRequest, Error> {
+) -> Result<Prepared, Error> {
     let provider = crate::provider_name(model);
     let provider_options: ProviderOptions =
         options.typed_provider_options(&provider, "Chat Completions")?;
@@ -126,26 +106,33 @@ pub(crate) fn build_request(
     let azure = crate::azure::route(model, options, &provider)?;
 
     // Headers: defaults, auth, the model's, session affinity, then the caller's.
-    let mut headers = Vec::new();
-    set_header(&mut headers, "content-type", "application/json");
-    set_header(&mut headers, "accept", "text/event-stream");
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, &provider, "content-type", "application/json")?;
+    insert_header(&mut headers, &provider, "accept", "text/event-stream")?;
     match azure.as_ref().map(|route| route.auth) {
-        Some(crate::azure::Auth::ApiKey) => set_header(&mut headers, "api-key", key.expose()),
-        _ => set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose())),
+        Some(crate::azure::Auth::ApiKey) => {
+            insert_header(&mut headers, &provider, "api-key", key.expose())?
+        }
+        _ => insert_header(
+            &mut headers,
+            &provider,
+            "authorization",
+            &format!("Bearer {}", key.expose()),
+        )?,
     }
     for (name, value) in &model.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, &provider, name, value)?;
     }
     if compat.send_session_affinity_headers
         && options.cache_retention != CacheRetention::None
         && let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty())
     {
         for name in ["session_id", "x-client-request-id", "x-session-affinity"] {
-            set_header(&mut headers, name, session);
+            insert_header(&mut headers, &provider, name, session)?;
         }
     }
     for (name, value) in &options.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, &provider, name, value)?;
     }
 
     let messages = convert_messages(model, context, compat);
@@ -226,12 +213,16 @@ pub(crate) fn build_request(
             body.insert(k, v);
         }
     }
-    Ok(WireRequest {
-        url: azure.map_or_else(|| endpoint_url(&model.base_url), |route| route.url),
-        headers,
-        body: Value::Object(body),
-        strict_plans: tools.strict_plans,
-    })
+    let url = azure.map_or_else(|| endpoint_url(&model.base_url), |route| route.url);
+    let http = HttpRequest::json(&provider, url, headers, &body)?;
+    tracing::debug!(
+        provider = %provider,
+        model = %model.id,
+        tools = body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
+        bytes = http.body.len(),
+        "openai-completions request"
+    );
+    Ok(Prepared { http, strict_plans: tools.strict_plans })
 }
 
 /// `{type:"json_schema", json_schema:{name, description?, schema, strict?}}`; `strict` is

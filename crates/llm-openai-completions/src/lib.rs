@@ -157,23 +157,15 @@ impl WireFormat for OpenAiCompletions {
         let provider = provider_name(model);
         let compat =
             compat::ResolvedCompat::resolve(model, &OpenAiCompletionsCompat::from_model(model)?);
-        let wire = convert::build_request(model, context, options, &compat)?;
-        let http = HttpRequest::json(&provider, wire.url, wire.headers, &wire.body)?;
-        tracing::debug!(
-            provider = %provider,
-            model = %model.id,
-            tools = wire.body.get("tools").and_then(|t| t.as_array()).map_or(0, Vec::len),
-            bytes = http.body.len(),
-            "openai-completions request"
-        );
+        let prepared = convert::build_request(model, context, options, &compat)?;
         let decoder = Arc::new(stream::DecoderConfig {
             provider,
             reasoning_fields: compat.reasoning_fields.clone(),
-            strict_plans: wire.strict_plans,
+            strict_plans: prepared.strict_plans,
             reasoning_tags: compat.reasoning_tags,
             refusal_is_error: options.output.is_some(),
         });
-        Ok(Call { http: Arc::new(http), decoder })
+        Ok(Call { http: Arc::new(prepared.http), decoder })
     }
 
     fn attempt(

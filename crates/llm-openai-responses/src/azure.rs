@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use llm_core::{Error, ErrorKind, Model, StreamOptions};
-use llm_http::Env;
+use llm_http::{Env, HeaderMap, insert_header};
 use reqwest::Url;
 
 use crate::AZURE_PROVIDER;
@@ -188,10 +188,10 @@ pub(crate) fn headers(
     model: &Model,
     options: &StreamOptions,
     env: &Env,
-) -> Result<Vec<(String, String)>, Error> {
-    let mut headers = Vec::new();
-    crate::convert::set_header(&mut headers, "content-type", "application/json");
-    crate::convert::set_header(&mut headers, "accept", "text/event-stream");
+) -> Result<HeaderMap, Error> {
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, AZURE_PROVIDER, "content-type", "application/json")?;
+    insert_header(&mut headers, AZURE_PROVIDER, "accept", "text/event-stream")?;
     let key = options
         .api_key
         .as_ref()
@@ -207,7 +207,7 @@ pub(crate) fn headers(
     let Some(key) = key else {
         if configured_auth {
             for (name, value) in configured {
-                crate::convert::set_header(&mut headers, name, value);
+                insert_header(&mut headers, AZURE_PROVIDER, name, value)?;
             }
             return Ok(headers);
         }
@@ -221,24 +221,24 @@ pub(crate) fn headers(
     };
     match (route.client, route.auth) {
         (Client::OpenAiCompatible, _) => {
-            crate::convert::set_header(&mut headers, "authorization", &format!("Bearer {key}"));
+            insert_header(&mut headers, AZURE_PROVIDER, "authorization", &format!("Bearer {key}"))?;
             for (name, value) in configured {
-                crate::convert::set_header(&mut headers, name, value);
+                insert_header(&mut headers, AZURE_PROVIDER, name, value)?;
             }
         }
         (Client::Azure, Auth::ApiKey) => {
             for (name, value) in configured {
-                crate::convert::set_header(&mut headers, name, value);
+                insert_header(&mut headers, AZURE_PROVIDER, name, value)?;
             }
-            crate::convert::set_header(&mut headers, "api-key", &key);
+            insert_header(&mut headers, AZURE_PROVIDER, "api-key", &key)?;
         }
         (Client::Azure, Auth::Bearer) => {
             // An Entra token: sent as the bearer, never as `api-key` (OpenClaw's bug).
             for (name, value) in configured {
-                crate::convert::set_header(&mut headers, name, value);
+                insert_header(&mut headers, AZURE_PROVIDER, name, value)?;
             }
-            headers.retain(|(name, _)| !name.eq_ignore_ascii_case("api-key"));
-            crate::convert::set_header(&mut headers, "authorization", &format!("Bearer {key}"));
+            headers.remove("api-key");
+            insert_header(&mut headers, AZURE_PROVIDER, "authorization", &format!("Bearer {key}"))?;
         }
     }
     Ok(headers)

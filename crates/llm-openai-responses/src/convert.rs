@@ -12,38 +12,26 @@ use llm_core::{
     ReasoningLevel, StreamOptions, ThinkingContent, Tool, ToolChoice, ToolResultMessage,
     UserContent, UserMessage,
 };
+use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::azure::Route;
-use crate::{OpenAiResponsesCompat, PROVIDER};
+use crate::{AZURE_PROVIDER, OpenAiResponsesCompat, PROVIDER};
 
 /// Default base URL (the endpoint path is appended).
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Endpoint path under the base URL.
 pub(crate) const PATH: &str = "/responses";
 
-/// Everything needed to send one request.
-pub(crate) struct WireRequest {
-    /// Full URL.
-    pub(crate) url: String,
-    /// Headers in send order (the later of two equal names already won).
-    pub(crate) headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub(crate) body: Value,
+/// One request as sent, and what decoding its answer needs from the conversion.
+#[derive(Debug)]
+pub(crate) struct Converted {
+    /// The request (its `Debug` hides the key and prints only the body's size).
+    pub(crate) http: HttpRequest,
     /// Per tool name: how to drop the `null`s a strict tool's call sends for omitted
     /// optional properties (empty unless the tools are sent strict).
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &names)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Parses `model.compat` (absent or `null` = all defaults).
@@ -58,7 +46,7 @@ pub(crate) fn build_request(
     context: &Context,
     options: &StreamOptions,
     azure: Option<(&Route, &llm_http::Env)>,
-) -> Result<WireRequest, Error> {
+) -> Result<Converted, Error> {
     let compat = parse_compat(model)?;
     let headers = match azure {
         Some((route, env)) => crate::azure::headers(route, model, options, env)?,
@@ -76,17 +64,13 @@ pub(crate) fn build_request(
             format!("{}{PATH}", base.trim_end_matches('/'))
         }
     };
-    Ok(WireRequest { url, headers, body, strict_plans })
+    let provider = if azure.is_some() { AZURE_PROVIDER } else { PROVIDER };
+    let http = HttpRequest::json(provider, url, headers, &body)?;
+    Ok(Converted { http, strict_plans })
 }
 
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, PROVIDER, message).with_retryable(false)
-}
-
-/// Sets a header, replacing an earlier one with the same (case-insensitive) name.
-pub(crate) fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
-    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-    headers.push((name.to_owned(), value.to_owned()));
 }
 
 /// Provider defaults, auth, `model.headers`, the session headers, then `options.headers`.
@@ -94,17 +78,22 @@ pub(crate) fn build_headers(
     model: &Model,
     options: &StreamOptions,
     compat: &OpenAiResponsesCompat,
-) -> Result<Vec<(String, String)>, Error> {
-    let mut headers = Vec::new();
-    set_header(&mut headers, "content-type", "application/json");
-    set_header(&mut headers, "accept", "text/event-stream");
+) -> Result<HeaderMap, Error> {
+    let mut headers = HeaderMap::new();
+    insert_header(&mut headers, PROVIDER, "content-type", "application/json")?;
+    insert_header(&mut headers, PROVIDER, "accept", "text/event-stream")?;
     let user_auth = model
         .headers
         .keys()
         .chain(options.headers.keys())
         .any(|k| k.eq_ignore_ascii_case("authorization"));
     match options.api_key.as_ref().filter(|k| !k.expose().is_empty()) {
-        Some(key) => set_header(&mut headers, "authorization", &format!("Bearer {}", key.expose())),
+        Some(key) => insert_header(
+            &mut headers,
+            PROVIDER,
+            "authorization",
+            &format!("Bearer {}", key.expose()),
+        )?,
         None if user_auth => {}
         None => {
             return Err(Error::new(
@@ -116,18 +105,18 @@ pub(crate) fn build_headers(
         }
     }
     for (name, value) in &model.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, PROVIDER, name, value)?;
     }
     if options.cache_retention != CacheRetention::None
         && let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty())
     {
         if compat.send_session_id_header.unwrap_or(true) {
-            set_header(&mut headers, "session_id", session);
+            insert_header(&mut headers, PROVIDER, "session_id", session)?;
         }
-        set_header(&mut headers, "x-client-request-id", session);
+        insert_header(&mut headers, PROVIDER, "x-client-request-id", session)?;
     }
     for (name, value) in &options.headers {
-        set_header(&mut headers, name, value);
+        insert_header(&mut headers, PROVIDER, name, value)?;
     }
     Ok(headers)
 }
@@ -337,7 +326,7 @@ fn map_effort(level: ReasoningLevel, map: &BTreeMap<String, Option<String>>) -> 
 pub(crate) struct ConvertedTools {
     /// Wire tools, sorted.
     pub(crate) wire: Vec<Value>,
-    /// Per tool name: the restore plan of a strict tool (see [`WireRequest::strict_plans`]).
+    /// Per tool name: the restore plan of a strict tool (see [`Converted::strict_plans`]).
     pub(crate) strict_plans: BTreeMap<String, Arc<StrictPlan>>,
 }
 

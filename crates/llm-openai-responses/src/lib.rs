@@ -275,14 +275,12 @@ impl WireFormat for OpenAiResponses {
         let Request { model, context, options, env } = request;
         let azure = self.is_azure(model);
         let route = azure.then(|| azure::resolve(model, options, env)).transpose()?;
-        let wire =
+        let converted =
             convert::build_request(model, context, options, route.as_ref().map(|r| (r, env)))?;
-        let provider = if azure { AZURE_PROVIDER } else { PROVIDER };
-        let http = HttpRequest::json(provider, wire.url, wire.headers, &wire.body)?;
         Ok(Call {
-            http: Arc::new(http),
+            http: Arc::new(converted.http),
             tool_names: Arc::new(context.tools.iter().map(|t| t.name.clone()).collect()),
-            strict_plans: Arc::new(wire.strict_plans),
+            strict_plans: Arc::new(converted.strict_plans),
             refusing: options.output.is_some(),
             deployment: route.map(|route| route.deployment),
         })

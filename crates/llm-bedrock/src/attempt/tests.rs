@@ -38,12 +38,12 @@ fn an_attempt_signs_at_the_time_it_is_given() {
     let unsigned = build(&model, &context, &options, &env, None).unwrap();
     let auth = auth::resolve_auth(&options, &env).unwrap();
     let date = |request: &HttpRequest| {
-        request.headers.iter().find(|(k, _)| k == "x-amz-date").map(|(_, v)| v.clone())
+        request.headers.get("x-amz-date").and_then(|v| v.to_str().ok()).map(str::to_owned)
     };
     let first = sign(&unsigned, auth.clone(), local()).unwrap();
     let later = sign(&unsigned, auth, local() + Duration::from_secs(600)).unwrap();
     assert_eq!(date(&first).as_deref(), Some("20260101T000000Z"));
     assert_eq!(date(&later).as_deref(), Some("20260101T001000Z"));
     assert_eq!(first.body, later.body, "the body is converted once");
-    assert!(unsigned.http.headers.iter().all(|(k, _)| k != "authorization"));
+    assert!(!unsigned.http.headers.contains_key("authorization"));
 }

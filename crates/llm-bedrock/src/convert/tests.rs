@@ -24,8 +24,31 @@ fn model(id: &str) -> Model {
 
 const SONNET45: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 
-fn build(model: &Model, context: &Context, options: &StreamOptions) -> WireRequest {
+fn build(model: &Model, context: &Context, options: &StreamOptions) -> Sent {
     build_request(model, context, options, &no_env, None).unwrap()
+}
+
+/// A built request as the tests read it: the body as sent, parsed back (key order kept).
+#[derive(Debug)]
+struct Sent {
+    url: String,
+    body: Value,
+    region: String,
+}
+
+fn build_request(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    env: Env<'_>,
+    profile_region: Option<String>,
+) -> Result<Sent, Error> {
+    let unsigned = super::build_request(model, context, options, env, profile_region)?;
+    Ok(Sent {
+        url: unsigned.http.url,
+        body: serde_json::from_slice(&unsigned.http.body).unwrap(),
+        region: unsigned.region,
+    })
 }
 
 fn user(text: &str) -> Message {
@@ -487,10 +510,17 @@ fn headers_merge_caller_last_and_debug_redacts() {
         headers: [("Accept".to_owned(), "custom".to_owned())].into(),
         ..StreamOptions::default()
     };
-    let mut request = build(&m, &Context::default(), &options);
-    assert!(request.headers.contains(&("Accept".to_owned(), "custom".to_owned())));
-    assert!(request.headers.contains(&("x-model".to_owned(), "1".to_owned())));
-    request.headers.push(("authorization".into(), "Bearer secret-token-value".into()));
+    let mut request =
+        super::build_request(&m, &Context::default(), &options, &no_env, None).unwrap().http;
+    assert_eq!(request.headers.get_all("accept").iter().collect::<Vec<_>>(), ["custom"]);
+    assert_eq!(request.headers.get("x-model").unwrap(), "1");
+    llm_http::insert_header(
+        &mut request.headers,
+        "test",
+        "authorization",
+        "Bearer secret-token-value",
+    )
+    .unwrap();
     assert!(!format!("{request:?}").contains("secret-token-value"));
 }
 

@@ -68,7 +68,7 @@ fn only_an_opaque_profile_wanting_cache_points_is_looked_up() {
 }
 
 fn header<'a>(request: &'a HttpRequest, name: &str) -> Option<&'a str> {
-    request.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    request.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 const OPAQUE_PATH: &str = "/inference-profiles/arn%3Aaws%3Abedrock%3Aus-west-2%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3";

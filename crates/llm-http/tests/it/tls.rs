@@ -88,7 +88,7 @@ async fn send_to(transport: &HttpTransport, port: u16) -> Result<Vec<u8>, Error>
     let request = Arc::new(HttpRequest {
         method: reqwest::Method::POST,
         url: format!("https://127.0.0.1:{port}/v1/x"),
-        headers: vec![("x-api-key".into(), "sk-tls-test".into())],
+        headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
         body: bytes::Bytes::from_static(b"{}"),
     });
     let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =

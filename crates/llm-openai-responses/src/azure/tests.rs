@@ -162,8 +162,8 @@ fn deployment_map_follows_openclaw_parsing() {
     assert_eq!(route(base, json!({}), &no_entry).unwrap().deployment, "gpt-5");
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+fn header<'a>(headers: &'a llm_http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 #[test]

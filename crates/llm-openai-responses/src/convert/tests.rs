@@ -63,7 +63,12 @@ fn result(id: &str, name: &str, text: &str) -> Message {
 }
 
 fn body(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    build_request(model, context, options, None).unwrap().body
+    sent_body(&build_request(model, context, options, None).unwrap())
+}
+
+/// The body as sent, read back as JSON (key order kept).
+fn sent_body(converted: &Converted) -> Value {
+    serde_json::from_slice(&converted.http.body).unwrap()
 }
 
 #[test]
@@ -193,7 +198,7 @@ fn request_body_shape_and_determinism() {
         )],
     };
     let request = build_request(&model(), &context, &options, None).unwrap();
-    assert_eq!(request.url, "https://api.openai.com/v1/responses");
+    assert_eq!(request.http.url, "https://api.openai.com/v1/responses");
     let expected = json!({
         "model": "gpt-5.4",
         "input": [
@@ -214,11 +219,9 @@ fn request_body_shape_and_determinism() {
         "reasoning": {"effort": "high", "summary": "auto"},
         "include": ["reasoning.encrypted_content"]
     });
-    assert_eq!(request.body, expected);
-    let first = serde_json::to_vec(&request.body).unwrap();
-    let second =
-        serde_json::to_vec(&build_request(&model(), &context, &options, None).unwrap().body)
-            .unwrap();
+    assert_eq!(sent_body(&request), expected);
+    let first = request.http.body.to_vec();
+    let second = build_request(&model(), &context, &options, None).unwrap().http.body;
     assert_eq!(first, second);
     // Key order is the insertion order, not alphabetical.
     let text = String::from_utf8(first).unwrap();
@@ -273,26 +276,24 @@ fn headers_auth_session_and_user_headers_last() {
     o.session_id = Some("sess".into());
     o.headers.insert("X-Model".into(), "user".into());
     let headers = build_headers(&m, &o, &OpenAiResponsesCompat::default()).unwrap();
-    let get = |name: &str| {
-        headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    };
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     assert_eq!(get("authorization"), Some("Bearer test-key"));
     assert_eq!(get("content-type"), Some("application/json"));
     assert_eq!(get("accept"), Some("application/json"));
     assert_eq!(get("session_id"), Some("sess"));
     assert_eq!(get("x-client-request-id"), Some("sess"));
     assert_eq!(get("x-model"), Some("user"));
-    assert_eq!(headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("x-model")).count(), 1);
+    assert_eq!(headers.get_all("x-model").iter().count(), 1);
 
     o.cache_retention = CacheRetention::None;
     let headers = build_headers(&m, &o, &OpenAiResponsesCompat::default()).unwrap();
-    assert!(!headers.iter().any(|(k, _)| k == "session_id" || k == "x-client-request-id"));
+    assert!(!headers.contains_key("session_id") && !headers.contains_key("x-client-request-id"));
     o.cache_retention = CacheRetention::Short;
     let compat =
         OpenAiResponsesCompat { send_session_id_header: Some(false), ..Default::default() };
     let headers = build_headers(&m, &o, &compat).unwrap();
-    assert!(!headers.iter().any(|(k, _)| k == "session_id"));
-    assert!(headers.iter().any(|(k, _)| k == "x-client-request-id"));
+    assert!(!headers.contains_key("session_id"));
+    assert!(headers.contains_key("x-client-request-id"));
 
     let error = build_headers(&m, &StreamOptions::default(), &compat).unwrap_err();
     assert_eq!(error.kind, ErrorKind::Auth);
@@ -528,7 +529,7 @@ fn tool_choice() {
     let with = |choice: ToolChoice, ctx: &Context| {
         let mut o = options();
         o.tool_choice = Some(choice);
-        build_request(&model(), ctx, &o, None).map(|r| r.body)
+        build_request(&model(), ctx, &o, None).map(|r| sent_body(&r))
     };
     assert_eq!(with(ToolChoice::Auto, &context).unwrap()["tool_choice"], json!("auto"));
     assert_eq!(with(ToolChoice::Required, &context).unwrap()["tool_choice"], json!("required"));
@@ -612,7 +613,7 @@ fn person() -> llm_core::OutputFormat {
 #[test]
 fn an_output_format_is_a_strict_text_format() {
     let strict = StreamOptions { output: Some(person()), ..options() };
-    let body = build_request(&model(), &Context::default(), &strict, None).unwrap().body;
+    let body = sent_body(&build_request(&model(), &Context::default(), &strict, None).unwrap());
     assert_eq!(
         body["text"],
         json!({"format": {
@@ -628,7 +629,7 @@ fn an_output_format_is_a_strict_text_format() {
         }})
     );
     let loose = StreamOptions { output: Some(person().with_strict(false)), ..options() };
-    let body = build_request(&model(), &Context::default(), &loose, None).unwrap().body;
+    let body = sent_body(&build_request(&model(), &Context::default(), &loose, None).unwrap());
     assert_eq!(body["text"]["format"]["schema"], person().schema);
     assert_eq!(body["text"]["format"]["strict"], json!(false));
 }

@@ -19,8 +19,9 @@ use crate::{INFO, PROVIDER};
 pub(crate) struct WireRequest {
     /// The full URL (never with a key in it).
     pub(crate) url: String,
-    /// Provider defaults, then auth, then the model's, then the caller's headers.
-    pub(crate) headers: Vec<(String, String)>,
+    /// Provider defaults, then auth, then the model's, then the caller's headers (the key
+    /// marked sensitive).
+    pub(crate) headers: llm_http::HeaderMap,
     /// The JSON body, built with `serde_json::Map` so its bytes are deterministic.
     pub(crate) body: Value,
 }
@@ -29,7 +30,7 @@ impl std::fmt::Debug for WireRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WireRequest")
             .field("url", &self.url)
-            .field("headers", &llm_http::RedactedHeaders(&self.headers))
+            .field("headers", &self.headers)
             .field("body", &self.body)
             .finish()
     }
@@ -48,13 +49,17 @@ pub(crate) fn build_request(
     };
     // A format this model cannot carry is an error, never a request without it.
     let output = llm_core::output::plan(&INFO, PROVIDER, model, context, options, false)?;
-    let mut headers = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("accept".to_owned(), "text/event-stream".to_owned()),
-        ("authorization".to_owned(), format!("Bearer {}", key.expose())),
+    let bearer = format!("Bearer {}", key.expose());
+    let defaults = [
+        ("content-type", "application/json"),
+        ("accept", "text/event-stream"),
+        ("authorization", bearer.as_str()),
     ];
-    headers.extend(model.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    headers.extend(options.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let configured = model.headers.iter().chain(&options.headers);
+    let headers = llm_http::header_map(
+        PROVIDER,
+        defaults.into_iter().chain(configured.map(|(k, v)| (k.as_str(), v.as_str()))),
+    )?;
 
     let mut body = Map::new();
     body.insert("model".to_owned(), json!(model.id));
