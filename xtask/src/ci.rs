@@ -154,7 +154,17 @@ fn run_cargo(
 /// package against the others' packages. Dirty trees are allowed so the gate also runs on
 /// uncommitted work; CI's clone is clean.
 fn package(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> {
-    let mut args = vec!["package".to_owned(), "--allow-dirty".to_owned()];
+    // A target directory of its own: there every build of a workspace crate is one of its
+    // packages, and cargo never rebuilds a registry crate whose version it has built, so
+    // those builds are removed first (the other dependencies stay built).
+    let target = root.join("target/package-check");
+    let mut args = vec![
+        "package".to_owned(),
+        "--allow-dirty".to_owned(),
+        "--target-dir".to_owned(),
+        target.display().to_string(),
+    ];
+    let mut names = Vec::new();
     for package in workspace_packages(cargo, root)? {
         let unpublished = package
             .get("publish")
@@ -163,12 +173,66 @@ fn package(cargo: &str, root: &Path) -> Result<std::result::Result<(), String>> 
         if let Some(name) = package.get("name").and_then(|n| n.as_str())
             && !unpublished
         {
+            let version = package.get("version").and_then(|v| v.as_str()).unwrap_or_default();
+            forget_unpacked(name, version);
+            names.push(name.to_owned());
             args.extend(["-p".to_owned(), name.to_owned()]);
         }
     }
+    forget_built(&target, &names);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     println!("--> cargo {}", args.join(" "));
     run_cargo(cargo, root, &[], &args)
+}
+
+/// Removes earlier packages of `name` `version` that cargo unpacked from its local package
+/// registries (`$CARGO_HOME/registry/src/-<hash>/`). Cargo never unpacks a registry crate
+/// twice, and the version does not change between commits: a package verified once would
+/// otherwise be built from its old contents on every later run on the same machine.
+fn forget_unpacked(name: &str, version: &str) {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    let Some(sources) = home.map(|h| h.join("registry/src")) else { return };
+    let Ok(registries) = std::fs::read_dir(&sources) else { return };
+    for registry in registries.flatten() {
+        // Local registries have no host name: `-<hash>`; crates.io's is `index.crates.io-<hash>`.
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let unpacked = registry.path().join(format!("{name}-{version}"));
+        if unpacked.is_dir() {
+            let _ = std::fs::remove_dir_all(&unpacked);
+        }
+    }
+}
+
+/// Removes every build of the crates `names` from the target directory `target`.
+fn forget_built(target: &Path, names: &[String]) {
+    let prefixes: Vec<String> = names
+        .iter()
+        .flat_map(|n| {
+            [
+                format!("{n}-"),
+                format!("lib{}-", n.replace('-', "_")),
+                format!("{}-", n.replace('-', "_")),
+            ]
+        })
+        .collect();
+    for dir in [".fingerprint", "deps", "build"] {
+        let Ok(entries) = std::fs::read_dir(target.join("debug").join(dir)) else { continue };
+        for entry in entries.flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if prefixes.iter().any(|p| file.starts_with(p.as_str())) {
+                let path = entry.path();
+                let _ = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+            }
+        }
+    }
 }
 
 /// The workspace's packages, as `cargo metadata --no-deps` describes them.
