@@ -910,6 +910,10 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     }
 }
 
+/// At most this many of a call's own progress updates are forwarded live (a
+/// chatty tool does not fill the process's queue of live events).
+const PROGRESS_PER_CALL: usize = 256;
+
 /// Where a step's live events go: the sink, the session and the step's name.
 type LiveStep = (Arc<LiveSink>, String, String);
 
@@ -918,6 +922,15 @@ enum WaveSlot {
     Waiting(Box<(Option<AgentTool>, ToolInvocation, Option<LiveStep>)>),
     Running(AbortOnDrop),
     Taken,
+}
+
+/// Closes a call's progress sink when dropped.
+struct CloseOnDrop(ProgressSink);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// A running call's task, aborted if the wave is dropped unfinished.
@@ -938,15 +951,33 @@ fn start_from(tasks: &Mutex<Vec<WaveSlot>>, i: usize, timeout: Duration) -> Opti
             let WaveSlot::Waiting(waiting) = std::mem::replace(slot, WaveSlot::Taken) else {
                 continue;
             };
-            let (tool, invocation, live) = *waiting;
+            let (tool, mut invocation, live) = *waiting;
             // The call's attempt opens when it starts running (its live
-            // `attempt_start`) and ends with its answer.
-            let attempt =
-                live.map(|(sink, session, step)| AttemptEvents::open(sink, session, step));
+            // `attempt_start`) and ends with its answer; the tool's own
+            // progress updates go to it in between.
+            let attempt = live.map(|(sink, session, step)| {
+                Arc::new(Mutex::new(AttemptEvents::open(sink, session, step)))
+            });
+            if let Some(attempt) = &attempt {
+                let attempt = attempt.clone();
+                invocation.progress =
+                    ProgressSink::from_callback(PROGRESS_PER_CALL, move |partial: ToolOutput| {
+                        let fields = serde_json::to_value(partial).unwrap_or_default();
+                        attempt
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .send("tool_progress", fields);
+                    });
+            }
+            // Closed when the call ends or its task is aborted: no update follows
+            // the result, even from a thread the tool left running, and the
+            // attempt's `attempt_end` is not held back by the tool's copy.
+            let progress = CloseOnDrop(invocation.progress.clone());
             let running = async move {
                 let result = run_tool(tool, invocation, timeout).await;
-                if let Some(mut attempt) = attempt {
-                    attempt.send(
+                drop(progress);
+                if let Some(attempt) = attempt {
+                    attempt.lock().unwrap_or_else(PoisonError::into_inner).send(
                         "tool_result",
                         serde_json::json!({"isError": result.error.is_some()}),
                     );

@@ -451,12 +451,7 @@ impl AgentSession {
         ctx: SharedObjectContext<'_>,
         call_id: Json<String>,
     ) -> Result<(), HandlerError> {
-        let decision = Decision { call_id: call_id.0, deny: None };
-        ctx.object_client::<SessionApprovalsClient>(ctx.key())
-            .decide(Json(decision))
-            .call()
-            .await?;
-        Ok(())
+        decide(&ctx, Decision { call_id: call_id.0, deny: None }).await
     }
 
     /// Denies a waiting call: `{"callId": ..., "reason": ...}`; fails as `approve`.
@@ -467,12 +462,7 @@ impl AgentSession {
         request: Json<DenyRequest>,
     ) -> Result<(), HandlerError> {
         let DenyRequest { call_id, reason } = request.0;
-        let decision = Decision { call_id, deny: Some(reason.unwrap_or_default()) };
-        ctx.object_client::<SessionApprovalsClient>(ctx.key())
-            .decide(Json(decision))
-            .call()
-            .await?;
-        Ok(())
+        decide(&ctx, Decision { call_id, deny: Some(reason.unwrap_or_default()) }).await
     }
 
     /// The session's stored messages from index `from` on: what a worker
@@ -495,6 +485,13 @@ impl AgentSession {
     ) -> Result<Json<Vec<Message>>, HandlerError> {
         Ok(Json(load_transcript!(&ctx).await?.0))
     }
+}
+
+/// Hands a decision to the session's approvals object, which resolves the
+/// waiting call or refuses with [`NOT_WAITING`].
+async fn decide(ctx: &SharedObjectContext<'_>, decision: Decision) -> Result<(), HandlerError> {
+    ctx.object_client::<SessionApprovalsClient>(ctx.key()).decide(Json(decision)).call().await?;
+    Ok(())
 }
 
 /// The body of `deny`.

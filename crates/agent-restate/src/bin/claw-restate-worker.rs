@@ -174,10 +174,18 @@ struct Hold {
 }
 
 /// A blocking tool: holds its thread (as a synchronous library call would),
-/// declared `blocking` so it runs on the blocking pool.
+/// declared `blocking` so it runs on the blocking pool; reports its progress
+/// every 500 ms.
 fn hold_tool() -> AgentTool {
-    AgentTool::typed("hold", "Holds its thread for a while", |args: Hold, _inv: ToolInvocation| {
-        std::thread::sleep(Duration::from_millis(args.ms.min(60_000)));
+    AgentTool::typed("hold", "Holds its thread for a while", |args: Hold, inv: ToolInvocation| {
+        let total = args.ms.min(60_000);
+        let mut held = 0;
+        while held < total {
+            let pause = (total - held).min(500);
+            std::thread::sleep(Duration::from_millis(pause));
+            held += pause;
+            inv.progress.update(ToolOutput::text(format!("held {held} of {total} ms")));
+        }
         std::future::ready(Ok(ToolOutput::text(format!("held {} ms", args.ms))))
     })
     .blocking()

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::harness::{
     Arrival, Balancer, LoopbackProvider, RestateServer, Scratch, TestResult, free_port,
-    restate_binary, start_worker, wait_listening,
+    registered_worker, restate_binary, start_worker, wait_listening,
 };
 
 pub(crate) fn transcript(value: Value) -> TestResult<Vec<Message>> {
@@ -64,9 +64,8 @@ async fn a_session_runs_tools_keeps_its_transcript_and_takes_steering() -> TestR
     let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
         return Ok(());
     };
-    let _worker = start_worker(addr, &provider.base_url, &workspace.0, 1500)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let _worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 1500, &[]).await?;
     let http = reqwest::Client::new();
 
     let reply = server.call(&http, "s1", "message", &json!("hello")).await?;
@@ -122,9 +121,8 @@ async fn a_killed_worker_resumes_and_completed_tools_ran_exactly_once() -> TestR
     };
     // Hold every model request, so that a kill lands inside one.
     provider.delay_ms.store(1500, Ordering::SeqCst);
-    let mut worker = start_worker(addr, &provider.base_url, &workspace.0, 800)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let mut worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 800, &[]).await?;
     let http = reqwest::Client::new();
     let call = {
         let (ingress, http) = (server.ingress.clone(), http.clone());
@@ -263,9 +261,8 @@ async fn restate_cancel_aborts_the_run_at_the_next_step_and_keeps_a_valid_transc
         return Ok(());
     };
     provider.delay_ms.store(1000, Ordering::SeqCst);
-    let _worker = start_worker(addr, &provider.base_url, &workspace.0, 200)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let _worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 200, &[]).await?;
     let http = reqwest::Client::new();
     let sent: Value = http
         .post(format!("{}/AgentSession/cancel-me/message/send", server.ingress))

@@ -267,6 +267,51 @@ pub(crate) fn start_worker_with(
     Ok(Proc(child))
 }
 
+/// A worker (as [`start_worker_with`]) listening on `addr` and registered with `server`.
+pub(crate) async fn registered_worker(
+    server: &RestateServer,
+    addr: SocketAddr,
+    provider: &str,
+    workspace: &Path,
+    tool_delay_ms: u64,
+    extra: &[(&str, String)],
+) -> TestResult<Proc> {
+    let worker = start_worker_with(addr, provider, workspace, tool_delay_ms, extra)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    Ok(worker)
+}
+
+/// Sends `text` to the session without waiting: the invocation id.
+pub(crate) async fn send(
+    http: &reqwest::Client,
+    ingress: &str,
+    session: &str,
+    text: &str,
+) -> TestResult<String> {
+    let sent: Value = http
+        .post(format!("{ingress}/AgentSession/{session}/message/send"))
+        .json(&json!(text))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned())
+}
+
+/// Waits (at most 120 s) for the invocation's end: its HTTP status and body.
+pub(crate) async fn attach(
+    http: &reqwest::Client,
+    ingress: &str,
+    id: &str,
+) -> TestResult<(reqwest::StatusCode, String)> {
+    let attach = http.get(format!("{ingress}/restate/invocation/{id}/attach")).send();
+    let finished = tokio::time::timeout(Duration::from_secs(120), attach).await??;
+    let status = finished.status();
+    Ok((status, finished.text().await?))
+}
+
 /// Waits until something accepts connections on `addr`.
 pub(crate) async fn wait_listening(addr: SocketAddr) -> TestResult {
     let deadline = Instant::now() + Duration::from_secs(30);
