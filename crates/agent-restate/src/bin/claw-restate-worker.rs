@@ -39,9 +39,11 @@
 //!   sequential, one call at a time).
 //! * `CLAW_INGRESS_URL`: the Restate ingress (comma-separated for several
 //!   nodes) a turn reads the stored messages it lacks from
-//!   (`SessionParts::ingress`); set, the session's state is also read lazily.
-//! * `CLAW_JOURNAL_RETENTION_S`: keep a finished invocation's journal this long
-//!   (the tests measure journals through the admin API).
+//!   (`SessionParts::ingress`); set, the state of the session and of its events
+//!   object is also read lazily.
+//! * `CLAW_JOURNAL_RETENTION_S`: keep a finished invocation's journal (of a
+//!   session or its events object) this long (the tests measure journals
+//!   through the admin API).
 //! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
 //!   (`{"city": string, "celsius": number}`), asked on a final turn.
 
@@ -359,11 +361,17 @@ fn main() -> ExitCode {
     if let Some(retention) = journal_retention {
         session_options = session_options.journal_retention(retention);
     }
+    // The events object's handlers read a few entries of its state each:
+    // lazy state, so Restate does not send every kept event with every call.
+    let mut events_options = ServiceOptions::new().enable_lazy_state(lazy_state);
+    if let Some(retention) = journal_retention {
+        events_options = events_options.journal_retention(retention);
+    }
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)
         .bind(SessionApprovals)
-        .bind(SessionEvents);
+        .bind(SessionEvents.into_service_definition().options(events_options));
     for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty())
     {
         builder = match builder.identity_key(key) {

@@ -221,7 +221,19 @@ impl RestateServer {
         handler: &str,
         body: &Value,
     ) -> TestResult<Value> {
-        let request = http.post(format!("{}/AgentSession/{key}/{handler}", self.ingress));
+        self.call_object(http, "AgentSession", key, handler, body).await
+    }
+
+    /// Calls `<object>/<key>/<handler>` through the ingress and returns the JSON reply.
+    pub(crate) async fn call_object(
+        &self,
+        http: &reqwest::Client,
+        object: &str,
+        key: &str,
+        handler: &str,
+        body: &Value,
+    ) -> TestResult<Value> {
+        let request = http.post(format!("{}/{object}/{key}/{handler}", self.ingress));
         // A handler without input takes an empty body.
         let request = if body.is_null() { request } else { request.json(body) };
         let response = request.send().await?;

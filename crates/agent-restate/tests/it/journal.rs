@@ -10,7 +10,10 @@ use agent_core::check_tool_results;
 use serde_json::{Value, json};
 
 use crate::durable::{next_arrival, setup_one_worker, transcript};
-use crate::harness::{RestateServer, TestResult, free_port, start_worker_with, wait_listening};
+use crate::harness::{
+    RestateServer, TestResult, attach, free_port, registered_worker, start_worker_with,
+    wait_listening,
+};
 
 const TURNS: usize = 16;
 
@@ -152,5 +155,69 @@ async fn a_turns_journal_holds_its_new_messages_not_the_whole_session() -> TestR
     }
     assert_eq!(provider.requests.load(Ordering::SeqCst), 2 * TURNS as u64);
     drop(worker);
+    Ok(())
+}
+
+/// Pushes `batches` batches of 64 live events to a session's events object
+/// (past what it keeps) and returns each `push_live` invocation's journal size:
+/// what one call costs the server as the kept list grows.
+async fn push_live_journals(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    batches: u64,
+) -> TestResult<Vec<(u64, u64)>> {
+    let mut sizes = Vec::new();
+    for b in 0..batches {
+        let events: Vec<Value> = (0..64)
+            .map(|i| json!({"type": "text_delta", "step": "model-request 0", "attempt": "a1", "seq": b * 64 + i, "delta": "0123456789abcdef"}))
+            .collect();
+        let sent: Value = http
+            .post(format!("{}/SessionEvents/grow/push_live/send", server.ingress))
+            .json(&events)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let id = sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned();
+        let (status, body) = attach(http, &server.ingress, &id).await?;
+        assert!(status.is_success(), "push_live: HTTP {status}: {body}");
+        sizes.push(journal_size(server, http, &id).await?);
+    }
+    Ok(sizes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_push_costs_the_same_whatever_the_events_kept() -> TestResult {
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let env = [
+        ("CLAW_INGRESS_URL", server.ingress.clone()),
+        ("CLAW_JOURNAL_RETENTION_S", "3600".to_owned()),
+    ];
+    let _worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
+    let http = reqwest::Client::new();
+    // 48 batches of 64: 3072 events, past the 2048 kept.
+    let sizes = push_live_journals(&server, &http, 48).await?;
+    println!("push_live journal per batch of 64 events (entries, bytes): {sizes:?}");
+    let (_, first) = sizes[0];
+    for (b, &(_, bytes)) in sizes.iter().enumerate() {
+        assert!(bytes <= 2 * first, "batch {b} costs {bytes} bytes, the first {first}: {sizes:?}");
+    }
+    // Every event is read back once, numbered without gaps, the oldest dropped.
+    let page: Value =
+        server.call_object(&http, "SessionEvents", "grow", "read_live", &json!(0)).await?;
+    let seqs: Vec<u64> = page["events"]
+        .as_array()
+        .ok_or("no events")?
+        .iter()
+        .filter_map(|e| e[0].as_u64())
+        .collect();
+    assert_eq!(page["last"], 48 * 64);
+    let first_kept = seqs.first().copied().ok_or("nothing kept")?;
+    assert_eq!(seqs, (first_kept..=48 * 64).collect::<Vec<u64>>());
+    assert!(seqs.len() >= 2048 - 64 && seqs.len() <= 2048, "{} kept", seqs.len());
     Ok(())
 }
