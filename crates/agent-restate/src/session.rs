@@ -10,6 +10,7 @@ use llm_core::validation::ValidatorCache;
 use llm_core::{AssistantContent, Message, now_millis};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use crate::cache::{CACHE_BUDGET, Cached, EMPTY_DIGEST, TranscriptCache, chain};
 use crate::driver::{Driver, StepLimits};
@@ -382,9 +383,12 @@ impl AgentSession {
             let ingress = parts_ingress.clone();
             driver.live = Some(self.live.get_or_init(|| LiveSink::start(ingress)).clone());
         }
-        driver.take_steering().await?;
-        driver.feed(Input::Start(vec![Message::user(text.0)]));
-        driver.run().await?;
+        // What the run does (its turns, requests and calls) nests beneath its span.
+        let span = driver.span.clone();
+        driver.take_steering().instrument(span.clone()).await?;
+        span.in_scope(|| driver.feed(Input::Start(vec![Message::user(text.0)])));
+        driver.run().instrument(span).await?;
+        driver.end_spans();
         driver.flush_events();
         driver.withdraw_approvals();
 

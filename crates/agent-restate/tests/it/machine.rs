@@ -52,7 +52,7 @@ const PARALLEL_DELAY_MS: u64 = 2000;
 /// Sends a decision (`approve` or `deny`) until a call waits for it: the call
 /// registers itself with a one-way call after its hook's step, and the server
 /// may still be taking its partitions back after a restart.
-async fn decide_when_waiting(
+pub(crate) async fn decide_when_waiting(
     server: &RestateServer,
     http: &reqwest::Client,
     key: &str,
