@@ -246,6 +246,17 @@ macro_rules! load_transcript {
                     messages, envelope, false,
                 ));
             }
+            load_legacy!($ctx).await
+        }
+    };
+}
+
+/// Reads a session that has no envelope: a transcript stored whole by the
+/// previous version (`true`), or none (a new session). One state read, the
+/// only one a session's first turn has more than its later turns.
+macro_rules! load_legacy {
+    ($ctx:expr) => {
+        async {
             let legacy: Vec<Message> = $ctx
                 .get::<Json<Vec<Message>>>(TRANSCRIPT_KEY)
                 .await?
@@ -258,7 +269,11 @@ macro_rules! load_transcript {
                 digest: None,
             };
             let legacy_found = !legacy.is_empty();
-            Ok((legacy, envelope, legacy_found))
+            Ok::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>((
+                legacy,
+                envelope,
+                legacy_found,
+            ))
         }
     };
 }
@@ -333,7 +348,8 @@ impl AgentSession {
                 (loaded.messages, envelope, false)
             }
             Some(envelope) => (load_messages!(&ctx, 0, envelope.count).await?, envelope, false),
-            None => load_transcript!(&ctx).await?,
+            // The envelope was just read: only the previous layout is left to look for.
+            None => load_legacy!(&ctx).await?,
         };
         if envelope.bytes > parts.transcript_budget {
             return Err(TerminalError::new(format!(

@@ -144,6 +144,9 @@ async fn a_turns_journal_holds_its_new_messages_not_the_whole_session() -> TestR
         assert_eq!(entries, first_entries, "turn {t}: {incremental:?}");
         assert!(bytes <= first_bytes + 64, "turn {t}: {incremental:?}");
     }
+    // A session's first turn reads the envelope once and finds none, then
+    // looks for a transcript of the previous layout: one read (2 entries) more.
+    assert_eq!(incremental[0].0, first_entries + 2, "{incremental:?}");
     // Through the journal: two entries more per turn (the messages read).
     let (last_entries, _) = through_journal[TURNS - 1];
     assert_eq!(last_entries, through_journal[1].0 + 2 * (TURNS as u64 - 2), "{through_journal:?}");
