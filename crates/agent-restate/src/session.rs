@@ -848,7 +848,7 @@ impl RingWriter {
         let index = (seq - 1) / EVENT_CHUNK;
         if self.chunk.as_ref().is_none_or(|(open, _)| *open != index) {
             self.flush(ctx);
-            let events = if (seq - 1) % EVENT_CHUNK == 0 {
+            let events = if (seq - 1).is_multiple_of(EVENT_CHUNK) {
                 Vec::new()
             } else {
                 let chunk: Chunk = ctx
