@@ -831,7 +831,7 @@ impl RingWriter {
         }
         ctx.clear(ring.legacy_list);
         for (seq, event) in kept {
-            writer.last = seq - 1;
+            writer.last = seq.saturating_sub(1);
             writer.push(ctx, event).await?;
         }
         writer.last = last;
@@ -856,7 +856,10 @@ impl RingWriter {
                     .await?
                     .map(|j: Json<_>| j.0)
                     .unwrap_or_default();
-                chunk.into_iter().filter(|(s, _)| (*s - 1) / EVENT_CHUNK == index).collect()
+                chunk
+                    .into_iter()
+                    .filter(|(s, _)| *s > 0 && (*s - 1) / EVENT_CHUNK == index)
+                    .collect()
             };
             self.chunk = Some((index, events));
         }
@@ -894,6 +897,11 @@ pub struct EventPage {
 /// its run's events with a one-way call, which is a journal entry of the run,
 /// so a replay does not send it again and a follower never sees an event twice.
 /// Followers poll `read` with the last number they saw.
+///
+/// Events are kept in chunks of [`EVENT_CHUNK`], one state entry each, so a
+/// call touches one or two chunks whatever the number kept; bind the object
+/// with lazy state (`ServiceOptions::enable_lazy_state`), or Restate sends
+/// every kept chunk with every call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionEvents;
 

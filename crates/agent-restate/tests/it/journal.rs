@@ -224,3 +224,50 @@ async fn a_live_push_costs_the_same_whatever_the_events_kept() -> TestResult {
     assert!(seqs.len() >= 2048 - 64 && seqs.len() <= 2048, "{} kept", seqs.len());
     Ok(())
 }
+
+/// Bytes of `value` as JSON, as the admin API's state edit takes them.
+fn state_bytes(value: &Value) -> Value {
+    json!(value.to_string().into_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_stored_as_one_list_are_read_and_moved_into_the_ring() -> TestResult {
+    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(());
+    };
+    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
+    let _worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
+    let http = reqwest::Client::new();
+    // The previous layout: every kept event in one list, the live events' last number apart.
+    let old_events = json!([[1, {"type": "agent_start"}], [2, {"type": "turn_start"}]]);
+    let old_live = json!([[1, {"type": "attempt_start", "step": "s", "attempt": "a0", "seq": 0}]]);
+    let edit = json!({
+        "object_key": "old",
+        "new_state": {
+            "events": state_bytes(&old_events),
+            "live": state_bytes(&old_live),
+            "live.seq": state_bytes(&json!(1)),
+        }
+    });
+    let edited = http
+        .post(format!("{}/services/SessionEvents/state", server.admin))
+        .json(&edit)
+        .send()
+        .await?;
+    assert!(edited.status().is_success(), "state edit: {}", edited.text().await?);
+    let read = async |handler: &str, after: u64| {
+        server.call_object(&http, "SessionEvents", "old", handler, &json!(after)).await
+    };
+    let page = read("read", 0).await?;
+    assert_eq!(page["events"], old_events);
+    assert_eq!(page["last"], 2);
+    assert_eq!(read("read", 1).await?["events"], json!([[2, {"type": "turn_start"}]]));
+    // A live push moves the list into the ring and numbers on from it.
+    let next = json!({"type": "attempt_end", "step": "s", "attempt": "a0", "seq": 1});
+    server.call_object(&http, "SessionEvents", "old", "push_live", &json!([next])).await?;
+    let page = read("read_live", 0).await?;
+    assert_eq!(page["events"], json!([old_live[0], [2, next]]));
+    assert_eq!(page["last"], 2);
+    Ok(())
+}

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_core::{AgentConfig, AgentHooks, AgentTool, BeforeToolCall, CallInfo, ToolOutput};
 use agent_restate::{AgentSession, SessionApprovals, SessionEvents, SessionInbox, SessionParts};
@@ -23,7 +23,7 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::durable::setup_one_worker;
-use crate::harness::{TestResult, attach, send, wait_listening};
+use crate::harness::{RestateServer, TestResult, attach, send, wait_listening};
 use crate::machine::decide_when_waiting;
 
 /// The provider key the worker sends: it must appear in no span.
@@ -134,6 +134,33 @@ fn serve_in_process(addr: SocketAddr, provider_url: &str, ingress: &str) {
     tokio::spawn(HttpServer::new(endpoint).listen_and_serve(addr));
 }
 
+/// Waits (at most 60 s) until Restate reports the invocation suspended.
+async fn wait_until_suspended(
+    server: &RestateServer,
+    http: &reqwest::Client,
+    id: &str,
+) -> TestResult {
+    let query = json!({"query": format!("SELECT status FROM sys_invocation WHERE id = '{id}'")});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows: Value = http
+            .post(format!("{}/query", server.admin))
+            .header("accept", "application/json")
+            .json(&query)
+            .send()
+            .await?
+            .json()
+            .await?;
+        if rows["rows"][0]["status"] == "suspended" {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the invocation was never suspended: {rows}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// One thread: the worker's tasks run where the subscriber is installed.
 #[tokio::test(flavor = "current_thread")]
 async fn durable_steps_emit_the_genai_spans_once_beneath_their_run_and_turn() -> TestResult {
@@ -150,9 +177,8 @@ async fn durable_steps_emit_the_genai_spans_once_beneath_their_run_and_turn() ->
     let id = send(&http, &server.ingress, "traced", "hold 200").await?;
     // The call asks; the run waits past the inactivity timeout (suspended),
     // and the approval resumes it by replay.
-    let body = json!("call_hold");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    decide_when_waiting(&server, &http, "traced", "approve", &body).await?;
+    wait_until_suspended(&server, &http, &id).await?;
+    decide_when_waiting(&server, &http, "traced", "approve", &json!("call_hold")).await?;
     let (status, reply) = attach(&http, &server.ingress, &id).await?;
     assert!(status.is_success(), "HTTP {status}: {reply}");
     assert_eq!(serde_json::from_str::<Value>(&reply)?["text"], "done");
