@@ -43,8 +43,8 @@ pub fn invoke_agent_span(model: &llm_core::Model) -> tracing::Span {
 
 /// The span of a turn that begins, beneath the run's (the previous turn's ends when its
 /// last call does). A durable driver records how many of the turn's journaled steps ran
-/// in this attempt (`clawcall.steps_run`) and how many were read back from the journal
-/// (`clawcall.steps_replayed`, which emit no span again).
+/// to an answer in this attempt (`clawcall.steps_run`) and how many were read back from
+/// the journal (`clawcall.steps_replayed`, which emit no span again).
 pub fn turn_span(run: &tracing::Span, turn: u32) -> tracing::Span {
     tracing::info_span!(
         parent: run,
