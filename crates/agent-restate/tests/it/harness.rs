@@ -213,6 +213,23 @@ impl RestateServer {
         }
     }
 
+    /// The rows of an admin SQL query (`sys_journal`, `sys_invocation`, `state`).
+    pub(crate) async fn query(&self, http: &reqwest::Client, sql: &str) -> TestResult<Vec<Value>> {
+        let response = http
+            .post(format!("{}/query", self.admin))
+            .header("accept", "application/json")
+            .json(&json!({ "query": sql }))
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            return Err(format!("query {sql}: HTTP {status}: {text}").into());
+        }
+        let rows: Value = serde_json::from_str(&text)?;
+        Ok(rows["rows"].as_array().cloned().unwrap_or_default())
+    }
+
     /// Calls `AgentSession/<key>/<handler>` through the ingress and returns the JSON reply.
     pub(crate) async fn call(
         &self,

@@ -4,15 +4,13 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use agent_core::check_tool_results;
 use serde_json::{Value, json};
 
-use crate::durable::{next_arrival, setup_one_worker, transcript};
+use crate::durable::{next_arrival, one_worker, setup_one_worker, transcript};
 use crate::harness::{
-    RestateServer, TestResult, attach, free_port, registered_worker, start_worker_with,
-    wait_listening,
+    RestateServer, TestResult, attach, free_port, send, start_worker_with, wait_listening,
 };
 
 const TURNS: usize = 16;
@@ -23,40 +21,23 @@ async fn journal_size(
     http: &reqwest::Client,
     id: &str,
 ) -> TestResult<(u64, u64)> {
-    let query = json!({"query": format!(
+    let sql = format!(
         "SELECT count(*) AS entries, sum(raw_length) AS bytes FROM sys_journal WHERE id = '{id}'"
-    )});
-    let text = http
-        .post(format!("{}/query", server.admin))
-        .header("accept", "application/json")
-        .json(&query)
-        .send()
-        .await?
-        .text()
-        .await?;
-    let rows: Value = serde_json::from_str(&text)?;
-    let row = &rows["rows"][0];
+    );
+    let rows = server.query(http, &sql).await?;
+    let row = rows.first().ok_or("no row")?;
     match (row["entries"].as_u64(), row["bytes"].as_u64()) {
         (Some(entries), Some(bytes)) if entries > 0 => Ok((entries, bytes)),
-        _ => Err(format!("no journal kept for {id}: {text}").into()),
+        _ => Err(format!("no journal kept for {id}: {rows:?}").into()),
     }
 }
 
 /// Prints an invocation's journal entries: what a turn costs, entry by entry.
 async fn print_journal(server: &RestateServer, http: &reqwest::Client, id: &str) -> TestResult {
-    let query = json!({"query": format!(
+    let sql = format!(
         "SELECT index, entry_type, name, invoked_target, raw_length FROM sys_journal WHERE id = '{id}' ORDER BY index"
-    )});
-    let text = http
-        .post(format!("{}/query", server.admin))
-        .header("accept", "application/json")
-        .json(&query)
-        .send()
-        .await?
-        .text()
-        .await?;
-    let rows: Value = serde_json::from_str(&text)?;
-    for row in rows["rows"].as_array().into_iter().flatten() {
+    );
+    for row in server.query(http, &sql).await? {
         println!(
             "  {} {} {} {} {}",
             row["index"], row["entry_type"], row["name"], row["invoked_target"], row["raw_length"]
@@ -72,18 +53,9 @@ async fn turn(
     key: &str,
     text: &str,
 ) -> TestResult<(u64, u64)> {
-    let sent: Value = http
-        .post(format!("{}/AgentSession/{key}/message/send", server.ingress))
-        .json(&json!(text))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let id = sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned();
-    let attach = http.get(format!("{}/restate/invocation/{id}/attach", server.ingress)).send();
-    let done = tokio::time::timeout(Duration::from_secs(60), attach).await??;
-    let status = done.status();
-    let body: Value = serde_json::from_str(&done.text().await?)?;
+    let id = send(http, &server.ingress, key, text).await?;
+    let (status, body) = attach(http, &server.ingress, &id).await?;
+    let body: Value = serde_json::from_str(&body)?;
     if !status.is_success() || body["text"] != format!("echo: {text}") {
         return Err(format!("turn {text}: HTTP {status}: {body}").into());
     }
@@ -192,16 +164,17 @@ async fn push_live_journals(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_push_costs_the_same_whatever_the_events_kept() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |server, _| {
+            vec![
+                ("CLAW_INGRESS_URL", server.ingress.clone()),
+                ("CLAW_JOURNAL_RETENTION_S", "3600".to_owned()),
+            ]
+        })
+        .await?
+    else {
         return Ok(());
     };
-    let env = [
-        ("CLAW_INGRESS_URL", server.ingress.clone()),
-        ("CLAW_JOURNAL_RETENTION_S", "3600".to_owned()),
-    ];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     // 48 batches of 64: 3072 events, past the 2048 kept.
     let sizes = push_live_journals(&server, &http, 48).await?;
     println!("push_live journal per batch of 64 events (entries, bytes): {sizes:?}");
@@ -232,13 +205,11 @@ fn state_bytes(value: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_stored_as_one_list_are_read_and_moved_into_the_ring() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |server, _| vec![("CLAW_INGRESS_URL", server.ingress.clone())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     // The previous layout: every kept event in one list, the live events' last number apart.
     let old_events = json!([[1, {"type": "agent_start"}], [2, {"type": "turn_start"}]]);
     let old_live = json!([[1, {"type": "attempt_start", "step": "s", "attempt": "a0", "seq": 0}]]);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::durable::setup_one_worker;
+use crate::durable::{one_worker, setup_one_worker};
 use crate::harness::{TestResult, attach, registered_worker, send, start_worker_with};
 
 static FOLLOWED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -75,6 +75,23 @@ fn text_of(seen: &[(u64, Value)], attempt: &str) -> (String, Vec<u64>) {
     )
 }
 
+/// Whether the session's (journaled) events hold one of type `kind` yet.
+async fn has_event(
+    http: &reqwest::Client,
+    ingress: &str,
+    session: &str,
+    kind: &str,
+) -> TestResult<bool> {
+    let page: Value = http
+        .post(format!("{ingress}/SessionEvents/{session}/read"))
+        .json(&json!(0))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(page["events"].as_array().is_some_and(|events| events.iter().any(|e| e[1]["type"] == kind)))
+}
+
 /// The invocation's reply, once it ended successfully.
 async fn reply(http: &reqwest::Client, ingress: &str, id: &str) -> TestResult<Value> {
     let (status, body) = attach(http, ingress, id).await?;
@@ -84,29 +101,18 @@ async fn reply(http: &reqwest::Client, ingress: &str, id: &str) -> TestResult<Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_sees_the_models_deltas_before_the_turn_ends() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |server, _| vec![("CLAW_INGRESS_URL", server.ingress.clone())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     let ingress = server.ingress.clone();
     // 40 words 100 ms apart: the turn takes 4 s.
     let id = send(&http, &ingress, "live", "slow 40 100").await?;
     let mut seen = Vec::new();
     follow_until(&http, &ingress, "live", &mut seen, |s| deltas(s).len() >= 3).await?;
     // The turn has not ended: its final event is not among the session's events.
-    let coarse: Value = http
-        .post(format!("{ingress}/SessionEvents/live/read"))
-        .json(&json!(0))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let ended = coarse["events"]
-        .as_array()
-        .is_some_and(|events| events.iter().any(|e| e[1]["type"] == "agent_end"));
+    let ended = has_event(&http, &ingress, "live", "agent_end").await?;
     assert!(!ended, "the deltas arrived only after the turn ended");
 
     // Followed to the attempt's end while the turn runs, then the reply.
@@ -190,13 +196,11 @@ async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_sees_a_tools_progress_before_its_step_is_recorded() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |server, _| vec![("CLAW_INGRESS_URL", server.ingress.clone())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     let ingress = server.ingress.clone();
     // The `hold` tool reports its progress every 500 ms of its 3 s.
     let id = send(&http, &ingress, "tools", "hold 3000").await?;
@@ -207,16 +211,7 @@ async fn a_follower_sees_a_tools_progress_before_its_step_is_recorded() -> TestR
     })
     .await?;
     // The call runs: its end is not among the session's events yet.
-    let coarse: Value = http
-        .post(format!("{ingress}/SessionEvents/tools/read"))
-        .json(&json!(0))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let ended = coarse["events"]
-        .as_array()
-        .is_some_and(|events| events.iter().any(|e| e[1]["type"] == "tool_execution_end"));
+    let ended = has_event(&http, &ingress, "tools", "tool_execution_end").await?;
     assert!(!ended, "the tool's progress arrived only after its end");
     let reply = reply(&http, &ingress, &id).await?;
     assert_eq!(reply["text"], "done");

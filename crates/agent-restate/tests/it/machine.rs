@@ -11,7 +11,9 @@ use agent_core::check_tool_results;
 use llm_core::Message;
 use serde_json::{Value, json};
 
-use crate::durable::{marker_lines, next_arrival, setup_one_worker, transcript};
+use crate::durable::{
+    hook_log, marker_lines, next_arrival, one_worker, setup_one_worker, transcript,
+};
 use crate::harness::{
     LoopbackProvider, RestateServer, Scratch, TestResult, attach, free_port, registered_worker,
     restate_binary, send, start_worker_with, wait_listening,
@@ -76,33 +78,26 @@ async fn object_state(
     object: &str,
     key: &str,
 ) -> TestResult<String> {
-    let query = json!({"query": format!(
+    let sql = format!(
         "SELECT key, value_utf8 FROM state WHERE service_name = '{object}' AND service_key = '{key}'"
-    )});
-    let response = http
-        .post(format!("{}/query", server.admin))
-        .header("accept", "application/json")
-        .json(&query)
-        .send()
-        .await?;
-    let status = response.status();
-    let text = response.text().await?;
-    if !status.is_success() {
-        return Err(format!("state query: HTTP {status}: {text}").into());
-    }
-    Ok(text)
+    );
+    Ok(Value::Array(server.query(http, &sql).await?).to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_run_leaves_no_waiting_approval_and_a_stale_decision_is_refused() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(0, |_, workspace| {
+            vec![
+                ("CLAW_APPROVE", "1".to_owned()),
+                ("CLAW_HOOK_LOG", hook_log(workspace).display().to_string()),
+            ]
+        })
+        .await?
+    else {
         return Ok(());
     };
-    let log = workspace.0.join("hook-log");
-    let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
+    let log = hook_log(&workspace.0);
     let id = send(&http, &server.ingress, "stale", "markers ask1").await?;
     wait_for("the approval request", || !lines(&log).is_empty()).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -287,12 +282,11 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_while_a_tool_runs_keeps_the_tools_result() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(3000, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 3000, &[]).await?;
-    let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "keep", "markers k1,k2").await?;
     // The tool wrote its line and now holds for 3 s: cancel inside the step.
     wait_for("the first tool's write", || !marker_lines(&workspace.0, "k1").is_empty()).await?;
@@ -345,14 +339,17 @@ async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_rest
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_call_tells_the_model_and_the_run_goes_on() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(0, |_, workspace| {
+            vec![
+                ("CLAW_APPROVE", "1".to_owned()),
+                ("CLAW_HOOK_LOG", hook_log(workspace).display().to_string()),
+            ]
+        })
+        .await?
+    else {
         return Ok(());
     };
-    let log = workspace.0.join("hook-log");
-    let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     // Decided before the call asks: refused, not kept for a call that may never ask.
     let early = server
         .call(&http, "deny", "deny", &json!({"callId": "call_2", "reason": "not today"}))
@@ -409,13 +406,11 @@ async fn a_transient_model_failure_is_retried_durably_not_recorded_as_the_answer
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_keeps_the_sessions_stored_turns() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| vec![("CLAW_PANIC_WORD", "explode".to_owned())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_PANIC_WORD", "explode".to_owned())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     server.call(&http, "fail", "message", &json!("hello")).await?;
     let reply = server.call(&http, "fail", "message", &json!("explode")).await?;
     assert_eq!(reply["reason"], "Failed", "{reply}");
@@ -434,12 +429,11 @@ async fn a_failed_run_keeps_the_sessions_stored_turns() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_keys_stay_unique_when_a_provider_reuses_call_ids() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &[]).await?;
-    let http = reqwest::Client::new();
     let reply = server.call(&http, "reuse", "message", &json!("reuse u1,u2")).await?;
     assert_eq!(reply["text"], "done", "{reply}");
     assert_eq!(marker_lines(&workspace.0, "u1"), ["u1 reuse/1/call_same"]);
@@ -449,12 +443,11 @@ async fn idempotency_keys_stay_unique_when_a_provider_reuses_call_ids() -> TestR
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_client_message_runs_once_and_the_inbox_is_private() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &[]).await?;
-    let http = reqwest::Client::new();
     let mut replies = Vec::new();
     for _ in 0..2 {
         let response = http
@@ -547,13 +540,11 @@ async fn a_retry_on_a_build_with_another_setup_fails_with_a_clear_error() -> Tes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_past_the_step_ceiling_gets_an_error_result_and_the_run_goes_on() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(60_000, |_, _| vec![("CLAW_STEP_TIMEOUT_MS", "1000".to_owned())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_STEP_TIMEOUT_MS", "1000".to_owned())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 60_000, &env).await?;
-    let http = reqwest::Client::new();
     let begun = Instant::now();
     let reply = server.call(&http, "slow", "message", &json!("markers s1")).await?;
     assert_eq!(reply["text"], "done", "{reply}");
@@ -577,12 +568,11 @@ async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> Test
     assert_eq!(legacy.len(), 4);
     assert!(check_tool_results(&legacy).is_empty());
 
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &[]).await?;
-    let http = reqwest::Client::new();
     // Restate's admin API writes the old layout's state, as the old build left it.
     let state = json!({
         "object_key": "legacy",
@@ -612,14 +602,12 @@ async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> Test
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_tool_stalls_no_other_session() -> TestResult {
-    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, mut arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| vec![("CLAW_WORKER_THREADS", "1".to_owned())]).await?
+    else {
         return Ok(());
     };
     // One runtime thread: a tool run on it would stall every other session.
-    let env = [("CLAW_WORKER_THREADS", "1".to_owned())];
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
-    let http = reqwest::Client::new();
     let held = send(&http, &server.ingress, "holder", "hold 6000").await?;
     next_arrival(&mut arrivals, |_| true).await?;
     // Let the model step end and the tool start holding its thread.
@@ -648,12 +636,11 @@ async fn a_blocking_tool_stalls_no_other_session() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steering_sent_to_a_cancelled_run_reaches_the_next_message() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(3000, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker =
-        registered_worker(&server, addr, &provider.base_url, &workspace.0, 3000, &[]).await?;
-    let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "steered", "markers s1,s2").await?;
     wait_for("the first tool's write", || !marker_lines(&workspace.0, "s1").is_empty()).await?;
     // Steering queued while the tool holds, then the run is cancelled before

@@ -140,22 +140,15 @@ async fn wait_until_suspended(
     http: &reqwest::Client,
     id: &str,
 ) -> TestResult {
-    let query = json!({"query": format!("SELECT status FROM sys_invocation WHERE id = '{id}'")});
+    let sql = format!("SELECT status FROM sys_invocation WHERE id = '{id}'");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let rows: Value = http
-            .post(format!("{}/query", server.admin))
-            .header("accept", "application/json")
-            .json(&query)
-            .send()
-            .await?
-            .json()
-            .await?;
-        if rows["rows"][0]["status"] == "suspended" {
+        let rows = server.query(http, &sql).await?;
+        if rows.first().is_some_and(|row| row["status"] == "suspended") {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("the invocation was never suspended: {rows}").into());
+            return Err(format!("the invocation was never suspended: {rows:?}").into());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
