@@ -922,7 +922,7 @@ impl SessionEvents {
         Ok(())
     }
 
-    /// Appends live events of a running step (token deltas), sent by the
+    /// Appends live events of a running step (token deltas, tool progress), sent by the
     /// worker through the ingress outside the journal. Events of an attempt
     /// marked cut off are dropped; an `attempt_start` for a step whose last
     /// attempt never ended marks that attempt first: `attempt_cut`.
