@@ -115,7 +115,9 @@ fn serve_in_process(addr: SocketAddr, provider_url: &str, ingress: &str) {
         config.options.api_key = Some(ApiKey::new(SECRET));
         config.hooks = Arc::new(AskEveryCall);
         let hold = AgentTool::typed("hold", "Waits a while", |args: Hold, _inv| async move {
-            tokio::time::sleep(Duration::from_millis(args.ms)).await;
+            // What the tool does (an MCP call, say) nests beneath its call's span.
+            let _inner = tracing::info_span!("tool_work").entered();
+            std::thread::sleep(Duration::from_millis(args.ms.min(1000)));
             Ok(ToolOutput::text(format!("held {} ms", args.ms)))
         });
         let mut parts = SessionParts::new(config, Some("Be brief.".into()), vec![hold]);
@@ -217,6 +219,9 @@ async fn durable_steps_emit_the_genai_spans_once_beneath_their_run_and_turn() ->
     assert_eq!(tool.field("gen_ai.tool.call.id"), Some("call_hold"));
     assert_eq!(tool.field("gen_ai.operation.name"), Some("execute_tool"));
     assert_eq!(tool.field("error.type"), None);
+    let work: Vec<(u64, &SpanSeen)> = named("tool_work");
+    assert_eq!(work.len(), 1);
+    assert!(work[0].1.parent == Some(tools[0].0), "the tool's work nests beneath its call");
     let tool_turn = parent(tool).ok_or("a tool span without a parent")?;
     assert_eq!(tool_turn.field("clawcall.turn"), Some("0"));
     let tool_run = parent(tool_turn).ok_or("a turn without a run")?;
