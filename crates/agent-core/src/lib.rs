@@ -37,6 +37,7 @@ mod machine;
 mod output;
 mod queue;
 mod run;
+pub mod spans;
 mod tool;
 
 pub use catalog::{CatalogError, PlannedHooks, PlannedTools, SharedEnv, ToolCatalog};

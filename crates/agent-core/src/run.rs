@@ -32,7 +32,6 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
-use tracing::field::Empty;
 
 use crate::context::{AgentContext, MessageQueue, QueueMode};
 use crate::event::{AgentEvent, EndReason};
@@ -43,6 +42,9 @@ use crate::machine::{
 };
 use crate::output::{AgentOutput, TypedRun};
 use crate::queue::EventQueue;
+use crate::spans::{
+    execute_tool_span, invoke_agent_span, record_run_end, record_tool_answer, turn_span,
+};
 use crate::tool::{ExecutionMode, ProgressSink, ToolError, ToolInvocation, ToolOutput};
 
 /// Text of the result for calls that never ran, or did not return, because the run was aborted.
@@ -435,32 +437,6 @@ impl Agent {
     }
 }
 
-/// The `invoke_agent` span of a run (`llm_core::telemetry`): its turns, model requests and
-/// tool calls nest beneath it.
-fn invoke_agent_span(model: &Model) -> tracing::Span {
-    let span = tracing::info_span!(
-        "invoke_agent",
-        otel.name = "invoke_agent",
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        gen_ai.operation.name = "invoke_agent",
-        gen_ai.system = Empty,
-        gen_ai.provider.name = Empty,
-        gen_ai.request.model = %model.id,
-        "error.type" = Empty,
-        clawcall.end_reason = Empty,
-        clawcall.turns = Empty,
-    );
-    if !span.is_disabled() {
-        let provider = telemetry::provider_name(model);
-        match telemetry::semconv() {
-            telemetry::Semconv::Default => span.record("gen_ai.system", provider),
-            telemetry::Semconv::Latest => span.record("gen_ai.provider.name", provider),
-        };
-    }
-    span
-}
-
 /// Decisions on approval requests, sent to a run from anywhere ([`AgentRun::approvals`]).
 /// Clones share the run's inbox.
 #[derive(Debug, Clone, Default)]
@@ -722,17 +698,7 @@ impl AgentRun {
     fn close_spans(&mut self, reason: EndReason, turns: u32) {
         let span = std::mem::replace(&mut self.span, tracing::Span::none());
         self.turn = tracing::Span::none();
-        if span.is_disabled() {
-            return;
-        }
-        let reason = serde_json::to_value(reason).ok();
-        let reason = reason.as_ref().and_then(Value::as_str).unwrap_or("failed");
-        span.record("clawcall.end_reason", reason);
-        span.record("clawcall.turns", i64::from(turns));
-        if matches!(reason, "error" | "failed") {
-            span.record("error.type", reason);
-            span.record("otel.status_code", "ERROR");
-        }
+        record_run_end(&span, reason, turns);
     }
 
     /// Carries out a command: starts its effect, or answers a synchronous one at once.
@@ -1160,63 +1126,6 @@ impl AgentRun {
 /// Where the machine's run started in its transcript.
 fn first_new(machine: &AgentMachine) -> usize {
     machine.context().messages.len().saturating_sub(machine.new_messages().len())
-}
-
-/// The span of a turn that begins, beneath the run's (the previous turn's ends when its
-/// last call does).
-fn turn_span(run: &tracing::Span, turn: u32) -> tracing::Span {
-    tracing::info_span!(parent: run, "turn", clawcall.turn = i64::from(turn))
-}
-
-/// The `execute_tool {name}` span of one call, beneath its turn; its arguments only when
-/// content is captured.
-fn execute_tool_span(
-    turn: &tracing::Span,
-    call: &llm_core::ToolCall,
-    args: &Value,
-) -> tracing::Span {
-    let span = tracing::info_span!(
-        parent: turn,
-        "execute_tool",
-        otel.name = Empty,
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        gen_ai.operation.name = "execute_tool",
-        gen_ai.tool.name = %call.name,
-        gen_ai.tool.call.id = %call.id,
-        gen_ai.tool.type = "function",
-        gen_ai.tool.call.arguments = Empty,
-        gen_ai.tool.call.result = Empty,
-        "error.type" = Empty,
-    );
-    if !span.is_disabled() {
-        span.record("otel.name", format!("execute_tool {}", call.name));
-        if telemetry::capture_content() {
-            span.record("gen_ai.tool.call.arguments", args.to_string());
-        }
-    }
-    span
-}
-
-/// How a call ended, on its span: `error.type` is `tool_error`, `panic` or `aborted`.
-fn record_tool_answer(span: &tracing::Span, answer: &Answer<Result<ToolOutput, ToolError>>) {
-    if span.is_disabled() {
-        return;
-    }
-    let error = match answer {
-        Answer::Done(Ok(output)) => {
-            if telemetry::capture_content() {
-                let text = telemetry::user_content_text(&output.content);
-                span.record("gen_ai.tool.call.result", text);
-            }
-            return;
-        }
-        Answer::Done(Err(_)) => "tool_error",
-        Answer::Panicked(_) => "panic",
-        Answer::Abandoned => "aborted",
-    };
-    span.record("error.type", error);
-    span.record("otel.status_code", "ERROR");
 }
 
 /// What a hook is told about a call of the transcript.

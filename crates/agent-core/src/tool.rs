@@ -81,8 +81,17 @@ impl From<&str> for ToolError {
 pub struct ProgressSink {
     pub(crate) call_id: Arc<str>,
     pub(crate) tool_name: Arc<str>,
-    pub(crate) slot: Arc<Mutex<Option<EventQueue>>>,
+    pub(crate) slot: Arc<Mutex<Option<Delivery>>>,
 }
+
+/// Where a sink's updates go: the run's event queue, or another driver's callback.
+pub(crate) enum Delivery {
+    Queue(EventQueue),
+    Callback { deliver: Arc<ProgressCallback>, left: usize },
+}
+
+/// What [`ProgressSink::from_callback`] calls with each update.
+type ProgressCallback = dyn Fn(ToolOutput) + Send + Sync;
 
 impl fmt::Debug for ProgressSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -100,19 +109,50 @@ impl ProgressSink {
         ProgressSink {
             call_id: Arc::from(call_id),
             tool_name: Arc::from(tool_name),
-            slot: Arc::new(Mutex::new(Some(tx))),
+            slot: Arc::new(Mutex::new(Some(Delivery::Queue(tx)))),
+        }
+    }
+
+    /// A sink that hands each update to `deliver`, for a driver other than this
+    /// crate's loop (a durable one forwards them to its followers).
+    ///
+    /// `deliver` runs on the tool's thread while the sink is locked, so it must
+    /// not block (queue the update and return). It is called at most
+    /// `max_updates` times (later updates are ignored, so a chatty tool cannot
+    /// flood the driver), never after [`close`](Self::close), and a panic in it
+    /// closes the sink instead of reaching the tool.
+    pub fn from_callback(
+        max_updates: usize,
+        deliver: impl Fn(ToolOutput) + Send + Sync + 'static,
+    ) -> Self {
+        ProgressSink {
+            call_id: Arc::from(""),
+            tool_name: Arc::from(""),
+            slot: Arc::new(Mutex::new(Some(Delivery::Callback {
+                deliver: Arc::new(deliver),
+                left: max_updates,
+            }))),
         }
     }
 
     /// Reports partial progress; ignored once the call has ended.
     pub fn update(&self, partial: ToolOutput) {
-        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(tx) = slot.as_ref() {
-            tx.send(AgentEvent::ToolExecutionUpdate {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.as_mut() {
+            Some(Delivery::Queue(tx)) => tx.send(AgentEvent::ToolExecutionUpdate {
                 tool_call_id: self.call_id.to_string(),
                 tool_name: self.tool_name.to_string(),
                 partial,
-            });
+            }),
+            Some(Delivery::Callback { deliver, left }) if *left > 0 => {
+                *left -= 1;
+                let deliver = deliver.clone();
+                let call = std::panic::AssertUnwindSafe(move || deliver(partial));
+                if std::panic::catch_unwind(call).is_err() {
+                    slot.take();
+                }
+            }
+            Some(Delivery::Callback { .. }) | None => {}
         }
     }
 
@@ -121,8 +161,12 @@ impl ProgressSink {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner).is_some()
     }
 
-    /// Stops delivery for good (every clone shares the state).
-    pub(crate) fn close(&self) {
+    /// Stops delivery for good (every clone shares the state). The loop closes
+    /// a call's sink before its end event; a driver with a
+    /// [`from_callback`](Self::from_callback) sink closes it when the call ends,
+    /// so no update follows the result (an update in flight on another thread
+    /// finishes first: the two take the same lock).
+    pub fn close(&self) {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
     }
 }
@@ -264,5 +308,59 @@ impl AgentTool {
     ) -> Self {
         self.prepare_arguments = Some(Arc::new(f));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counting() -> (ProgressSink, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        let sink = ProgressSink::from_callback(3, move |partial: ToolOutput| {
+            let text: String = partial
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    UserContent::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if text == "boom" {
+                panic!("the callback broke");
+            }
+            into.lock().unwrap_or_else(PoisonError::into_inner).push(text);
+        });
+        (sink, seen)
+    }
+
+    fn seen(seen: &Mutex<Vec<String>>) -> Vec<String> {
+        seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    #[test]
+    fn a_callback_sink_delivers_at_most_its_bound_and_nothing_after_close() {
+        let (sink, got) = counting();
+        for i in 0..5 {
+            sink.update(ToolOutput::text(format!("step {i}")));
+        }
+        assert_eq!(seen(&got), ["step 0", "step 1", "step 2"]);
+        let (sink, got) = counting();
+        sink.update(ToolOutput::text("before"));
+        sink.clone().close();
+        sink.update(ToolOutput::text("after"));
+        assert_eq!(seen(&got), ["before"]);
+        assert!(!sink.is_open());
+    }
+
+    #[test]
+    fn a_panicking_callback_closes_the_sink_and_spares_the_tool() {
+        let (sink, got) = counting();
+        sink.update(ToolOutput::text("first"));
+        sink.update(ToolOutput::text("boom"));
+        sink.update(ToolOutput::text("later"));
+        assert_eq!(seen(&got), ["first"]);
+        assert!(!sink.is_open());
     }
 }

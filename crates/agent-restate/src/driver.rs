@@ -19,6 +19,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agent_core::spans;
 use agent_core::{
     AfterToolCall, AgentEvent, AgentHooks, AgentMachine, AgentTool, Answer, Approval,
     BeforeToolCall, CallInfo, CallRef, Command, ExecutionMode, Input, Output, ProgressSink,
@@ -27,12 +28,13 @@ use agent_core::{
 use futures_util::{FutureExt, StreamExt};
 use llm_core::{
     AssistantContent, AssistantEvent, AssistantMessage, CancellationToken, Context, Message,
-    Provider, StopReason, StreamOptions, Tool, UserContent, now_millis,
+    Provider, StopReason, StreamOptions, Tool, UserContent, now_millis, telemetry,
 };
 use restate_sdk::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::live::{AttemptEvents, LiveSink};
 use crate::session::{SessionApprovalsClient, SessionEventsClient, SessionInboxClient};
@@ -166,6 +168,28 @@ pub(crate) struct Driver<'a, 'ctx> {
     parked: Vec<String>,
     /// Where the model request's token deltas go live (outside the journal).
     pub(crate) live: Option<Arc<LiveSink>>,
+    /// This attempt's `invoke_agent` span, and the current turn's.
+    pub(crate) span: tracing::Span,
+    turn: TurnSpan,
+}
+
+/// A turn's span and its journaled steps that ran in this attempt and that
+/// were read back, recorded when the turn ends or the attempt stops (a
+/// suspension or a failure drops the driver mid-turn).
+#[derive(Default)]
+struct TurnSpan {
+    span: Option<tracing::Span>,
+    run: u32,
+    replayed: u32,
+}
+
+impl Drop for TurnSpan {
+    fn drop(&mut self) {
+        if let Some(span) = self.span.take() {
+            span.record("clawcall.steps_run", i64::from(self.run));
+            span.record("clawcall.steps_replayed", i64::from(self.replayed));
+        }
+    }
 }
 
 impl<'a, 'ctx> Driver<'a, 'ctx> {
@@ -184,6 +208,8 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         let mut options = options;
         let cancel = CancellationToken::new();
         options.cancel = cancel.clone();
+        let span = spans::invoke_agent_span(machine.model());
+        span.record("clawcall.invocation_id", ctx.invocation_id());
         Driver {
             ctx,
             machine,
@@ -205,7 +231,39 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             approvals: Vec::new(),
             parked: Vec::new(),
             live: None,
+            span,
+            turn: TurnSpan::default(),
         }
+    }
+
+    /// Opens turn `turn`'s span beneath the run's (the previous turn's ends).
+    fn begin_turn(&mut self, turn: u32) {
+        let span = Some(spans::turn_span(&self.span, turn));
+        self.turn = TurnSpan { span, ..TurnSpan::default() };
+    }
+
+    /// The current turn's span (none before the first turn).
+    fn turn_span(&self) -> tracing::Span {
+        self.turn.span.clone().unwrap_or_else(tracing::Span::none)
+    }
+
+    /// Counts a journaled step of the turn: its effect ran in this attempt
+    /// (it left its answer in `kept`), or its answer was read back.
+    fn count_step(&mut self, kept: &Mutex<Option<Stamped<Value>>>) {
+        if kept.lock().unwrap_or_else(PoisonError::into_inner).is_some() {
+            self.turn.run += 1;
+        } else {
+            self.turn.replayed += 1;
+        }
+    }
+
+    /// Records how the run ended on its spans and closes them.
+    pub(crate) fn end_spans(&mut self) {
+        self.turn = TurnSpan::default();
+        if let Some(reason) = self.machine.reason() {
+            spans::record_run_end(&self.span, reason, self.machine.turns());
+        }
+        self.span = tracing::Span::none();
     }
 
     /// Hands an input to the machine and sorts what it answers.
@@ -293,6 +351,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
         let ctx = self.ctx;
         let kept = Arc::new(Mutex::new(None));
         let result = ctx.run(recording(effect, kept.clone())).name(name.clone()).await;
+        self.count_step(&kept);
         self.settle(name, result, &kept).await
     }
 
@@ -356,6 +415,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             Command::PrepareTurn => {
                 let model = self.machine.model().clone();
                 let turn = self.machine.turns();
+                self.begin_turn(turn);
                 let start = context.messages.len() - self.machine.new_messages().len();
                 let name = format!("prepare_next_turn {turn}");
                 let (tx, rx) = std::sync::mpsc::channel();
@@ -594,6 +654,10 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     /// inside it, so neither the key nor a rewritten transcript is journaled),
     /// retried durably while it fails for a transient reason.
     async fn request(&mut self) -> Result<(), HandlerError> {
+        if self.turn.span.is_none() {
+            self.begin_turn(self.machine.turns());
+        }
+        let turn = self.turn_span();
         let hooks = self.hooks.clone();
         let provider = self.provider.clone();
         let model = self.machine.model().clone();
@@ -654,7 +718,9 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 tools: context.tools.iter().map(|t| t.tool.as_ref().clone()).collect(),
             };
             let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let mut stream = provider.stream(&model, &request, &options);
+                // The request's `chat` span nests beneath the turn's.
+                let mut stream = turn.in_scope(|| provider.stream(&model, &request, &options));
+                telemetry::record_input(stream.span(), &request);
                 async move {
                     let mut last = None;
                     while let Some(event) = stream.next().await {
@@ -676,7 +742,10 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                                 }
                             }
                             AssistantEvent::Done { message, .. }
-                            | AssistantEvent::Error { message, .. } => last = Some(message),
+                            | AssistantEvent::Error { message, .. } => {
+                                telemetry::record_output(stream.span(), &message);
+                                last = Some(message);
+                            }
                             _ => {}
                         }
                     }
@@ -721,6 +790,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             .retry_policy(policy)
             .name(name.clone())
             .await;
+        self.count_step(&kept);
         let answer: Option<RecordedResponse> = match result {
             // Retries exhausted: the last failure is the turn's answer.
             Err(e) if e.code() != 409 => {
@@ -793,8 +863,16 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
             };
             let name = format!("tool {tool_name} {key}");
             let live = self.live.clone().map(|sink| (sink, self.session.clone(), name.clone()));
+            // The call's span is opened when the call starts running, so a
+            // replayed call (its answer read back) emits none.
+            let traced = self.machine.call(*call).cloned().map(|c| (self.turn_span(), c));
             names.push(name);
-            slots.push(WaveSlot::Waiting(Box::new((agent_tool, invocation, live))));
+            slots.push(WaveSlot::Waiting(Box::new(Waiting {
+                tool: agent_tool,
+                invocation,
+                live,
+                traced,
+            })));
         }
         let count = slots.len();
         let tasks = Arc::new(Mutex::new(slots));
@@ -808,16 +886,16 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                 Ok(match handle {
                     Some(mut running) => match (&mut running.0).await {
                         Ok(result) => result,
-                        Err(e) if e.is_panic() => RecordedToolResult::error(format!(
-                            "Tool panicked: {}",
-                            panic_text(e.into_panic().as_ref())
-                        )),
+                        Err(e) if e.is_panic() => {
+                            RecordedToolResult::panicked(panic_text(e.into_panic().as_ref()))
+                        }
                         Err(_) => RecordedToolResult::error("Tool task was cancelled".into()),
                     },
                     None => RecordedToolResult::error("Tool call was lost".into()),
                 })
             };
             let result = self.ctx.run(recording(effect, kept.clone())).name(name.clone()).await;
+            self.count_step(&kept);
             let recorded: Option<RecordedToolResult> = self.settle(name, result, &kept).await?;
             if i + 1 == count {
                 self.take_steering().await?;
@@ -910,14 +988,36 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
     }
 }
 
+/// At most this many of a call's own progress updates are forwarded live (a
+/// chatty tool does not fill the process's queue of live events).
+const PROGRESS_PER_CALL: usize = 256;
+
 /// Where a step's live events go: the sink, the session and the step's name.
 type LiveStep = (Arc<LiveSink>, String, String);
 
+/// A call of a wave not started yet: its tool, invocation, where its live
+/// events go, and the turn's span with the call (for its `execute_tool` span).
+struct Waiting {
+    tool: Option<AgentTool>,
+    invocation: ToolInvocation,
+    live: Option<LiveStep>,
+    traced: Option<(tracing::Span, llm_core::ToolCall)>,
+}
+
 /// A call of a wave: not started yet, or running.
 enum WaveSlot {
-    Waiting(Box<(Option<AgentTool>, ToolInvocation, Option<LiveStep>)>),
+    Waiting(Box<Waiting>),
     Running(AbortOnDrop),
     Taken,
+}
+
+/// Closes a call's progress sink when dropped.
+struct CloseOnDrop(ProgressSink);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// A running call's task, aborted if the wave is dropped unfinished.
@@ -938,22 +1038,46 @@ fn start_from(tasks: &Mutex<Vec<WaveSlot>>, i: usize, timeout: Duration) -> Opti
             let WaveSlot::Waiting(waiting) = std::mem::replace(slot, WaveSlot::Taken) else {
                 continue;
             };
-            let (tool, invocation, live) = *waiting;
+            let Waiting { tool, mut invocation, live, traced } = *waiting;
+            let span = match &traced {
+                Some((turn, call)) => spans::execute_tool_span(turn, call, &invocation.arguments),
+                None => tracing::Span::none(),
+            };
             // The call's attempt opens when it starts running (its live
-            // `attempt_start`) and ends with its answer.
-            let attempt =
-                live.map(|(sink, session, step)| AttemptEvents::open(sink, session, step));
+            // `attempt_start`) and ends with its answer; the tool's own
+            // progress updates go to it in between.
+            let attempt = live.map(|(sink, session, step)| {
+                Arc::new(Mutex::new(AttemptEvents::open(sink, session, step)))
+            });
+            if let Some(attempt) = &attempt {
+                let attempt = attempt.clone();
+                invocation.progress =
+                    ProgressSink::from_callback(PROGRESS_PER_CALL, move |partial: ToolOutput| {
+                        let fields = serde_json::to_value(partial).unwrap_or_default();
+                        attempt
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .send("tool_progress", fields);
+                    });
+            }
+            // Closed when the call ends or its task is aborted: no update follows
+            // the result, even from a thread the tool left running, and the
+            // attempt's `attempt_end` is not held back by the tool's copy.
+            let progress = CloseOnDrop(invocation.progress.clone());
+            let tool_span = span.clone();
             let running = async move {
                 let result = run_tool(tool, invocation, timeout).await;
-                if let Some(mut attempt) = attempt {
-                    attempt.send(
+                drop(progress);
+                spans::record_tool_answer(&tool_span, &result.answer());
+                if let Some(attempt) = attempt {
+                    attempt.lock().unwrap_or_else(PoisonError::into_inner).send(
                         "tool_result",
                         serde_json::json!({"isError": result.error.is_some()}),
                     );
                 }
                 result
             };
-            *slot = WaveSlot::Running(AbortOnDrop(tokio::spawn(running)));
+            *slot = WaveSlot::Running(AbortOnDrop(tokio::spawn(running.instrument(span))));
         }
     }
     match slots.get_mut(i).map(|slot| std::mem::replace(slot, WaveSlot::Taken)) {
@@ -1024,6 +1148,9 @@ struct RecordedToolResult {
     terminate: bool,
     /// `Some`: the tool failed (or panicked, or timed out) with this text.
     error: Option<String>,
+    /// The tool panicked (for its span in this attempt; not recorded).
+    #[serde(skip)]
+    panicked: bool,
 }
 
 impl RecordedToolResult {
@@ -1033,6 +1160,24 @@ impl RecordedToolResult {
             details: None,
             terminate: false,
             error: Some(text),
+            panicked: false,
+        }
+    }
+
+    fn panicked(text: String) -> Self {
+        RecordedToolResult { panicked: true, ..Self::error(format!("Tool panicked: {text}")) }
+    }
+
+    /// The answer as the loop sees it, for the call's span.
+    fn answer(&self) -> Answer<Result<ToolOutput, ToolError>> {
+        match &self.error {
+            Some(text) if self.panicked => Answer::Panicked(text.clone()),
+            Some(text) => Answer::Done(Err(ToolError(text.clone()))),
+            None => Answer::Done(Ok(ToolOutput {
+                content: self.content.clone(),
+                details: self.details.clone(),
+                terminate: self.terminate,
+            })),
         }
     }
 
@@ -1057,18 +1202,25 @@ async fn run_tool(
 ) -> RecordedToolResult {
     let Some(tool) = tool else { return RecordedToolResult::error("Tool not found".into()) };
     let executor = tool.executor.clone();
+    // What the tool does (an MCP call) nests beneath its `execute_tool` span.
+    let span = tracing::Span::current();
     let task = if tool.blocking {
         let handle = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || handle.block_on(executor.execute(invocation)))
-    } else {
-        tokio::spawn(async move {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
-                Ok(fut) => fut.await,
-                Err(panic) => {
-                    Err(ToolError(format!("Tool panicked: {}", panic_text(panic.as_ref()))))
-                }
-            }
+        tokio::task::spawn_blocking(move || {
+            handle.block_on(executor.execute(invocation).instrument(span))
         })
+    } else {
+        tokio::spawn(Instrument::instrument(
+            async move {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| executor.execute(invocation))) {
+                    Ok(fut) => fut.await,
+                    Err(panic) => {
+                        Err(ToolError(format!("Tool panicked: {}", panic_text(panic.as_ref()))))
+                    }
+                }
+            },
+            span,
+        ))
     };
     let abort = task.abort_handle();
     match tokio::time::timeout(timeout, task).await {
@@ -1077,12 +1229,12 @@ async fn run_tool(
             details: out.details,
             terminate: out.terminate,
             error: None,
+            panicked: false,
         },
         Ok(Ok(Err(e))) => RecordedToolResult::error(e.0),
-        Ok(Err(joined)) if joined.is_panic() => RecordedToolResult::error(format!(
-            "Tool panicked: {}",
-            panic_text(joined.into_panic().as_ref())
-        )),
+        Ok(Err(joined)) if joined.is_panic() => {
+            RecordedToolResult::panicked(panic_text(joined.into_panic().as_ref()))
+        }
         Ok(Err(_)) => RecordedToolResult::error("Tool task was cancelled".into()),
         Err(_) => {
             abort.abort();

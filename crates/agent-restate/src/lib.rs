@@ -32,9 +32,9 @@ pub use journal::{
 };
 pub use live::{LIVE_QUEUE, LiveSink};
 pub use session::{
-    AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENTS_KEPT,
-    EventPage, INBOX_FULL, INBOX_LIMIT, LIVE_KEPT, NOT_WAITING, SessionApprovals, SessionEvents,
-    SessionInbox, SessionParts, SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION,
+    AgentSession, DEFAULT_TRANSCRIPT_BUDGET, Decision, DenyRequest, ENVELOPE_KEY, EVENT_CHUNK,
+    EVENTS_KEPT, EventPage, INBOX_FULL, INBOX_LIMIT, LIVE_KEPT, NOT_WAITING, SessionApprovals,
+    SessionEvents, SessionInbox, SessionParts, SessionSetup, TRANSCRIPT_KEY, TRANSCRIPT_VERSION,
     TranscriptEnvelope, TurnReply, decode_legacy_transcript,
 };
 pub use wrap::{JournaledProvider, journaled_tool};

@@ -1,5 +1,6 @@
-//! Live events: what happens inside a step (the model's token deltas) sent
-//! to the session's events object outside the journal, through the ingress.
+//! Live events: what happens inside a step (the model's token deltas, a tool
+//! call's progress updates and its end) sent to the session's events object
+//! outside the journal, through the ingress.
 //!
 //! A step's effect cannot journal a send, and a replayed step does not run
 //! its effect, so live events come only from an effect really running: a

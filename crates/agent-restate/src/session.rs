@@ -10,6 +10,7 @@ use llm_core::validation::ValidatorCache;
 use llm_core::{AssistantContent, Message, now_millis};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use crate::cache::{CACHE_BUDGET, Cached, EMPTY_DIGEST, TranscriptCache, chain};
 use crate::driver::{Driver, StepLimits};
@@ -245,6 +246,17 @@ macro_rules! load_transcript {
                     messages, envelope, false,
                 ));
             }
+            load_legacy!($ctx).await
+        }
+    };
+}
+
+/// Reads a session that has no envelope: a transcript stored whole by the
+/// previous version (`true`), or none (a new session). One state read, the
+/// only one a session's first turn has more than its later turns.
+macro_rules! load_legacy {
+    ($ctx:expr) => {
+        async {
             let legacy: Vec<Message> = $ctx
                 .get::<Json<Vec<Message>>>(TRANSCRIPT_KEY)
                 .await?
@@ -257,7 +269,11 @@ macro_rules! load_transcript {
                 digest: None,
             };
             let legacy_found = !legacy.is_empty();
-            Ok((legacy, envelope, legacy_found))
+            Ok::<(Vec<Message>, TranscriptEnvelope, bool), HandlerError>((
+                legacy,
+                envelope,
+                legacy_found,
+            ))
         }
     };
 }
@@ -332,7 +348,8 @@ impl AgentSession {
                 (loaded.messages, envelope, false)
             }
             Some(envelope) => (load_messages!(&ctx, 0, envelope.count).await?, envelope, false),
-            None => load_transcript!(&ctx).await?,
+            // The envelope was just read: only the previous layout is left to look for.
+            None => load_legacy!(&ctx).await?,
         };
         if envelope.bytes > parts.transcript_budget {
             return Err(TerminalError::new(format!(
@@ -382,9 +399,12 @@ impl AgentSession {
             let ingress = parts_ingress.clone();
             driver.live = Some(self.live.get_or_init(|| LiveSink::start(ingress)).clone());
         }
-        driver.take_steering().await?;
-        driver.feed(Input::Start(vec![Message::user(text.0)]));
-        driver.run().await?;
+        // What the run does (its turns, requests and calls) nests beneath its span.
+        let span = driver.span.clone();
+        driver.take_steering().instrument(span.clone()).await?;
+        span.in_scope(|| driver.feed(Input::Start(vec![Message::user(text.0)])));
+        driver.run().instrument(span).await?;
+        driver.end_spans();
         driver.flush_events();
         driver.withdraw_approvals();
 
@@ -451,12 +471,7 @@ impl AgentSession {
         ctx: SharedObjectContext<'_>,
         call_id: Json<String>,
     ) -> Result<(), HandlerError> {
-        let decision = Decision { call_id: call_id.0, deny: None };
-        ctx.object_client::<SessionApprovalsClient>(ctx.key())
-            .decide(Json(decision))
-            .call()
-            .await?;
-        Ok(())
+        decide(&ctx, Decision { call_id: call_id.0, deny: None }).await
     }
 
     /// Denies a waiting call: `{"callId": ..., "reason": ...}`; fails as `approve`.
@@ -467,12 +482,7 @@ impl AgentSession {
         request: Json<DenyRequest>,
     ) -> Result<(), HandlerError> {
         let DenyRequest { call_id, reason } = request.0;
-        let decision = Decision { call_id, deny: Some(reason.unwrap_or_default()) };
-        ctx.object_client::<SessionApprovalsClient>(ctx.key())
-            .decide(Json(decision))
-            .call()
-            .await?;
-        Ok(())
+        decide(&ctx, Decision { call_id, deny: Some(reason.unwrap_or_default()) }).await
     }
 
     /// The session's stored messages from index `from` on: what a worker
@@ -495,6 +505,13 @@ impl AgentSession {
     ) -> Result<Json<Vec<Message>>, HandlerError> {
         Ok(Json(load_transcript!(&ctx).await?.0))
     }
+}
+
+/// Hands a decision to the session's approvals object, which resolves the
+/// waiting call or refuses with [`NOT_WAITING`].
+async fn decide(ctx: &SharedObjectContext<'_>, decision: Decision) -> Result<(), HandlerError> {
+    ctx.object_client::<SessionApprovalsClient>(ctx.key()).decide(Json(decision)).call().await?;
+    Ok(())
 }
 
 /// The body of `deny`.
@@ -681,20 +698,190 @@ impl SessionApprovals {
     }
 }
 
-/// State key of a session's recent events, `(sequence number, event)`.
-const EVENTS_KEY: &str = "events";
-/// At most this many recent events are kept per session (the oldest go first).
+/// At most this many recent events are kept per session (the oldest go
+/// first, a chunk of [`EVENT_CHUNK`] at a time).
 pub const EVENTS_KEPT: usize = 4096;
-/// State keys of a session's live events: the recent ones, their last number,
-/// each step's attempt that has not ended, and attempts marked cut off.
-const LIVE_KEY: &str = "live";
-const LIVE_SEQ_KEY: &str = "live.seq";
+/// At most this many recent live events are kept per session (likewise).
+pub const LIVE_KEPT: usize = 2048;
+/// Events are stored in chunks of this many, one state entry each: a call
+/// rewrites the chunk it appends to, never the whole kept list.
+pub const EVENT_CHUNK: u64 = 64;
+/// State keys of a session's live steps: each step's attempt that has not
+/// ended, and attempts marked cut off.
 const LIVE_OPEN_KEY: &str = "live.open";
 const LIVE_CUT_KEY: &str = "live.cut";
-/// At most this many recent live events are kept per session.
-pub const LIVE_KEPT: usize = 2048;
 /// At most this many cut-off attempts (and open steps) are remembered.
 const LIVE_CUT_KEPT: usize = 64;
+
+/// Where a numbered list of events lives in an object's state: its last
+/// number, and a ring of chunks (chunk `i` holds numbers `i * EVENT_CHUNK + 1`
+/// on, in slot `i % slots`, so a new chunk overwrites the oldest).
+struct EventRing {
+    /// State key of the last number.
+    last_key: &'static str,
+    /// The slots' state key prefix.
+    prefix: &'static str,
+    /// How many chunks are kept.
+    slots: u64,
+    /// The previous layout: one state value with every kept `(number, event)`
+    /// (and, for live events, the last number under its own key); read once
+    /// and moved into the ring.
+    legacy_list: &'static str,
+    legacy_last: Option<&'static str>,
+}
+
+const EVENTS_RING: EventRing = EventRing {
+    last_key: "events.last",
+    prefix: "events.chunk",
+    slots: EVENTS_KEPT as u64 / EVENT_CHUNK,
+    legacy_list: "events",
+    legacy_last: None,
+};
+
+const LIVE_RING: EventRing = EventRing {
+    last_key: "live.last",
+    prefix: "live.chunk",
+    slots: LIVE_KEPT as u64 / EVENT_CHUNK,
+    legacy_list: "live",
+    legacy_last: Some("live.seq"),
+};
+
+type Chunk = Vec<(u64, serde_json::Value)>;
+
+impl EventRing {
+    /// The state key of the slot holding chunk `index`. Restate's `get` wants a
+    /// key that lives as long as the context: the keys are made once per
+    /// process (a slot count per ring) and kept.
+    fn slot_key(&self, index: u64) -> &'static str {
+        static KEYS: std::sync::Mutex<Vec<(&'static str, u64, &'static str)>> =
+            std::sync::Mutex::new(Vec::new());
+        let slot = index % self.slots;
+        let mut keys = KEYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, _, key)) = keys.iter().find(|(p, s, _)| *p == self.prefix && *s == slot) {
+            return key;
+        }
+        let key: &'static str = Box::leak(format!("{}.{slot}", self.prefix).into_boxed_str());
+        keys.push((self.prefix, slot, key));
+        key
+    }
+
+    /// The events numbered above `after` that are kept, and the last number.
+    async fn read(
+        &self,
+        ctx: &SharedObjectContext<'_>,
+        after: u64,
+    ) -> Result<EventPage, HandlerError> {
+        let Some(last) = ctx.get::<u64>(self.last_key).await? else {
+            // Not moved into the ring yet: the previous layout's list.
+            let kept: Chunk = ctx
+                .get::<Json<_>>(self.legacy_list)
+                .await?
+                .map(|j: Json<_>| j.0)
+                .unwrap_or_default();
+            let mut last = kept.last().map_or(0, |(seq, _)| *seq);
+            if let Some(key) = self.legacy_last {
+                last = last.max(ctx.get::<u64>(key).await?.unwrap_or(0));
+            }
+            let events = kept.into_iter().filter(|(seq, _)| *seq > after).collect();
+            return Ok(EventPage { events, last });
+        };
+        let oldest = (last + 1).saturating_sub(self.slots * EVENT_CHUNK).max(1);
+        let first = (after + 1).max(oldest);
+        let mut events = Vec::new();
+        if first <= last {
+            for index in (first - 1) / EVENT_CHUNK..=(last - 1) / EVENT_CHUNK {
+                let chunk: Chunk = ctx
+                    .get::<Json<_>>(self.slot_key(index))
+                    .await?
+                    .map(|j: Json<_>| j.0)
+                    .unwrap_or_default();
+                // A slot may hold a newer chunk than the one asked for: its events are not these.
+                events.extend(chunk.into_iter().filter(|(seq, _)| {
+                    *seq >= first && *seq <= last && (*seq - 1) / EVENT_CHUNK == index
+                }));
+            }
+        }
+        Ok(EventPage { events, last })
+    }
+}
+
+/// Appends to an [`EventRing`]: reads its last number and the chunk it
+/// appends to (none when a call starts a chunk), writes the chunks it touched
+/// and the last number, whatever the kept list's length.
+struct RingWriter {
+    ring: &'static EventRing,
+    last: u64,
+    chunk: Option<(u64, Chunk)>,
+}
+
+impl RingWriter {
+    async fn open(ctx: &ObjectContext<'_>, ring: &'static EventRing) -> Result<Self, HandlerError> {
+        let mut writer = RingWriter { ring, last: 0, chunk: None };
+        if let Some(last) = ctx.get::<u64>(ring.last_key).await? {
+            writer.last = last;
+            return Ok(writer);
+        }
+        // The previous layout, moved into the ring once (at most the kept events).
+        let kept: Chunk =
+            ctx.get::<Json<_>>(ring.legacy_list).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut last = kept.last().map_or(0, |(seq, _)| *seq);
+        if let Some(key) = ring.legacy_last {
+            last = last.max(ctx.get::<u64>(key).await?.unwrap_or(0));
+            ctx.clear(key);
+        }
+        ctx.clear(ring.legacy_list);
+        for (seq, event) in kept {
+            writer.last = seq.saturating_sub(1);
+            writer.push(ctx, event).await?;
+        }
+        writer.last = last;
+        Ok(writer)
+    }
+
+    /// Appends `event` as the next number.
+    async fn push(
+        &mut self,
+        ctx: &ObjectContext<'_>,
+        event: serde_json::Value,
+    ) -> Result<(), HandlerError> {
+        let seq = self.last + 1;
+        let index = (seq - 1) / EVENT_CHUNK;
+        if self.chunk.as_ref().is_none_or(|(open, _)| *open != index) {
+            self.flush(ctx);
+            let events = if (seq - 1).is_multiple_of(EVENT_CHUNK) {
+                Vec::new()
+            } else {
+                let chunk: Chunk = ctx
+                    .get::<Json<_>>(self.ring.slot_key(index))
+                    .await?
+                    .map(|j: Json<_>| j.0)
+                    .unwrap_or_default();
+                chunk
+                    .into_iter()
+                    .filter(|(s, _)| *s > 0 && (*s - 1) / EVENT_CHUNK == index)
+                    .collect()
+            };
+            self.chunk = Some((index, events));
+        }
+        if let Some((_, events)) = self.chunk.as_mut() {
+            events.push((seq, event));
+        }
+        self.last = seq;
+        Ok(())
+    }
+
+    fn flush(&mut self, ctx: &ObjectContext<'_>) {
+        if let Some((index, events)) = self.chunk.take() {
+            ctx.set(self.ring.slot_key(index), Json(events));
+        }
+    }
+
+    /// Writes what was appended.
+    fn finish(mut self, ctx: &ObjectContext<'_>) {
+        self.flush(ctx);
+        ctx.set(self.ring.last_key, self.last);
+    }
+}
 
 /// Events read from a session: those numbered above the reader's `after`, and
 /// the number to pass next time.
@@ -710,6 +897,11 @@ pub struct EventPage {
 /// its run's events with a one-way call, which is a journal entry of the run,
 /// so a replay does not send it again and a follower never sees an event twice.
 /// Followers poll `read` with the last number they saw.
+///
+/// Events are kept in chunks of [`EVENT_CHUNK`], one state entry each, so a
+/// call touches one or two chunks whatever the number kept; bind the object
+/// with lazy state (`ServiceOptions::enable_lazy_state`), or Restate sends
+/// every kept chunk with every call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionEvents;
 
@@ -722,20 +914,15 @@ impl SessionEvents {
         ctx: ObjectContext<'_>,
         events: Json<Vec<serde_json::Value>>,
     ) -> Result<(), HandlerError> {
-        let mut kept: Vec<(u64, serde_json::Value)> =
-            ctx.get::<Json<_>>(EVENTS_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        let mut last = kept.last().map_or(0, |(seq, _)| *seq);
+        let mut ring = RingWriter::open(&ctx, &EVENTS_RING).await?;
         for event in events.0 {
-            last += 1;
-            kept.push((last, event));
+            ring.push(&ctx, event).await?;
         }
-        let over = kept.len().saturating_sub(EVENTS_KEPT);
-        kept.drain(..over);
-        ctx.set(EVENTS_KEY, Json(kept));
+        ring.finish(&ctx);
         Ok(())
     }
 
-    /// Appends live events of a running step (token deltas), sent by the
+    /// Appends live events of a running step (token deltas, tool progress), sent by the
     /// worker through the ingress outside the journal. Events of an attempt
     /// marked cut off are dropped; an `attempt_start` for a step whose last
     /// attempt never ended marks that attempt first: `attempt_cut`.
@@ -745,17 +932,11 @@ impl SessionEvents {
         ctx: ObjectContext<'_>,
         events: Json<Vec<serde_json::Value>>,
     ) -> Result<(), HandlerError> {
-        let mut kept: Vec<(u64, serde_json::Value)> =
-            ctx.get::<Json<_>>(LIVE_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
+        let mut ring = RingWriter::open(&ctx, &LIVE_RING).await?;
         let mut open: BTreeMap<String, String> =
             ctx.get::<Json<_>>(LIVE_OPEN_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
         let mut cut: Vec<String> =
             ctx.get::<Json<_>>(LIVE_CUT_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        let mut last = ctx.get::<u64>(LIVE_SEQ_KEY).await?.unwrap_or(0);
-        let mut push = |event: serde_json::Value| {
-            last += 1;
-            kept.push((last, event));
-        };
         for event in events.0.into_iter().take(LIVE_KEPT) {
             let text = |key: &str| event.get(key).and_then(|v| v.as_str()).map(str::to_owned);
             let (step, attempt) = (text("step"), text("attempt"));
@@ -767,9 +948,8 @@ impl SessionEvents {
                     if let Some(previous) = open.insert(step.clone(), attempt)
                         && !cut.contains(&previous)
                     {
-                        push(
-                            serde_json::json!({"type": "attempt_cut", "step": step, "attempt": previous}),
-                        );
+                        let mark = serde_json::json!({"type": "attempt_cut", "step": step, "attempt": previous});
+                        ring.push(&ctx, mark).await?;
                         cut.push(previous);
                     }
                 }
@@ -780,10 +960,8 @@ impl SessionEvents {
                 }
                 _ => {}
             }
-            push(event);
+            ring.push(&ctx, event).await?;
         }
-        let over = kept.len().saturating_sub(LIVE_KEPT);
-        kept.drain(..over);
         let over = cut.len().saturating_sub(LIVE_CUT_KEPT);
         cut.drain(..over);
         // Bounded: past it, steps are forgotten in name order (a forgotten
@@ -791,8 +969,7 @@ impl SessionEvents {
         while open.len() > LIVE_CUT_KEPT {
             open.pop_first();
         }
-        ctx.set(LIVE_SEQ_KEY, last);
-        ctx.set(LIVE_KEY, Json(kept));
+        ring.finish(&ctx);
         ctx.set(LIVE_OPEN_KEY, Json(open));
         ctx.set(LIVE_CUT_KEY, Json(cut));
         Ok(())
@@ -806,11 +983,7 @@ impl SessionEvents {
         ctx: SharedObjectContext<'_>,
         after: Json<u64>,
     ) -> Result<Json<EventPage>, HandlerError> {
-        let kept: Vec<(u64, serde_json::Value)> =
-            ctx.get::<Json<_>>(LIVE_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        let last = ctx.get::<u64>(LIVE_SEQ_KEY).await?.unwrap_or(0);
-        let events = kept.into_iter().filter(|(seq, _)| *seq > after.0).collect();
-        Ok(Json(EventPage { events, last }))
+        Ok(Json(LIVE_RING.read(&ctx, after.0).await?))
     }
 
     /// The events numbered above `after` (the oldest may have been dropped).
@@ -820,10 +993,6 @@ impl SessionEvents {
         ctx: SharedObjectContext<'_>,
         after: Json<u64>,
     ) -> Result<Json<EventPage>, HandlerError> {
-        let kept: Vec<(u64, serde_json::Value)> =
-            ctx.get::<Json<_>>(EVENTS_KEY).await?.map(|j: Json<_>| j.0).unwrap_or_default();
-        let last = kept.last().map_or(0, |(seq, _)| *seq);
-        let events = kept.into_iter().filter(|(seq, _)| *seq > after.0).collect();
-        Ok(Json(EventPage { events, last }))
+        Ok(Json(EVENTS_RING.read(&ctx, after.0).await?))
     }
 }

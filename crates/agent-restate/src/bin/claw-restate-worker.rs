@@ -39,9 +39,11 @@
 //!   sequential, one call at a time).
 //! * `CLAW_INGRESS_URL`: the Restate ingress (comma-separated for several
 //!   nodes) a turn reads the stored messages it lacks from
-//!   (`SessionParts::ingress`); set, the session's state is also read lazily.
-//! * `CLAW_JOURNAL_RETENTION_S`: keep a finished invocation's journal this long
-//!   (the tests measure journals through the admin API).
+//!   (`SessionParts::ingress`); set, the state of the session and of its events
+//!   object is also read lazily.
+//! * `CLAW_JOURNAL_RETENTION_S`: keep a finished invocation's journal (of a
+//!   session or its events object) this long (the tests measure journals
+//!   through the admin API).
 //! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
 //!   (`{"city": string, "celsius": number}`), asked on a final turn.
 
@@ -174,10 +176,18 @@ struct Hold {
 }
 
 /// A blocking tool: holds its thread (as a synchronous library call would),
-/// declared `blocking` so it runs on the blocking pool.
+/// declared `blocking` so it runs on the blocking pool; reports its progress
+/// every 500 ms.
 fn hold_tool() -> AgentTool {
-    AgentTool::typed("hold", "Holds its thread for a while", |args: Hold, _inv: ToolInvocation| {
-        std::thread::sleep(Duration::from_millis(args.ms.min(60_000)));
+    AgentTool::typed("hold", "Holds its thread for a while", |args: Hold, inv: ToolInvocation| {
+        let total = args.ms.min(60_000);
+        let mut held = 0;
+        while held < total {
+            let pause = (total - held).min(500);
+            std::thread::sleep(Duration::from_millis(pause));
+            held += pause;
+            inv.progress.update(ToolOutput::text(format!("held {held} of {total} ms")));
+        }
         std::future::ready(Ok(ToolOutput::text(format!("held {} ms", args.ms))))
     })
     .blocking()
@@ -351,11 +361,17 @@ fn main() -> ExitCode {
     if let Some(retention) = journal_retention {
         session_options = session_options.journal_retention(retention);
     }
+    // The events object's handlers read a few entries of its state each:
+    // lazy state, so Restate does not send every kept event with every call.
+    let mut events_options = ServiceOptions::new().enable_lazy_state(lazy_state);
+    if let Some(retention) = journal_retention {
+        events_options = events_options.journal_retention(retention);
+    }
     let mut builder = Endpoint::builder()
         .bind(AgentSession::new(setup).into_service_definition().options(session_options))
         .bind(SessionInbox)
         .bind(SessionApprovals)
-        .bind(SessionEvents);
+        .bind(SessionEvents.into_service_definition().options(events_options));
     for key in env_or("CLAW_IDENTITY_KEYS", "").split(',').map(str::trim).filter(|k| !k.is_empty())
     {
         builder = match builder.identity_key(key) {

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::harness::{
-    Arrival, Balancer, LoopbackProvider, RestateServer, Scratch, TestResult, free_port,
-    restate_binary, start_worker, wait_listening,
+    Arrival, Balancer, LoopbackProvider, Proc, RestateServer, Scratch, TestResult, free_port,
+    registered_worker, restate_binary, start_worker, wait_listening,
 };
 
 pub(crate) fn transcript(value: Value) -> TestResult<Vec<Message>> {
@@ -59,15 +59,46 @@ pub(crate) async fn setup_one_worker() -> TestResult<
     Ok(Some((server, provider, arrivals, workspace, addr)))
 }
 
+/// What [`one_worker`] sets up: the server, the loopback provider and its
+/// arrivals, the workspace, the worker's address and process, a client.
+pub(crate) type OneWorker = (
+    RestateServer,
+    LoopbackProvider,
+    mpsc::UnboundedReceiver<Arrival>,
+    Scratch,
+    SocketAddr,
+    Proc,
+    reqwest::Client,
+);
+
+/// [`setup_one_worker`] and a worker with `tool_delay_ms` and the variables
+/// `env` gives from the server and the workspace, registered; `None` without npm.
+pub(crate) async fn one_worker(
+    tool_delay_ms: u64,
+    env: impl FnOnce(&RestateServer, &Path) -> Vec<(&'static str, String)>,
+) -> TestResult<Option<OneWorker>> {
+    let Some((server, provider, arrivals, workspace, addr)) = setup_one_worker().await? else {
+        return Ok(None);
+    };
+    let env = env(&server, &workspace.0);
+    let worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, tool_delay_ms, &env)
+            .await?;
+    Ok(Some((server, provider, arrivals, workspace, addr, worker, reqwest::Client::new())))
+}
+
+/// The file the example worker's hook logs each `before_tool_call` answer to.
+pub(crate) fn hook_log(workspace: &Path) -> std::path::PathBuf {
+    workspace.join("hook-log")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_runs_tools_keeps_its_transcript_and_takes_steering() -> TestResult {
-    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, mut arrivals, workspace, _addr, _worker, http)) =
+        one_worker(1500, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker = start_worker(addr, &provider.base_url, &workspace.0, 1500)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
 
     let reply = server.call(&http, "s1", "message", &json!("hello")).await?;
     let t = server.call(&http, "s1", "transcript", &Value::Null).await?;
@@ -117,15 +148,13 @@ async fn a_session_runs_tools_keeps_its_transcript_and_takes_steering() -> TestR
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_resumes_and_completed_tools_ran_exactly_once() -> TestResult {
-    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, provider, mut arrivals, workspace, addr, mut worker, http)) =
+        one_worker(800, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
     // Hold every model request, so that a kill lands inside one.
     provider.delay_ms.store(1500, Ordering::SeqCst);
-    let mut worker = start_worker(addr, &provider.base_url, &workspace.0, 800)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let call = {
         let (ingress, http) = (server.ingress.clone(), http.clone());
         tokio::spawn(async move {
@@ -259,14 +288,12 @@ async fn two_workers_serve_500_concurrent_sessions_of_three_turns() -> TestResul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restate_cancel_aborts_the_run_at_the_next_step_and_keeps_a_valid_transcript() -> TestResult
 {
-    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, provider, mut arrivals, workspace, _addr, _worker, http)) =
+        one_worker(200, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
     provider.delay_ms.store(1000, Ordering::SeqCst);
-    let _worker = start_worker(addr, &provider.base_url, &workspace.0, 200)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let sent: Value = http
         .post(format!("{}/AgentSession/cancel-me/message/send", server.ingress))
         .json(&json!("markers a,b,c"))

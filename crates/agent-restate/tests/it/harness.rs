@@ -213,6 +213,23 @@ impl RestateServer {
         }
     }
 
+    /// The rows of an admin SQL query (`sys_journal`, `sys_invocation`, `state`).
+    pub(crate) async fn query(&self, http: &reqwest::Client, sql: &str) -> TestResult<Vec<Value>> {
+        let response = http
+            .post(format!("{}/query", self.admin))
+            .header("accept", "application/json")
+            .json(&json!({ "query": sql }))
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            return Err(format!("query {sql}: HTTP {status}: {text}").into());
+        }
+        let rows: Value = serde_json::from_str(&text)?;
+        Ok(rows["rows"].as_array().cloned().unwrap_or_default())
+    }
+
     /// Calls `AgentSession/<key>/<handler>` through the ingress and returns the JSON reply.
     pub(crate) async fn call(
         &self,
@@ -221,7 +238,19 @@ impl RestateServer {
         handler: &str,
         body: &Value,
     ) -> TestResult<Value> {
-        let request = http.post(format!("{}/AgentSession/{key}/{handler}", self.ingress));
+        self.call_object(http, "AgentSession", key, handler, body).await
+    }
+
+    /// Calls `<object>/<key>/<handler>` through the ingress and returns the JSON reply.
+    pub(crate) async fn call_object(
+        &self,
+        http: &reqwest::Client,
+        object: &str,
+        key: &str,
+        handler: &str,
+        body: &Value,
+    ) -> TestResult<Value> {
+        let request = http.post(format!("{}/{object}/{key}/{handler}", self.ingress));
         // A handler without input takes an empty body.
         let request = if body.is_null() { request } else { request.json(body) };
         let response = request.send().await?;
@@ -265,6 +294,51 @@ pub(crate) fn start_worker_with(
         .stderr(Stdio::null())
         .spawn()?;
     Ok(Proc(child))
+}
+
+/// A worker (as [`start_worker_with`]) listening on `addr` and registered with `server`.
+pub(crate) async fn registered_worker(
+    server: &RestateServer,
+    addr: SocketAddr,
+    provider: &str,
+    workspace: &Path,
+    tool_delay_ms: u64,
+    extra: &[(&str, String)],
+) -> TestResult<Proc> {
+    let worker = start_worker_with(addr, provider, workspace, tool_delay_ms, extra)?;
+    wait_listening(addr).await?;
+    server.register(&format!("http://{addr}")).await?;
+    Ok(worker)
+}
+
+/// Sends `text` to the session without waiting: the invocation id.
+pub(crate) async fn send(
+    http: &reqwest::Client,
+    ingress: &str,
+    session: &str,
+    text: &str,
+) -> TestResult<String> {
+    let sent: Value = http
+        .post(format!("{ingress}/AgentSession/{session}/message/send"))
+        .json(&json!(text))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned())
+}
+
+/// Waits (at most 120 s) for the invocation's end: its HTTP status and body.
+pub(crate) async fn attach(
+    http: &reqwest::Client,
+    ingress: &str,
+    id: &str,
+) -> TestResult<(reqwest::StatusCode, String)> {
+    let attach = http.get(format!("{ingress}/restate/invocation/{id}/attach")).send();
+    let finished = tokio::time::timeout(Duration::from_secs(120), attach).await??;
+    let status = finished.status();
+    Ok((status, finished.text().await?))
 }
 
 /// Waits until something accepts connections on `addr`.

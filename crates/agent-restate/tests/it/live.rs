@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::durable::setup_one_worker;
-use crate::harness::{TestResult, start_worker_with, wait_listening};
+use crate::durable::{one_worker, setup_one_worker};
+use crate::harness::{TestResult, attach, registered_worker, send, start_worker_with};
 
 static FOLLOWED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
@@ -30,24 +30,6 @@ async fn read_live(
     let events = serde_json::from_value(page["events"].clone())?;
     let last = page["last"].as_u64().ok_or("a page without last")?;
     Ok((events, last))
-}
-
-/// Sends `text` to the session without waiting: the invocation id.
-async fn send(
-    http: &reqwest::Client,
-    ingress: &str,
-    session: &str,
-    text: &str,
-) -> TestResult<String> {
-    let sent: Value = http
-        .post(format!("{ingress}/AgentSession/{session}/message/send"))
-        .json(&json!(text))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    Ok(sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned())
 }
 
 /// Follows the session's live events with a cursor until `done` holds for all
@@ -93,44 +75,44 @@ fn text_of(seen: &[(u64, Value)], attempt: &str) -> (String, Vec<u64>) {
     )
 }
 
-async fn attach(http: &reqwest::Client, ingress: &str, id: &str) -> TestResult<Value> {
-    let reply = tokio::time::timeout(
-        Duration::from_secs(120),
-        http.get(format!("{ingress}/restate/invocation/{id}/attach")).send(),
-    )
-    .await??;
-    let status = reply.status();
-    let body = reply.text().await?;
+/// Whether the session's (journaled) events hold one of type `kind` yet.
+async fn has_event(
+    http: &reqwest::Client,
+    ingress: &str,
+    session: &str,
+    kind: &str,
+) -> TestResult<bool> {
+    let page: Value = http
+        .post(format!("{ingress}/SessionEvents/{session}/read"))
+        .json(&json!(0))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(page["events"].as_array().is_some_and(|events| events.iter().any(|e| e[1]["type"] == kind)))
+}
+
+/// The invocation's reply, once it ended successfully.
+async fn reply(http: &reqwest::Client, ingress: &str, id: &str) -> TestResult<Value> {
+    let (status, body) = attach(http, ingress, id).await?;
     assert!(status.is_success(), "HTTP {status}: {body}");
     Ok(serde_json::from_str(&body)?)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_sees_the_models_deltas_before_the_turn_ends() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |server, _| vec![("CLAW_INGRESS_URL", server.ingress.clone())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let ingress = server.ingress.clone();
     // 40 words 100 ms apart: the turn takes 4 s.
     let id = send(&http, &ingress, "live", "slow 40 100").await?;
     let mut seen = Vec::new();
     follow_until(&http, &ingress, "live", &mut seen, |s| deltas(s).len() >= 3).await?;
     // The turn has not ended: its final event is not among the session's events.
-    let coarse: Value = http
-        .post(format!("{ingress}/SessionEvents/live/read"))
-        .json(&json!(0))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let ended = coarse["events"]
-        .as_array()
-        .is_some_and(|events| events.iter().any(|e| e[1]["type"] == "agent_end"));
+    let ended = has_event(&http, &ingress, "live", "agent_end").await?;
     assert!(!ended, "the deltas arrived only after the turn ended");
 
     // Followed to the attempt's end while the turn runs, then the reply.
@@ -138,7 +120,7 @@ async fn a_follower_sees_the_models_deltas_before_the_turn_ends() -> TestResult 
         s.iter().any(|(_, e)| e["type"] == "attempt_end")
     })
     .await?;
-    let reply = attach(&http, &ingress, &id).await?;
+    let reply = reply(&http, &ingress, &id).await?;
     let expected: String =
         (0..40).map(|i| if i == 0 { "w0".to_owned() } else { format!(" w{i}") }).collect();
     assert_eq!(reply["text"], expected.as_str());
@@ -167,9 +149,8 @@ async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams
         return Ok(());
     };
     let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
-    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let mut worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
     let http = reqwest::Client::new();
     let ingress = server.ingress.clone();
     let id = send(&http, &ingress, "cut", "slow 30 100").await?;
@@ -179,7 +160,7 @@ async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams
     worker.kill();
     let restarted: SocketAddr = addr;
     let _worker = start_worker_with(restarted, &provider.base_url, &workspace.0, 0, &env)?;
-    let reply = attach(&http, &ingress, &id).await?;
+    let reply = reply(&http, &ingress, &id).await?;
     let expected: String =
         (0..30).map(|i| if i == 0 { "w0".to_owned() } else { format!(" w{i}") }).collect();
     assert_eq!(reply["text"], expected.as_str());
@@ -214,36 +195,25 @@ async fn a_worker_killed_mid_stream_leaves_its_attempt_cut_and_the_retry_streams
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_sees_a_tool_running_before_its_step_is_recorded() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+async fn a_follower_sees_a_tools_progress_before_its_step_is_recorded() -> TestResult {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |server, _| vec![("CLAW_INGRESS_URL", server.ingress.clone())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_INGRESS_URL", server.ingress.clone())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let ingress = server.ingress.clone();
+    // The `hold` tool reports its progress every 500 ms of its 3 s.
     let id = send(&http, &ingress, "tools", "hold 3000").await?;
     let is_tool = |e: &Value| e["step"].as_str().is_some_and(|s| s.starts_with("tool hold "));
     let mut seen = Vec::new();
     follow_until(&http, &ingress, "tools", &mut seen, |s| {
-        s.iter().any(|(_, e)| e["type"] == "attempt_start" && is_tool(e))
+        s.iter().any(|(_, e)| e["type"] == "tool_progress" && is_tool(e))
     })
     .await?;
     // The call runs: its end is not among the session's events yet.
-    let coarse: Value = http
-        .post(format!("{ingress}/SessionEvents/tools/read"))
-        .json(&json!(0))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let ended = coarse["events"]
-        .as_array()
-        .is_some_and(|events| events.iter().any(|e| e[1]["type"] == "tool_execution_end"));
-    assert!(!ended, "the tool's start arrived only after its end");
-    let reply = attach(&http, &ingress, &id).await?;
+    let ended = has_event(&http, &ingress, "tools", "tool_execution_end").await?;
+    assert!(!ended, "the tool's progress arrived only after its end");
+    let reply = reply(&http, &ingress, &id).await?;
     assert_eq!(reply["text"], "done");
     follow_until(&http, &ingress, "tools", &mut seen, |s| {
         s.iter().any(|(_, e)| e["type"] == "attempt_end" && is_tool(e))
@@ -251,7 +221,18 @@ async fn a_follower_sees_a_tool_running_before_its_step_is_recorded() -> TestRes
     .await?;
     let tool: Vec<&Value> = seen.iter().map(|(_, e)| e).filter(|e| is_tool(e)).collect();
     let kinds: Vec<&str> = tool.iter().filter_map(|e| e["type"].as_str()).collect();
-    assert_eq!(kinds, ["attempt_start", "tool_result", "attempt_end"]);
-    assert_eq!(tool[1]["isError"], false);
+    let mut expected = vec!["attempt_start"];
+    expected.extend(["tool_progress"; 6]);
+    expected.extend(["tool_result", "attempt_end"]);
+    assert_eq!(kinds, expected, "{tool:?}");
+    let progress: Vec<&str> =
+        tool[1..7].iter().filter_map(|e| e["content"][0]["text"].as_str()).collect();
+    let held: Vec<String> = (1..=6).map(|i| format!("held {} of 3000 ms", i * 500)).collect();
+    assert_eq!(progress, held);
+    // Tagged like the attempt's other events, numbered in order.
+    let seqs: Vec<u64> = tool.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(seqs, (0..9).collect::<Vec<u64>>());
+    assert!(tool.iter().all(|e| e["attempt"] == tool[0]["attempt"]));
+    assert_eq!(tool[7]["isError"], false);
     Ok(())
 }

@@ -11,40 +11,18 @@ use agent_core::check_tool_results;
 use llm_core::Message;
 use serde_json::{Value, json};
 
-use crate::durable::{marker_lines, next_arrival, setup_one_worker, transcript};
+use crate::durable::{
+    hook_log, marker_lines, next_arrival, one_worker, setup_one_worker, transcript,
+};
 use crate::harness::{
-    LoopbackProvider, RestateServer, Scratch, TestResult, free_port, restate_binary,
-    start_worker_with, wait_listening,
+    LoopbackProvider, RestateServer, Scratch, TestResult, attach, free_port, registered_worker,
+    restate_binary, send, start_worker_with, wait_listening,
 };
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .map(|s| s.lines().map(str::to_owned).collect())
         .unwrap_or_default()
-}
-
-/// Sends `text` to the session without waiting; the invocation id.
-async fn send(http: &reqwest::Client, ingress: &str, key: &str, text: &str) -> TestResult<String> {
-    let sent: Value = http
-        .post(format!("{ingress}/AgentSession/{key}/message/send"))
-        .json(&json!(text))
-        .send()
-        .await?
-        .json()
-        .await?;
-    Ok(sent["invocationId"].as_str().ok_or("no invocation id")?.to_owned())
-}
-
-/// Waits for the invocation's end: its HTTP status and body.
-async fn attach(
-    http: &reqwest::Client,
-    ingress: &str,
-    id: &str,
-) -> TestResult<(reqwest::StatusCode, String)> {
-    let attach = http.get(format!("{ingress}/restate/invocation/{id}/attach")).send();
-    let finished = tokio::time::timeout(Duration::from_secs(120), attach).await??;
-    let status = finished.status();
-    Ok((status, finished.text().await?))
 }
 
 async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> TestResult {
@@ -76,7 +54,7 @@ const PARALLEL_DELAY_MS: u64 = 2000;
 /// Sends a decision (`approve` or `deny`) until a call waits for it: the call
 /// registers itself with a one-way call after its hook's step, and the server
 /// may still be taking its partitions back after a restart.
-async fn decide_when_waiting(
+pub(crate) async fn decide_when_waiting(
     server: &RestateServer,
     http: &reqwest::Client,
     key: &str,
@@ -100,34 +78,26 @@ async fn object_state(
     object: &str,
     key: &str,
 ) -> TestResult<String> {
-    let query = json!({"query": format!(
+    let sql = format!(
         "SELECT key, value_utf8 FROM state WHERE service_name = '{object}' AND service_key = '{key}'"
-    )});
-    let response = http
-        .post(format!("{}/query", server.admin))
-        .header("accept", "application/json")
-        .json(&query)
-        .send()
-        .await?;
-    let status = response.status();
-    let text = response.text().await?;
-    if !status.is_success() {
-        return Err(format!("state query: HTTP {status}: {text}").into());
-    }
-    Ok(text)
+    );
+    Ok(Value::Array(server.query(http, &sql).await?).to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_run_leaves_no_waiting_approval_and_a_stale_decision_is_refused() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(0, |_, workspace| {
+            vec![
+                ("CLAW_APPROVE", "1".to_owned()),
+                ("CLAW_HOOK_LOG", hook_log(workspace).display().to_string()),
+            ]
+        })
+        .await?
+    else {
         return Ok(());
     };
-    let log = workspace.0.join("hook-log");
-    let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
+    let log = hook_log(&workspace.0);
     let id = send(&http, &server.ingress, "stale", "markers ask1").await?;
     wait_for("the approval request", || !lines(&log).is_empty()).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -177,15 +147,15 @@ async fn a_parallel_batch_takes_its_slowest_tools_time_and_runs_each_tool_once()
     let http = reqwest::Client::new();
     let mut elapsed = Vec::new();
     for (parallel, session) in [("1", "par"), ("0", "seq")] {
-        let worker = start_worker_with(
+        let worker = registered_worker(
+            &server,
             addr,
             &provider.base_url,
             &workspace.0,
             PARALLEL_DELAY_MS,
             &[("CLAW_PARALLEL", parallel.into())],
-        )?;
-        wait_listening(addr).await?;
-        server.register(&format!("http://{addr}")).await?;
+        )
+        .await?;
         let begun = Instant::now();
         let markers = format!("parallel {session}1,{session}2,{session}3");
         let reply = server.call(&http, session, "message", &json!(markers)).await?;
@@ -224,9 +194,8 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
     let log = workspace.0.join("hook-log");
     let env = [("CLAW_PARALLEL", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
     provider.delay_ms.store(1500, Ordering::SeqCst);
-    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let mut worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "replay", "parallel r1,r2").await?;
     // A follower polls the events while the run goes on (and is killed),
@@ -313,13 +282,11 @@ async fn a_replay_never_asks_a_hook_again_nor_reruns_a_recorded_tool() -> TestRe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_while_a_tool_runs_keeps_the_tools_result() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(3000, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 3000, &[])?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "keep", "markers k1,k2").await?;
     // The tool wrote its line and now holds for 3 s: cancel inside the step.
     wait_for("the first tool's write", || !marker_lines(&workspace.0, "k1").is_empty()).await?;
@@ -346,9 +313,8 @@ async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_rest
     };
     let log = workspace.0.join("hook-log");
     let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
-    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let mut worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "ask", "markers ask1,b").await?;
     wait_for("the approval request", || !lines(&log).is_empty()).await?;
@@ -373,15 +339,17 @@ async fn an_approval_waits_on_an_awakeable_and_resolves_after_every_process_rest
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_call_tells_the_model_and_the_run_goes_on() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(0, |_, workspace| {
+            vec![
+                ("CLAW_APPROVE", "1".to_owned()),
+                ("CLAW_HOOK_LOG", hook_log(workspace).display().to_string()),
+            ]
+        })
+        .await?
+    else {
         return Ok(());
     };
-    let log = workspace.0.join("hook-log");
-    let env = [("CLAW_APPROVE", "1".to_owned()), ("CLAW_HOOK_LOG", log.display().to_string())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     // Decided before the call asks: refused, not kept for a call that may never ask.
     let early = server
         .call(&http, "deny", "deny", &json!({"callId": "call_2", "reason": "not today"}))
@@ -410,9 +378,8 @@ async fn a_transient_model_failure_is_retried_durably_not_recorded_as_the_answer
         return Ok(());
     };
     let env = [("CLAW_MODEL_RETRY_MS", "100".to_owned())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let _worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
     let http = reqwest::Client::new();
     // More failures in a row than the HTTP layer retries.
     let reply = server.call(&http, "flaky", "message", &json!("flaky 8")).await?;
@@ -426,9 +393,8 @@ async fn a_transient_model_failure_is_retried_durably_not_recorded_as_the_answer
     // A bounded policy: past its attempts the failure is the recorded answer.
     let env = [("CLAW_MODEL_RETRY_MS", "50".to_owned()), ("CLAW_MODEL_RETRY_ATTEMPTS", "2".into())];
     let addr2: SocketAddr = format!("127.0.0.1:{}", crate::harness::free_port()?).parse()?;
-    let _worker2 = start_worker_with(addr2, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr2).await?;
-    server.register(&format!("http://{addr2}")).await?;
+    let _worker2 =
+        registered_worker(&server, addr2, &provider.base_url, &workspace.0, 0, &env).await?;
     let reply = server.call(&http, "flaky2", "message", &json!("flaky 1000")).await?;
     assert_eq!(reply["reason"], "Error", "{reply}");
     let messages = transcript(server.call(&http, "flaky2", "transcript", &Value::Null).await?)?;
@@ -440,14 +406,11 @@ async fn a_transient_model_failure_is_retried_durably_not_recorded_as_the_answer
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_keeps_the_sessions_stored_turns() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| vec![("CLAW_PANIC_WORD", "explode".to_owned())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_PANIC_WORD", "explode".to_owned())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     server.call(&http, "fail", "message", &json!("hello")).await?;
     let reply = server.call(&http, "fail", "message", &json!("explode")).await?;
     assert_eq!(reply["reason"], "Failed", "{reply}");
@@ -466,13 +429,11 @@ async fn a_failed_run_keeps_the_sessions_stored_turns() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_keys_stay_unique_when_a_provider_reuses_call_ids() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &[])?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let reply = server.call(&http, "reuse", "message", &json!("reuse u1,u2")).await?;
     assert_eq!(reply["text"], "done", "{reply}");
     assert_eq!(marker_lines(&workspace.0, "u1"), ["u1 reuse/1/call_same"]);
@@ -482,13 +443,11 @@ async fn idempotency_keys_stay_unique_when_a_provider_reuses_call_ids() -> TestR
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_client_message_runs_once_and_the_inbox_is_private() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &[])?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let mut replies = Vec::new();
     for _ in 0..2 {
         let response = http
@@ -544,9 +503,8 @@ async fn a_retry_on_a_build_with_another_setup_fails_with_a_clear_error() -> Tes
         ("CLAW_MESSAGE_MAX_ATTEMPTS", "6".to_owned()),
         ("CLAW_ON_MAX_ATTEMPTS", "kill".to_owned()),
     ];
-    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &bounded)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let mut worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &bounded).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "upgrade", "markers v1").await?;
     next_arrival(&mut arrivals, |_| true).await?;
@@ -582,14 +540,11 @@ async fn a_retry_on_a_build_with_another_setup_fails_with_a_clear_error() -> Tes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_past_the_step_ceiling_gets_an_error_result_and_the_run_goes_on() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(60_000, |_, _| vec![("CLAW_STEP_TIMEOUT_MS", "1000".to_owned())]).await?
+    else {
         return Ok(());
     };
-    let env = [("CLAW_STEP_TIMEOUT_MS", "1000".to_owned())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 60_000, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let begun = Instant::now();
     let reply = server.call(&http, "slow", "message", &json!("markers s1")).await?;
     assert_eq!(reply["text"], "done", "{reply}");
@@ -613,13 +568,11 @@ async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> Test
     assert_eq!(legacy.len(), 4);
     assert!(check_tool_results(&legacy).is_empty());
 
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &[])?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     // Restate's admin API writes the old layout's state, as the old build left it.
     let state = json!({
         "object_key": "legacy",
@@ -649,15 +602,12 @@ async fn a_transcript_stored_whole_by_the_previous_version_still_loads() -> Test
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_tool_stalls_no_other_session() -> TestResult {
-    let Some((server, provider, mut arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, mut arrivals, _workspace, _addr, _worker, http)) =
+        one_worker(0, |_, _| vec![("CLAW_WORKER_THREADS", "1".to_owned())]).await?
+    else {
         return Ok(());
     };
     // One runtime thread: a tool run on it would stall every other session.
-    let env = [("CLAW_WORKER_THREADS", "1".to_owned())];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let held = send(&http, &server.ingress, "holder", "hold 6000").await?;
     next_arrival(&mut arrivals, |_| true).await?;
     // Let the model step end and the tool start holding its thread.
@@ -686,13 +636,11 @@ async fn a_blocking_tool_stalls_no_other_session() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steering_sent_to_a_cancelled_run_reaches_the_next_message() -> TestResult {
-    let Some((server, provider, _arrivals, workspace, addr)) = setup_one_worker().await? else {
+    let Some((server, _provider, _arrivals, workspace, _addr, _worker, http)) =
+        one_worker(3000, |_, _| Vec::new()).await?
+    else {
         return Ok(());
     };
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 3000, &[])?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
-    let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "steered", "markers s1,s2").await?;
     wait_for("the first tool's write", || !marker_lines(&workspace.0, "s1").is_empty()).await?;
     // Steering queued while the tool holds, then the run is cancelled before
@@ -799,9 +747,8 @@ async fn a_request_without_or_with_a_wrong_identity_is_refused() -> TestResult {
     // The worker that trusts this server's key serves it.
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let trusted = [("CLAW_IDENTITY_KEYS", server_public)];
-    let _worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &trusted)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let _worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &trusted).await?;
     let http = reqwest::Client::new();
     let reply = server.call(&http, "signed", "message", &json!("hello")).await?;
     assert_eq!(reply["text"], "echo: hello");
@@ -846,9 +793,8 @@ async fn a_run_with_a_final_schema_answers_in_it_across_a_worker_kill() -> TestR
     };
     provider.delay_ms.store(1500, Ordering::SeqCst);
     let env = [("CLAW_OUTPUT", "weather".to_owned())];
-    let mut worker = start_worker_with(addr, &provider.base_url, &workspace.0, 0, &env)?;
-    wait_listening(addr).await?;
-    server.register(&format!("http://{addr}")).await?;
+    let mut worker =
+        registered_worker(&server, addr, &provider.base_url, &workspace.0, 0, &env).await?;
     let http = reqwest::Client::new();
     let id = send(&http, &server.ingress, "typed", "weather in Paris?").await?;
     // The model answers in prose first; the final turn asks for the format

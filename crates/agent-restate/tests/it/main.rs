@@ -9,4 +9,5 @@ mod harness;
 mod journal;
 mod live;
 mod machine;
+mod spans;
 mod steps;
