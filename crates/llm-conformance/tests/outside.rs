@@ -4,6 +4,7 @@
 //! with path dependencies on this workspace's crates, and runs `cargo test --offline`
 //! in it on the same target directory (about a minute once this workspace is built).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -44,6 +44,7 @@
 //!   (the tests measure journals through the admin API).
 //! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
 //!   (`{"city": string, "celsius": number}`), asked on a final turn.
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! llm-http against a loopback TCP server that writes HTTP/1.1 by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 mod tls;
 
