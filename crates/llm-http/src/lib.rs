@@ -41,6 +41,7 @@ use llm_core::error::parse_retry_after;
 use llm_core::{Error, ErrorKind, StreamOptions};
 use reqwest::header::{HeaderName, HeaderValue};
 
+pub mod azure;
 mod env;
 mod error_body;
 mod provider;

@@ -110,7 +110,7 @@ pub(crate) fn build_request(
     insert_header(&mut headers, &provider, "content-type", "application/json")?;
     insert_header(&mut headers, &provider, "accept", "text/event-stream")?;
     match azure.as_ref().map(|route| route.auth) {
-        Some(crate::azure::Auth::ApiKey) => {
+        Some(llm_http::azure::AzureAuth::ApiKey) => {
             insert_header(&mut headers, &provider, "api-key", key.expose())?
         }
         _ => insert_header(
