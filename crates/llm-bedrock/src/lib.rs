@@ -110,9 +110,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llm_core::output::{OutputFamily, OutputMode};
-use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, Error, Model, ModelInfo, ProviderInfo};
 #[cfg(test)]
-use llm_core::{Context, Model, StreamOptions};
+use llm_core::{Context, StreamOptions};
 use llm_http::{BoxFuture, Exchange, HttpResponse, Request, WireFormat};
 
 pub use attempt::Call;
@@ -286,6 +286,14 @@ impl WireFormat for Bedrock {
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
+    }
+
+    fn api(&self) -> &str {
+        API
+    }
+
+    fn provider_name(&self, _: &Model) -> String {
+        PROVIDER.to_owned()
     }
 
     fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {

@@ -26,27 +26,22 @@ use llm_core::{
 
 use crate::{Env, ErrorResponse, HttpRequest, HttpTransport, TransportConfig};
 
-/// One API spoken over HTTP: what a provider crate implements.
+/// One API spoken over HTTP whose attempts do more than send one converted request (sign it
+/// now, look something up first); every [`HttpWire`] is one.
 pub trait WireFormat: fmt::Debug + Send + Sync + 'static {
     /// The decoder of the answer (its framing comes with it).
     type Decoder: StreamDecoder;
     /// One request as prepared: what its attempts send and what its decoder needs.
     type Call: Send + Sync + 'static;
 
-    /// What the crate declares about itself; its API id, capabilities and provider name
-    /// are this provider's unless the methods below say otherwise.
+    /// What the crate declares about itself (its capabilities are this provider's).
     fn info(&self) -> &'static ProviderInfo;
 
-    /// The API id this provider is registered under (default: `info().api`).
-    fn api(&self) -> &str {
-        self.info().api
-    }
+    /// The API id this provider is registered under.
+    fn api(&self) -> &str;
 
-    /// The provider name errors of a request for `model` carry (default: `info().provider`).
-    fn provider_name(&self, model: &Model) -> String {
-        let _ = model;
-        self.info().provider.to_owned()
-    }
+    /// The provider name errors of a request for `model` carry.
+    fn provider_name(&self, model: &Model) -> String;
 
     /// Converts a request, once before its first attempt; an error ends the stream at once.
     fn prepare(&self, request: Request<'_>) -> Result<Self::Call, Error>;
