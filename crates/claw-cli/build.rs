@@ -2,6 +2,7 @@
 //! installed `claw` replays from any directory (`$OUT_DIR/sessions.rs`). The
 //! sessions live in the crate so its package carries them; the conformance suite
 //! replays the same files through `fixtures/<provider>/agent-session`, a link here.
+#![allow(clippy::disallowed_methods, reason = "a build script reads what cargo gives it")]
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! index, the secret scan (and that it finds a planted leak), tidy, the
 //! runner's sensitivity to one-byte changes of a fixture, and the new-provider
 //! scaffold (its files, and its crate's checks in a scratch workspace).
-
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::path::{Path, PathBuf};

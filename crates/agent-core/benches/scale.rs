@@ -8,6 +8,7 @@
 //! checked (exactly one `AgentEnd`, last) and its transcript invariant. Peak RSS
 //! is the kernel's high-water mark (`VmHWM` in /proc/self/status).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "benchmark")]
+#![allow(clippy::disallowed_methods, reason = "a benchmark reads its own process environment")]
 
 #[path = "common/workload.rs"]
 mod workload;

@@ -8,6 +8,7 @@
 //! the sizes of the types a run keeps. The profiler serializes every
 //! allocation, so time and CPU figures come from the `scale` bench instead.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "benchmark")]
+#![allow(clippy::disallowed_methods, reason = "a benchmark reads its own process environment")]
 
 #[path = "common/workload.rs"]
 mod workload;

@@ -20,8 +20,6 @@
 //! Tools come from a plan: [`ToolCatalog`] builds the [`AgentContext`] from
 //! `tool-planner` descriptors and an executor registry, and [`PlannedHooks`]
 //! keeps every request's tools equal to the plan.
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.

@@ -21,7 +21,6 @@
 //! server gets only [`SAFE_ENV_VARS`] of this process's environment.
 //!
 //! See `docs/mcp.md`.
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.

@@ -485,6 +485,10 @@ impl Server {
         text
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a child server inherits the safe variables of this process's environment"
+    )]
     async fn connect(&self) -> Result<Connection, McpError> {
         let handler = Handler { notifications: self.notifications.clone() };
         let limits = &self.config.limits;

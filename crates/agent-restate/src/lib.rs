@@ -10,7 +10,6 @@
 //! session id whose `message` handler drives agent-core's `AgentMachine`,
 //! every command a journaled `ctx.run` step (model request, hook answer, tool
 //! call) or a deterministic transition. See `docs/scaling.md`.
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.

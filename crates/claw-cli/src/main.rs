@@ -7,6 +7,7 @@
 //! `docs/claw.md` documents every command, flag and the safety model.
 //!
 //! SIGINT, SIGTERM and SIGHUP become a cancelled run that is still saved.
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 mod approval;
 mod calc;

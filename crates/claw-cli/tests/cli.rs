@@ -3,6 +3,7 @@
 //! confinement, special files, bounded reads, terminal escapes, approvals)
 //! and live-mode behaviour against a loopback OpenAI-compatible server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::io::Read;
 use std::net::TcpListener;

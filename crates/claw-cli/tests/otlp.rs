@@ -4,6 +4,7 @@
 //! GenAI attributes of both convention versions, the metrics, and the absence of any key are
 //! checked. Without `--otlp` nothing arrives, even with the exporter's variables set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};

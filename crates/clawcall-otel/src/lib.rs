@@ -25,7 +25,6 @@
 //! # Ok(())
 //! # }
 //! ```
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.

@@ -74,7 +74,6 @@
 //! assert_eq!(outcome.text(), "hi");
 //! # }
 //! ```
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod registry;

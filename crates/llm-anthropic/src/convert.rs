@@ -15,10 +15,9 @@ use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
     Tool, ToolChoice, ToolResultMessage, UserContent, UserMessageContent,
 };
-use llm_http::{HeaderMap, HttpRequest, insert_header};
+use llm_http::{Converted, HeaderMap, HttpRequest, insert_header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 
 use crate::PROVIDER;
 
@@ -31,7 +30,8 @@ use cache::{cache_control, count_markers, place_message_markers, system_blocks, 
 pub use compat::AnthropicCompat;
 pub(crate) use compat::Settings;
 use model_version::claude_version;
-pub(crate) use oauth::{ToolNames, is_oauth_key, to_claude_code_name};
+pub use oauth::ToolNames;
+pub(crate) use oauth::{is_oauth_key, to_claude_code_name};
 
 /// Default API root when the model has no `base_url`.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -86,7 +86,7 @@ pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-) -> Result<crate::Call, Error> {
+) -> Result<Converted<ToolNames>, Error> {
     let Some(key) = options.api_key.as_ref().map(|k| k.expose()).filter(|k| !k.trim().is_empty())
     else {
         let name = if model.provider.is_empty() { PROVIDER } else { model.provider.as_str() };
@@ -234,7 +234,7 @@ pub(crate) fn build_request(
     let tool_names =
         if oauth { ToolNames::from_projection(&projection) } else { ToolNames::default() };
     let http = HttpRequest::json(PROVIDER, url, headers, &body)?;
-    Ok(crate::Call { http: Arc::new(http), tool_names })
+    Ok(Converted::new(http, tool_names))
 }
 
 fn text_block(text: &str) -> Map<String, Value> {

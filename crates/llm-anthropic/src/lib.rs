@@ -58,8 +58,6 @@
 //! | `disableParallelToolUse` | bool | `tool_choice.disable_parallel_tool_use` |
 //! | `metadata` | object | `{ "user_id": "…" }` is sent as `metadata.user_id` |
 //! | `serverTools` | array of objects | server tools (`{"type":"web_search_20250305","name":"web_search"}`, ...) sent as given after the client tools |
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -71,13 +69,11 @@ mod convert;
 mod error;
 mod stream;
 
-use std::sync::Arc;
-
 use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
-use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, ErrorResponse, HttpWire, Request};
 
-pub use convert::AnthropicCompat;
+pub use convert::{AnthropicCompat, ToolNames};
 pub use stream::Decoder;
 
 /// The API id this crate serves.
@@ -132,37 +128,24 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-/// A prepared request: what is sent, and the tool names the answer maps back.
-#[derive(Debug)]
-pub struct Call {
-    /// The request as sent.
-    pub(crate) http: Arc<HttpRequest>,
-    /// Wire -> original tool names for the response (empty unless OAuth).
-    pub(crate) tool_names: convert::ToolNames,
-}
-
-impl WireFormat for Anthropic {
+impl HttpWire for Anthropic {
     type Decoder = Decoder;
-    type Call = Call;
+    /// Wire -> original tool names for the response (empty unless OAuth).
+    type State = ToolNames;
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+    fn convert(&self, request: Request<'_>) -> Result<Converted<ToolNames>, Error> {
         convert::build_request(request.model, request.context, request.options)
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<Call>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        exchange
-            .send(Arc::clone(&call.http), |r| error::http_error(r.status, r.retry_after, r.body))
+    fn decoder(&self, tool_names: &ToolNames) -> Decoder {
+        Decoder::with_tool_names(tool_names.clone())
     }
 
-    fn decoder(&self, call: &Call) -> Decoder {
-        Decoder::with_tool_names(call.tool_names.clone())
+    fn error(_: &ToolNames, r: ErrorResponse) -> Error {
+        error::http_error(r.status, r.retry_after, r.body)
     }
 }

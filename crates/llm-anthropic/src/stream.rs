@@ -635,9 +635,22 @@ fn map_stop_reason(reason: &str) -> Option<StopReason> {
     }
 }
 
-/// `Anthropic refusal[ (category: C)][: explanation | .]`, code `provider_refusal`.
-fn refusal_error(details: Option<&Value>) -> Error {
-    Error::anthropic_refusal(PROVIDER, details)
+/// A Claude refusal (`stop_reason` `refusal`): `Anthropic refusal[ (category: C)][: explanation
+/// | .]` from the trimmed, non-empty `category` and `explanation` strings of `details`
+/// (`stop_details`), kind `refused`, code `provider_refusal`, not retryable.
+pub(crate) fn refusal_error(details: Option<&Value>) -> Error {
+    let field = |name: &str| {
+        details
+            .and_then(|d| d.get(name))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    };
+    let category = field("category").map(|c| format!(" (category: {c})")).unwrap_or_default();
+    let explanation = field("explanation").map_or_else(|| ".".to_owned(), |e| format!(": {e}"));
+    Error::new(ErrorKind::Refused, PROVIDER, format!("Anthropic refusal{category}{explanation}"))
+        .with_code("provider_refusal")
+        .with_retryable(false)
 }
 
 impl WireDecoder for Decoder {

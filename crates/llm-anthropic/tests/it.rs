@@ -1,6 +1,7 @@
 //! Integration tests through the public API: a loopback HTTP server, the public decoder, and a
 //! live smoke test that runs only when `ANTHROPIC_API_KEY` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::sync::Arc;
 use std::time::Duration;

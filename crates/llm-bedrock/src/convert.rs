@@ -26,6 +26,7 @@ use crate::{PROVIDER, auth};
 mod claude;
 mod endpoint;
 
+pub use claude::BedrockCompat;
 pub(crate) use claude::ClaudeTraits;
 pub(crate) use endpoint::{
     Endpoint, EndpointInputs, control_plane_endpoint, inference_profile_path,
@@ -145,7 +146,8 @@ pub(crate) fn build_request_with(
     let extra = BedrockOptions::from_options(options)?;
     // Checked before anything else is built: a format the model cannot carry is an error.
     let output = llm_core::output::plan(&crate::INFO, PROVIDER, model, context, options, true)?;
-    let mut traits = ClaudeTraits::of(model);
+    let compat = BedrockCompat::from_model(model)?;
+    let mut traits = ClaudeTraits::of(model, &compat);
     if let Some(profile) = profile {
         traits.caching = profile.caching;
         traits.rejects_temperature |= profile.rejects_temperature;
@@ -159,7 +161,7 @@ pub(crate) fn build_request_with(
         CacheRetention::Short => Some(json!({"cachePoint": {"type": "default"}})),
         CacheRetention::Long => Some(json!({"cachePoint": {"type": "default", "ttl": "1h"}})),
     };
-    let thinking = resolve_thinking(model, options, &extra, traits, &endpoint.region);
+    let thinking = resolve_thinking(model, &compat, options, &extra, traits, &endpoint.region);
 
     let mut body = Map::new();
     let messages = convert_messages(&context.messages, model, traits, cache_point.as_ref())?;
@@ -324,6 +326,7 @@ struct Thinking {
 /// get no reasoning fields.
 fn resolve_thinking(
     model: &Model,
+    compat: &BedrockCompat,
     options: &StreamOptions,
     extra: &BedrockOptions,
     traits: ClaudeTraits,
@@ -350,7 +353,7 @@ fn resolve_thinking(
             thinking.insert("display".into(), json!(display));
         }
         fields.insert("thinking".into(), Value::Object(thinking));
-        fields.insert("output_config".into(), json!({"effort": effort(model, level, traits)}));
+        fields.insert("output_config".into(), json!({"effort": effort(compat, level, traits)}));
         return Thinking { fields: Some(fields), max_tokens: caller_max, adaptive: true };
     }
     let level_name = match level {
@@ -389,15 +392,10 @@ fn resolve_thinking(
 /// The effort level: the model's own `compat.thinkingLevelMap` entry when it is a string (`null`
 /// for `xhigh`/`max` means `high`); else `xhigh` and `max` only where the model has them
 /// natively, else `high`.
-fn effort(model: &Model, level: ReasoningLevel, traits: ClaudeTraits) -> String {
-    let mapped = model
-        .compat
-        .as_ref()
-        .and_then(|c| c.get("thinkingLevelMap"))
-        .and_then(|map| map.get(level.as_str()));
-    match mapped {
-        Some(Value::String(effort)) => return effort.clone(),
-        Some(Value::Null) if matches!(level, ReasoningLevel::Xhigh | ReasoningLevel::Max) => {
+fn effort(compat: &BedrockCompat, level: ReasoningLevel, traits: ClaudeTraits) -> String {
+    match compat.thinking_level_map.get(level.as_str()) {
+        Some(Some(effort)) => return effort.clone(),
+        Some(None) if matches!(level, ReasoningLevel::Xhigh | ReasoningLevel::Max) => {
             return "high".to_owned();
         }
         _ => {}

@@ -88,8 +88,6 @@
 //! - a stream that ends before `messageStop` is a `truncated` error, not a success;
 //! - an `exception` message before any content (a throttling exception, say) is retried
 //!   like an HTTP error (nothing was shown yet); OpenClaw never retries in-stream exceptions.
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -112,13 +110,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llm_core::output::{OutputFamily, OutputMode};
-use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
+use llm_core::{Capabilities, Capability, Error, Model, ModelInfo, ProviderInfo};
 #[cfg(test)]
-use llm_core::{Context, Model, StreamOptions};
+use llm_core::{Context, StreamOptions};
 use llm_http::{BoxFuture, Exchange, HttpResponse, Request, WireFormat};
 
 pub use attempt::Call;
 pub use auth::{Auth, AwsCredentials, BEARER_TOKEN_ENV};
+pub use convert::BedrockCompat;
 #[cfg(feature = "aws-config")]
 pub use credentials::DEFAULT_CREDENTIALS_TIMEOUT;
 pub use eventstream::{AwsEventStreamFraming, AwsFrame, AwsFrameError};
@@ -287,6 +286,14 @@ impl WireFormat for Bedrock {
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
+    }
+
+    fn api(&self) -> &str {
+        API
+    }
+
+    fn provider_name(&self, _: &Model) -> String {
+        PROVIDER.to_owned()
     }
 
     fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {

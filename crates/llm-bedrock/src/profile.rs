@@ -23,7 +23,7 @@ use tokio::sync::OnceCell;
 
 use crate::PROVIDER;
 use crate::auth::{self, Auth};
-use crate::convert::{self, BedrockOptions, ClaudeTraits, Env};
+use crate::convert::{self, BedrockCompat, BedrockOptions, ClaudeTraits, Env};
 
 /// How long a `GetInferenceProfile` call may take before the request goes on without it.
 pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -195,8 +195,8 @@ fn app_profile_region(id: &str) -> Option<&str> {
 
 /// The profile ARN to look up before `model`'s request is built: an application-profile
 /// id, cache points wanted (retention not `none`), and neither the name heuristic nor a
-/// forced cache already allows them. `None` for every other request (and for options that
-/// do not parse: building the request reports that error).
+/// forced cache already allows them. `None` for every other request (and for options or a
+/// compat that do not parse: building the request reports that error).
 pub(crate) fn lookup_target<'m>(
     model: &'m Model,
     options: &StreamOptions,
@@ -206,7 +206,8 @@ pub(crate) fn lookup_target<'m>(
         return None;
     }
     let extra = BedrockOptions::from_options(options).ok()?;
-    let decided = ClaudeTraits::of(model).caching || convert::forces_cache(&extra, env);
+    let compat = BedrockCompat::from_model(model).ok()?;
+    let decided = ClaudeTraits::of(model, &compat).caching || convert::forces_cache(&extra, env);
     (!decided).then_some(model.id.as_str())
 }
 
@@ -313,7 +314,7 @@ impl InferenceProfile {
 /// `…:inference-profile/<id>`).
 fn model_arn_traits(model_arn: &str) -> ClaudeTraits {
     let id = model_arn.rsplit_once('/').map_or(model_arn, |(_, id)| id);
-    ClaudeTraits::of(&Model { id: id.to_owned(), ..Model::default() })
+    ClaudeTraits::of(&Model { id: id.to_owned(), ..Model::default() }, &BedrockCompat::default())
 }
 
 #[cfg(test)]

@@ -139,7 +139,9 @@ impl Decoder {
     /// A decoder for `model`: Claude Fable 5 (which may refuse after partial output) holds
     /// every delta until the stream ends well, and shows nothing but the error otherwise.
     pub fn for_model(model: &llm_core::Model) -> Self {
-        let fable = crate::convert::ClaudeTraits::of(model).fable;
+        // A compat that does not parse fails the request before anything is sent.
+        let compat = crate::BedrockCompat::from_model(model).unwrap_or_default();
+        let fable = crate::convert::ClaudeTraits::of(model, &compat).fable;
         Decoder { held: fable.then(Vec::new), ..Self::default() }
     }
 
@@ -426,13 +428,23 @@ fn stop_outcome(reason: Option<&str>, fields: Option<&Value>) -> Result<StopReas
     }
 }
 
-/// `Anthropic refusal...` from `additionalModelResponseFields.stop_details` (or
-/// `stopDetails`), when that field is an object.
+/// A Claude refusal, in Anthropic's words (`Anthropic refusal[ (category: C)][: explanation
+/// | .]`, code `provider_refusal`, not retryable), from the trimmed, non-empty `category` and
+/// `explanation` of `additionalModelResponseFields.stop_details` (or `stopDetails`).
 fn refusal_error(fields: Option<&Value>) -> Error {
-    let details = fields
-        .and_then(|f| f.get("stop_details").or_else(|| f.get("stopDetails")))
-        .filter(|d| d.is_object());
-    Error::anthropic_refusal(PROVIDER, details)
+    let details = fields.and_then(|f| f.get("stop_details").or_else(|| f.get("stopDetails")));
+    let field = |name: &str| {
+        details
+            .and_then(|d| d.get(name))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    };
+    let category = field("category").map(|c| format!(" (category: {c})")).unwrap_or_default();
+    let explanation = field("explanation").map_or_else(|| ".".to_owned(), |e| format!(": {e}"));
+    Error::new(ErrorKind::Refused, PROVIDER, format!("Anthropic refusal{category}{explanation}"))
+        .with_code("provider_refusal")
+        .with_retryable(false)
 }
 
 impl StreamDecoder for Decoder {

@@ -25,7 +25,6 @@
 //! ```
 //!
 //! `cargo xtask conformance` runs the same suite over every provider of the workspace.
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled as a doctest.

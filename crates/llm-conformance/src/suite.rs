@@ -102,6 +102,7 @@ pub struct Options {
 impl Options {
     /// Every scenario of `fixtures_root`, no provider yet; `update` from
     /// `UPDATE_EXPECT=1`, `write_missing` unless `CI` is set.
+    #[allow(clippy::disallowed_methods, reason = "the harness reads its own process's flags")]
     pub fn from_env(fixtures_root: impl Into<PathBuf>) -> Self {
         let update = std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1");
         let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");

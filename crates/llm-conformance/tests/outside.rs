@@ -4,6 +4,7 @@
 //! with path dependencies on this workspace's crates, and runs `cargo test --offline`
 //! in it on the same target directory (about a minute once this workspace is built).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,12 +27,10 @@ fn write(root: &Path, file: &str, text: &str) {
 const LIB_RS: &str = r#"//! A small provider: `POST /v1/generate` with `{"model", "prompt"}`, answered by SSE
 //! events `{"text": ..}` and `[DONE]`.
 
-use std::sync::Arc;
-
 use llm_core::raw::drive::WireDecoder;
 use llm_core::raw::sse::SseEvent;
 use llm_core::{Error, ErrorKind, Message, ProviderInfo, StopReason, UserMessageContent, raw::Delta};
-use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, ErrorResponse, HttpRequest, HttpWire, Request};
 
 pub const INFO: ProviderInfo = ProviderInfo {
     name: "tiny",
@@ -72,15 +71,15 @@ impl WireDecoder for Decoder {
     fn end(&mut self, _out: &mut Vec<Delta>) {}
 }
 
-impl WireFormat for Tiny {
+impl HttpWire for Tiny {
     type Decoder = Decoder;
-    type Call = HttpRequest;
+    type State = ();
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
+    fn convert(&self, request: Request<'_>) -> Result<Converted<()>, Error> {
         let prompt = request.context.messages.iter().rev().find_map(|m| match m {
             Message::User(u) => match &u.content {
                 UserMessageContent::Text(t) => Some(t.clone()),
@@ -98,21 +97,15 @@ impl WireFormat for Tiny {
             llm_http::insert_header(&mut headers, "tiny", "authorization", &bearer)?;
         }
         let url = format!("{}/v1/generate", request.model.base_url.trim_end_matches('/'));
-        HttpRequest::json("tiny", url, headers, &body)
+        Ok(Converted::new(HttpRequest::json("tiny", url, headers, &body)?, ()))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<HttpRequest>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        exchange.send(Arc::clone(call), |r| {
-            Error::new(ErrorKind::from_status(r.status), "tiny", r.body).with_status(r.status)
-        })
-    }
-
-    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+    fn decoder(&self, (): &()) -> Decoder {
         Decoder
+    }
+
+    fn error((): &(), r: ErrorResponse) -> Error {
+        Error::new(ErrorKind::from_status(r.status), "tiny", r.body).with_status(r.status)
     }
 }
 "#;

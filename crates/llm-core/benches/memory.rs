@@ -22,7 +22,7 @@
 //! event). `text_end` shares the text with the message (`Arc`) and `done` moves the message
 //! out, so with a consumer that drops events as it reads them finishing adds no copy of the
 //! text (see `docs/benchmarks.md`).
-
+#![allow(clippy::disallowed_methods, reason = "a benchmark reads its own process environment")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "benchmark")]
 
 use std::time::Instant;

@@ -129,39 +129,6 @@ impl Error {
         }
     }
 
-    /// A Claude refusal (`stop_reason` `refusal`), for every provider that serves Claude:
-    /// `Anthropic refusal[ (category: C)][: explanation | .]` from the trimmed, non-empty
-    /// `category` and `explanation` strings of `details` (Anthropic's `stop_details`),
-    /// kind `refused`, code `provider_refusal`, not retryable.
-    pub fn anthropic_refusal(
-        provider: impl Into<String>,
-        details: Option<&serde_json::Value>,
-    ) -> Self {
-        let field = |name: &str| {
-            details
-                .and_then(|d| d.get(name))
-                .and_then(serde_json::Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-        };
-        let mut message = String::from("Anthropic refusal");
-        if let Some(category) = field("category") {
-            message.push_str(" (category: ");
-            message.push_str(category);
-            message.push(')');
-        }
-        match field("explanation") {
-            Some(explanation) => {
-                message.push_str(": ");
-                message.push_str(explanation);
-            }
-            None => message.push('.'),
-        }
-        Error::new(ErrorKind::Refused, provider, message)
-            .with_code("provider_refusal")
-            .with_retryable(false)
-    }
-
     /// The caller cancelled the request.
     pub fn aborted(provider: impl Into<String>) -> Self {
         Error::new(ErrorKind::Aborted, provider, "Request was aborted")
@@ -244,8 +211,6 @@ pub fn parse_retry_after(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     /// 1994-11-06 08:49:37 UTC, the date of RFC 9110's examples.
@@ -311,31 +276,5 @@ mod tests {
         assert_eq!(duration_from_secs(-0.0), Some(Duration::ZERO));
         assert_eq!(duration_from_secs(f64::MAX), Some(Duration::MAX));
         assert_eq!(duration_from_secs(f64::NAN), None);
-    }
-
-    #[test]
-    fn anthropic_refusal_messages_name_the_category_and_explanation() {
-        let cases = [
-            (None, "Anthropic refusal."),
-            (
-                Some(json!({"category": " cyber ", "explanation": "  "})),
-                "Anthropic refusal (category: cyber).",
-            ),
-            (Some(json!({"explanation": "Not allowed."})), "Anthropic refusal: Not allowed."),
-            (
-                Some(json!({"category": "bio", "explanation": "No."})),
-                "Anthropic refusal (category: bio): No.",
-            ),
-            (Some(json!({"category": 3})), "Anthropic refusal."),
-        ];
-        for (details, expected) in cases {
-            let e = Error::anthropic_refusal("acme", details.as_ref());
-            assert_eq!(e.message, expected);
-            assert_eq!(
-                (e.kind, e.retryable, e.code.as_deref()),
-                (ErrorKind::Refused, false, Some("provider_refusal"))
-            );
-            assert_eq!(e.provider, "acme");
-        }
     }
 }

@@ -8,8 +8,6 @@
 //!
 //! `llm-core` does no IO by default. The `tokio` feature adds [`raw::drive`], the request
 //! driver (retries, timeouts, framing) that HTTP provider crates plug into.
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.

@@ -256,6 +256,12 @@ pub struct StreamOptions {
 }
 
 impl StreamOptions {
+    /// The key a prompt cache is keyed by: [`StreamOptions::prompt_cache_key`], else the
+    /// session id; `None` when that is empty.
+    pub fn cache_key(&self) -> Option<&str> {
+        self.prompt_cache_key.as_deref().or(self.session_id.as_deref()).filter(|k| !k.is_empty())
+    }
+
     /// [`StreamOptions::provider_options`] read into a provider's typed options `T` (a
     /// `serde` struct, so a mistyped or misspelt option is caught here). The error is an
     /// `invalid_request` of `provider`, not retryable, naming `label` and the option
@@ -340,6 +346,20 @@ impl Sleeper for RecordingSleeper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_key_is_the_prompt_cache_key_else_the_session_id() {
+        let with = |key: Option<&str>, session: Option<&str>| StreamOptions {
+            prompt_cache_key: key.map(str::to_owned),
+            session_id: session.map(str::to_owned),
+            ..StreamOptions::default()
+        };
+        assert_eq!(with(Some("k"), Some("s")).cache_key(), Some("k"));
+        assert_eq!(with(None, Some("s")).cache_key(), Some("s"));
+        assert_eq!(with(Some(""), Some("s")).cache_key(), None, "an empty key is none");
+        assert_eq!(with(None, Some("")).cache_key(), None);
+        assert_eq!(with(None, None).cache_key(), None);
+    }
 
     #[test]
     fn keys_never_print() {

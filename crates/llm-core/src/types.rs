@@ -70,7 +70,8 @@ impl Model {
     /// [`Model::compat`] read into a provider's typed flags `T` (a `serde` struct). Absent or
     /// `null` gives `T::default()`; a value that does not fit `T` is an `invalid_request` error
     /// of `provider`, not retryable, the same for every provider: a mistyped flag quietly
-    /// dropped would send a request the caller did not configure.
+    /// dropped would send a request the caller did not configure. The message names the
+    /// first key that does not fit.
     pub fn typed_compat<T: serde::de::DeserializeOwned + Default>(
         &self,
         provider: &str,
@@ -78,10 +79,20 @@ impl Model {
         match &self.compat {
             None | Some(Value::Null) => Ok(T::default()),
             Some(value) => T::deserialize(value).map_err(|e| {
+                // serde's error names no path: the first key that fails on its own does.
+                let field = value.as_object().and_then(|map| {
+                    map.iter()
+                        .map(|(k, v)| {
+                            (k, Value::Object([(k.clone(), v.clone())].into_iter().collect()))
+                        })
+                        .find(|(_, alone)| T::deserialize(alone).is_err())
+                        .map(|(k, _)| format!("{k}: "))
+                });
+                let field = field.unwrap_or_default();
                 crate::Error::new(
                     crate::ErrorKind::InvalidRequest,
                     provider,
-                    format!("Invalid {provider} compat for model {}: {e}", self.id),
+                    format!("Invalid {provider} compat for model {}: {field}{e}", self.id),
                 )
                 .with_retryable(false)
             }),

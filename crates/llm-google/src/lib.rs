@@ -32,8 +32,6 @@
 //! `LOW`/`HIGH`/…), `streamFunctionCallArguments` (boolean: Gemini 3 on Vertex streams
 //! each call's arguments as `partialArgs`, decoded into live argument fragments), and for
 //! Vertex `project` and `location`.
-#![warn(clippy::disallowed_methods)]
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -41,12 +39,10 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-use std::sync::Arc;
-
 use llm_core::StreamOptions;
 use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{Capabilities, Capability, Error, ErrorKind, Model, ModelInfo, ProviderInfo};
-use llm_http::{BoxFuture, Env, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, Env, ErrorResponse, HttpWire, Request};
 
 mod compat;
 mod convert;
@@ -183,9 +179,9 @@ pub const INFO: ProviderInfo = ProviderInfo {
 /// `responseSchema` (Gemini's OpenAPI subset), not as `responseJsonSchema`.
 pub const RESPONSE_SCHEMA: &str = "responseSchema";
 
-impl WireFormat for Gemini {
+impl HttpWire for Gemini {
     type Decoder = Decoder;
-    type Call = HttpRequest;
+    type State = ();
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
@@ -198,22 +194,18 @@ impl WireFormat for Gemini {
         }
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
+    fn convert(&self, request: Request<'_>) -> Result<Converted<()>, Error> {
         let Request { model, context, options, env } = request;
         let endpoint = endpoint(*self, model, options, env)?;
-        convert::build_request(model, context, options, &endpoint)
+        Ok(Converted::new(convert::build_request(model, context, options, &endpoint)?, ()))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<HttpRequest>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        exchange.send(Arc::clone(call), |r| error::http_error(r.status, r.retry_after, r.body))
-    }
-
-    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+    fn decoder(&self, (): &()) -> Decoder {
         Decoder::new()
+    }
+
+    fn error((): &(), r: ErrorResponse) -> Error {
+        error::http_error(r.status, r.retry_after, r.body)
     }
 }
 

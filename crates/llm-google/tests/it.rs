@@ -1,7 +1,7 @@
 //! Integration tests through the public API: the provider against a tiny loopback
 //! HTTP server (requests recorded, canned responses), the public decoder, and a live
 //! smoke test that runs only with `GEMINI_API_KEY`.
-
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 use std::sync::Arc;

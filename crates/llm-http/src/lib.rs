@@ -1,8 +1,9 @@
 //! The one HTTP exchange of clawcall's provider crates, and what being a provider is.
 //!
-//! A provider crate implements [`WireFormat`]: it converts its request ([`HttpRequest`]:
+//! A provider crate implements [`HttpWire`]: it converts its request ([`HttpRequest`]:
 //! URL, headers, body), decodes its stream (a [`llm_core::raw::drive::StreamDecoder`]) and maps
-//! its error bodies (a function from [`ErrorResponse`] to [`llm_core::Error`]);
+//! its error bodies (a function from [`ErrorResponse`] to [`llm_core::Error`]); a crate whose
+//! attempts sign or look something up first implements [`WireFormat`] instead;
 //! [`HttpProvider`] makes that an [`llm_core::Provider`], and everything between lives
 //! here, once:
 //!
@@ -22,8 +23,6 @@
 //!
 //! llm-core stays free of IO and of an HTTP client; this crate is the only place in
 //! the workspace that sends HTTP for a provider.
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -42,6 +41,7 @@ use llm_core::error::parse_retry_after;
 use llm_core::{Error, ErrorKind, StreamOptions};
 use reqwest::header::{HeaderName, HeaderValue};
 
+pub mod azure;
 mod env;
 mod error_body;
 mod provider;
@@ -50,7 +50,9 @@ pub use env::Env;
 pub use error_body::{ErrorBody, MAX_EXCERPT_CHARS, MAX_MESSAGE_CHARS};
 pub use futures_util::future::BoxFuture;
 pub use llm_core::raw::drive::HttpResponse;
-pub use provider::{Exchange, HttpProvider, ProviderBuilder, Request, WireFormat};
+pub use provider::{
+    Converted, Exchange, HttpProvider, HttpWire, ProviderBuilder, Request, WireFormat,
+};
 /// The HTTP client crate, for callers building their own client.
 pub use reqwest;
 /// The header map of a request ([`HttpRequest::headers`]).

@@ -1,12 +1,15 @@
-//! Being a provider: a crate implements [`WireFormat`] (how its API is spoken), and
-//! [`HttpProvider`] makes that an [`llm_core::Provider`], built by one [`ProviderBuilder`].
+//! Being a provider: a crate implements [`HttpWire`] (its request conversion, its decoder
+//! and its error table) or, when an attempt must do more than send that request,
+//! [`WireFormat`]; [`HttpProvider`] makes either an [`llm_core::Provider`], built by one
+//! [`ProviderBuilder`].
 //!
-//! The provider crate says how to prepare a request ([`WireFormat::prepare`], once per
+//! A [`WireFormat`] says how to prepare a request ([`WireFormat::prepare`], once per
 //! request, pure), what each attempt sends ([`WireFormat::attempt`], async: an attempt may
 //! sign the request now or ask another endpoint first), which decoder reads the answer
 //! ([`WireFormat::decoder`]) and how an error status maps (the function it hands to
-//! [`Exchange::send`]). Everything else is here once: the transport and its clients, the
-//! environment, the driver (retries, timeouts, cancellation, framing).
+//! [`Exchange::send`]); every [`HttpWire`] is one whose attempts send the converted request.
+//! Everything else is here once: the transport and its clients, the environment, the driver
+//! (retries, timeouts, cancellation, framing).
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,15 +26,47 @@ use llm_core::{
 
 use crate::{Env, ErrorResponse, HttpRequest, HttpTransport, TransportConfig};
 
-/// One API spoken over HTTP: what a provider crate implements.
+/// One API spoken over HTTP whose attempts do more than send one converted request (sign it
+/// now, look something up first); every [`HttpWire`] is one.
 pub trait WireFormat: fmt::Debug + Send + Sync + 'static {
     /// The decoder of the answer (its framing comes with it).
     type Decoder: StreamDecoder;
     /// One request as prepared: what its attempts send and what its decoder needs.
     type Call: Send + Sync + 'static;
 
-    /// What the crate declares about itself; its API id, capabilities and provider name
-    /// are this provider's unless the methods below say otherwise.
+    /// What the crate declares about itself (its capabilities are this provider's).
+    fn info(&self) -> &'static ProviderInfo;
+
+    /// The API id this provider is registered under.
+    fn api(&self) -> &str;
+
+    /// The provider name errors of a request for `model` carry.
+    fn provider_name(&self, model: &Model) -> String;
+
+    /// Converts a request, once before its first attempt; an error ends the stream at once.
+    fn prepare(&self, request: Request<'_>) -> Result<Self::Call, Error>;
+
+    /// One attempt: builds what is sent now and sends it through `exchange`.
+    fn attempt(
+        &self,
+        call: &Arc<Self::Call>,
+        exchange: Exchange,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>>;
+
+    /// A fresh decoder for one attempt's answer.
+    fn decoder(&self, call: &Self::Call) -> Self::Decoder;
+}
+
+/// One API whose every attempt sends the request as converted: what a provider crate
+/// implements unless its attempts sign or look something up ([`WireFormat`] then). Every
+/// `HttpWire` is a [`WireFormat`].
+pub trait HttpWire: fmt::Debug + Send + Sync + 'static {
+    /// The decoder of the answer (its framing comes with it).
+    type Decoder: StreamDecoder;
+    /// What the decoder and the error mapping need of one request (`()` when nothing).
+    type State: Send + Sync + 'static;
+
+    /// What the crate declares about itself, as [`WireFormat::info`].
     fn info(&self) -> &'static ProviderInfo;
 
     /// The API id this provider is registered under (default: `info().api`).
@@ -46,17 +81,64 @@ pub trait WireFormat: fmt::Debug + Send + Sync + 'static {
     }
 
     /// Converts a request, once before its first attempt; an error ends the stream at once.
-    fn prepare(&self, request: Request<'_>) -> Result<Self::Call, Error>;
+    fn convert(&self, request: Request<'_>) -> Result<Converted<Self::State>, Error>;
 
-    /// One attempt: builds what is sent now and sends it through `exchange`.
+    /// A fresh decoder for one attempt's answer.
+    fn decoder(&self, state: &Self::State) -> Self::Decoder;
+
+    /// The error of an attempt answered with an error status.
+    fn error(state: &Self::State, response: ErrorResponse) -> Error;
+}
+
+/// A request as [`HttpWire::convert`] made it: what every attempt sends, and what its
+/// decoder and error mapping need.
+#[derive(Debug)]
+pub struct Converted<S> {
+    /// What every attempt sends.
+    pub http: Arc<HttpRequest>,
+    /// What the decoder and the error mapping need.
+    pub state: S,
+}
+
+impl<S> Converted<S> {
+    /// `http`, sent by every attempt, with `state`.
+    pub fn new(http: HttpRequest, state: S) -> Self {
+        Converted { http: Arc::new(http), state }
+    }
+}
+
+impl<W: HttpWire> WireFormat for W {
+    type Decoder = W::Decoder;
+    type Call = Converted<W::State>;
+
+    fn info(&self) -> &'static ProviderInfo {
+        HttpWire::info(self)
+    }
+
+    fn api(&self) -> &str {
+        HttpWire::api(self)
+    }
+
+    fn provider_name(&self, model: &Model) -> String {
+        HttpWire::provider_name(self, model)
+    }
+
+    fn prepare(&self, request: Request<'_>) -> Result<Self::Call, Error> {
+        self.convert(request)
+    }
+
     fn attempt(
         &self,
         call: &Arc<Self::Call>,
         exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>>;
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        let for_errors = Arc::clone(call);
+        exchange.send(Arc::clone(&call.http), move |response| W::error(&for_errors.state, response))
+    }
 
-    /// A fresh decoder for one attempt's answer.
-    fn decoder(&self, call: &Self::Call) -> Self::Decoder;
+    fn decoder(&self, call: &Self::Call) -> Self::Decoder {
+        HttpWire::decoder(self, &call.state)
+    }
 }
 
 /// What [`WireFormat::prepare`] converts.

@@ -28,8 +28,6 @@
 //! `reasoningEffort` (string) override the computed reasoning parameters;
 //! `parallelToolCalls` (bool) sets `parallel_tool_calls`. Model flags:
 //! [`MistralCompat`].
-#![warn(clippy::disallowed_methods)]
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -37,11 +35,9 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-use std::sync::Arc;
-
 use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
-use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, ErrorResponse, HttpWire, Request};
 
 mod convert;
 mod error;
@@ -89,28 +85,25 @@ pub const INFO: ProviderInfo = ProviderInfo {
     )],
 };
 
-impl WireFormat for Mistral {
+impl HttpWire for Mistral {
     type Decoder = Decoder;
-    type Call = HttpRequest;
+    type State = ();
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
-        convert::build_request(request.model, request.context, request.options)
+    fn convert(&self, request: Request<'_>) -> Result<Converted<()>, Error> {
+        let http = convert::build_request(request.model, request.context, request.options)?;
+        Ok(Converted::new(http, ()))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<HttpRequest>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        exchange.send(Arc::clone(call), |r| error::http_error(r.status, r.retry_after, r.body))
-    }
-
-    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+    fn decoder(&self, (): &()) -> Decoder {
         Decoder::new()
+    }
+
+    fn error((): &(), r: ErrorResponse) -> Error {
+        error::http_error(r.status, r.retry_after, r.body)
     }
 }
 

@@ -8,6 +8,7 @@
     clippy::panic,
     reason = "tests"
 )]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -110,7 +110,7 @@ pub(crate) fn build_request(
     insert_header(&mut headers, &provider, "content-type", "application/json")?;
     insert_header(&mut headers, &provider, "accept", "text/event-stream")?;
     match azure.as_ref().map(|route| route.auth) {
-        Some(crate::azure::Auth::ApiKey) => {
+        Some(llm_http::azure::AzureAuth::ApiKey) => {
             insert_header(&mut headers, &provider, "api-key", key.expose())?
         }
         _ => insert_header(
@@ -189,11 +189,7 @@ pub(crate) fn build_request(
         body.insert("tool_stream".into(), Value::Bool(true));
     }
     if options.cache_retention != CacheRetention::None {
-        let key = options
-            .prompt_cache_key
-            .as_deref()
-            .or(options.session_id.as_deref())
-            .filter(|k| !k.is_empty());
+        let key = options.cache_key();
         if let Some(key) = key
             && (compat.supports_prompt_cache_key || is_native_openai(model))
         {

@@ -58,8 +58,6 @@
 //! extras (`prompt_filter_results` chunks without choices, `content_filter_results`) are
 //! ignored, and `finish_reason: "content_filter"` is a `refused` error. The Responses API
 //! on Azure (`llm-openai-responses`) also reads the `AZURE_OPENAI_*` environment.
-#![warn(clippy::disallowed_methods)]
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -77,10 +75,10 @@ use std::sync::Arc;
 
 use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{Capabilities, Error, Model, ModelInfo, ProviderInfo};
-use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, ErrorResponse, HttpWire, Request};
 
 pub use compat::{MaxTokensField, OpenAiCompletionsCompat, ThinkingFormat};
-pub use stream::Decoder;
+pub use stream::{Decoder, DecoderConfig};
 
 /// The API id this crate serves.
 pub const API: &str = "openai-completions";
@@ -133,16 +131,9 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-/// A prepared request: what is sent, and how its answer is decoded.
-#[derive(Debug)]
-pub struct Call {
-    http: Arc<HttpRequest>,
-    decoder: Arc<stream::DecoderConfig>,
-}
-
-impl WireFormat for OpenAiCompletions {
+impl HttpWire for OpenAiCompletions {
     type Decoder = Decoder;
-    type Call = Call;
+    type State = Arc<DecoderConfig>;
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
@@ -152,35 +143,28 @@ impl WireFormat for OpenAiCompletions {
         provider_name(model)
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+    fn convert(&self, request: Request<'_>) -> Result<Converted<Arc<DecoderConfig>>, Error> {
         let Request { model, context, options, .. } = request;
         let provider = provider_name(model);
         let compat =
             compat::ResolvedCompat::resolve(model, &OpenAiCompletionsCompat::from_model(model)?);
         let prepared = convert::build_request(model, context, options, &compat)?;
-        let decoder = Arc::new(stream::DecoderConfig {
+        let decoder = Arc::new(DecoderConfig {
             provider,
             reasoning_fields: compat.reasoning_fields.clone(),
             strict_plans: prepared.strict_plans,
             reasoning_tags: compat.reasoning_tags,
             refusal_is_error: options.output.is_some(),
         });
-        Ok(Call { http: Arc::new(prepared.http), decoder })
+        Ok(Converted::new(prepared.http, decoder))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<Call>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        let provider = exchange.provider().to_owned();
-        exchange.send(Arc::clone(&call.http), move |r| {
-            error::http_error(&provider, r.status, r.retry_after, r.body)
-        })
+    fn decoder(&self, config: &Arc<DecoderConfig>) -> Decoder {
+        Decoder::with_config(Arc::clone(config))
     }
 
-    fn decoder(&self, call: &Call) -> Decoder {
-        Decoder::with_config(Arc::clone(&call.decoder))
+    fn error(config: &Arc<DecoderConfig>, r: ErrorResponse) -> Error {
+        error::http_error(&config.provider, r.status, r.retry_after, r.body)
     }
 }
 

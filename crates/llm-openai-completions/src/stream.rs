@@ -27,9 +27,9 @@ use tool_calls::{Call, Scan};
 pub(crate) use wire::parse_usage;
 use wire::{WireChunk, WireDelta, number};
 
-/// What the decoder needs to know about the request.
+/// What the decoder needs to know about the request (and its errors, their provider name).
 #[derive(Debug, Clone)]
-pub(crate) struct DecoderConfig {
+pub struct DecoderConfig {
     /// Provider name for errors.
     pub(crate) provider: String,
     /// Delta fields that carry reasoning text, in priority order.

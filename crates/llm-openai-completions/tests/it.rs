@@ -1,6 +1,7 @@
 //! Integration tests through the public API: a loopback HTTP server, the decoder
 //! driven by raw bytes, and a live smoke test when `OPENAI_API_KEY` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use llm_core::{Error, ErrorKind, Model, StreamOptions};
+use llm_http::azure::{self, AzureAuth};
 use llm_http::{Env, HeaderMap, insert_header};
 use reqwest::Url;
 
@@ -35,15 +36,6 @@ pub(crate) enum Client {
     OpenAiCompatible,
 }
 
-/// How the key is sent on the Azure client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Auth {
-    /// `api-key: <key>` (an Azure resource key).
-    ApiKey,
-    /// `Authorization: Bearer <key>` (a Microsoft Entra ID token, or a Foundry key).
-    Bearer,
-}
-
 /// A resolved Azure route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Route {
@@ -52,7 +44,7 @@ pub(crate) struct Route {
     /// The full request URL (`<base>/responses`, plus `api-version` on the Azure client).
     pub(crate) url: String,
     pub(crate) client: Client,
-    pub(crate) auth: Auth,
+    pub(crate) auth: AzureAuth,
     /// The body's `model`.
     pub(crate) deployment: String,
 }
@@ -70,7 +62,7 @@ fn invalid(message: impl Into<String>) -> Error {
 
 /// A string provider option, trimmed; `None` when absent or blank, an error when not a string.
 fn option(options: &StreamOptions, name: &str) -> Result<Option<String>, Error> {
-    options.text_provider_option(AZURE_PROVIDER, "Azure OpenAI", name)
+    azure::option(options, AZURE_PROVIDER, name)
 }
 
 /// Resolves the route of one request: base URL, client shape, auth and deployment.
@@ -96,15 +88,10 @@ pub(crate) fn resolve(model: &Model, options: &StreamOptions, env: &Env) -> Resu
     let api_version = option(options, "azureApiVersion")?
         .or_else(|| env.first(&[ENV_API_VERSION]))
         .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
-    let auth = match (option(options, "azureAuth")?.as_deref(), client) {
-        (Some("bearer" | "entra"), _) | (None, Client::OpenAiCompatible) => Auth::Bearer,
-        (Some("api-key"), _) | (None, Client::Azure) => Auth::ApiKey,
-        (Some(other), _) => {
-            return Err(invalid(format!(
-                "provider option azureAuth must be \"api-key\", \"bearer\" or \"entra\", not {other:?}"
-            )));
-        }
-    };
+    let auth = AzureAuth::from_options(options, AZURE_PROVIDER)?.unwrap_or(match client {
+        Client::OpenAiCompatible => AzureAuth::Bearer,
+        Client::Azure => AzureAuth::ApiKey,
+    });
     let url = request_url(&base, client, &api_version);
     let deployment = option(options, "azureDeploymentName")?
         .or_else(|| {
@@ -123,9 +110,7 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<Url, Error> {
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
         .ok_or_else(|| invalid(format!("Invalid Azure OpenAI base URL: {raw}")))?;
-    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-    let classic =
-        host.ends_with(".openai.azure.com") || host.ends_with(".cognitiveservices.azure.com");
+    let classic = url.host_str().is_some_and(azure::is_resource_host);
     if classic && matches!(url.path(), "" | "/" | "/openai" | "/openai/") {
         url.set_path("/openai/v1");
         url.set_query(None);
@@ -140,8 +125,7 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<Url, Error> {
 /// client; classic hosts, gateways and other paths the Azure client.
 pub(crate) fn client_for(base: &Url) -> Client {
     let host = base.host_str().unwrap_or_default().to_ascii_lowercase();
-    let classic =
-        host.ends_with(".openai.azure.com") || host.ends_with(".cognitiveservices.azure.com");
+    let classic = azure::is_resource_host(&host);
     let foundry =
         host.ends_with(".services.ai.azure.com") || host.ends_with(".api.cognitive.microsoft.com");
     let path = base.path().trim_end_matches('/');
@@ -226,13 +210,13 @@ pub(crate) fn headers(
                 insert_header(&mut headers, AZURE_PROVIDER, name, value)?;
             }
         }
-        (Client::Azure, Auth::ApiKey) => {
+        (Client::Azure, AzureAuth::ApiKey) => {
             for (name, value) in configured {
                 insert_header(&mut headers, AZURE_PROVIDER, name, value)?;
             }
             insert_header(&mut headers, AZURE_PROVIDER, "api-key", &key)?;
         }
-        (Client::Azure, Auth::Bearer) => {
+        (Client::Azure, AzureAuth::Bearer) => {
             // An Entra token: sent as the bearer, never as `api-key` (OpenClaw's bug).
             for (name, value) in configured {
                 insert_header(&mut headers, AZURE_PROVIDER, name, value)?;

@@ -148,11 +148,7 @@ pub(crate) fn build_body(
     );
     body.insert("stream".into(), Value::Bool(true));
     if options.cache_retention != CacheRetention::None {
-        let key = options
-            .prompt_cache_key
-            .as_deref()
-            .or(options.session_id.as_deref())
-            .filter(|k| !k.is_empty());
+        let key = options.cache_key();
         if let (Some(key), true) = (key, compat.supports_prompt_cache_key.unwrap_or(true)) {
             body.insert(
                 "prompt_cache_key".into(),

@@ -107,7 +107,6 @@
 //!   silent `length` stop.
 //! - HTTP errors keep status and code as fields instead of repeating the status in the
 //!   text, and `DeploymentNotFound` names the deployment that was asked for.
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.
@@ -127,7 +126,7 @@ use std::sync::Arc;
 
 use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{Capabilities, Error, Model, ModelInfo, ProviderInfo};
-use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, ErrorResponse, HttpWire, Request};
 use serde::Deserialize;
 
 /// The API id this crate serves.
@@ -245,20 +244,18 @@ pub const INFO: ProviderInfo = ProviderInfo {
     ],
 };
 
-/// A prepared request: what is sent, how its answer is decoded, and the Azure deployment
-/// its errors name.
+/// What the answer of one request is decoded with, and the Azure deployment its errors name.
 #[derive(Debug)]
-pub struct Call {
-    http: Arc<HttpRequest>,
+pub struct Answer {
     tool_names: Arc<BTreeSet<String>>,
     strict_plans: Arc<BTreeMap<String, Arc<llm_core::raw::strict::StrictPlan>>>,
     refusing: bool,
     deployment: Option<String>,
 }
 
-impl WireFormat for OpenAiResponses {
+impl HttpWire for OpenAiResponses {
     type Decoder = Decoder;
-    type Call = Call;
+    type State = Answer;
 
     fn info(&self) -> &'static ProviderInfo {
         match self {
@@ -271,38 +268,33 @@ impl WireFormat for OpenAiResponses {
         if self.is_azure(model) { AZURE_PROVIDER } else { PROVIDER }.to_owned()
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<Call, Error> {
+    fn convert(&self, request: Request<'_>) -> Result<Converted<Answer>, Error> {
         let Request { model, context, options, env } = request;
         let azure = self.is_azure(model);
         let route = azure.then(|| azure::resolve(model, options, env)).transpose()?;
         let converted =
             convert::build_request(model, context, options, route.as_ref().map(|r| (r, env)))?;
-        Ok(Call {
-            http: Arc::new(converted.http),
+        let answer = Answer {
             tool_names: Arc::new(context.tools.iter().map(|t| t.name.clone()).collect()),
             strict_plans: Arc::new(converted.strict_plans),
             refusing: options.output.is_some(),
             deployment: route.map(|route| route.deployment),
-        })
+        };
+        Ok(Converted::new(converted.http, answer))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<Call>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        let for_errors = Arc::clone(call);
-        exchange.send(Arc::clone(&call.http), move |r| match &for_errors.deployment {
+    fn decoder(&self, answer: &Answer) -> Decoder {
+        Decoder::new(Arc::clone(&answer.tool_names), Arc::clone(&answer.strict_plans))
+            .refusing(answer.refusing)
+    }
+
+    fn error(answer: &Answer, r: ErrorResponse) -> Error {
+        match &answer.deployment {
             Some(deployment) => {
                 error::azure_http_error(r.status, r.retry_after, r.body, deployment)
             }
             None => error::http_error(r.status, r.retry_after, r.body),
-        })
-    }
-
-    fn decoder(&self, call: &Call) -> Decoder {
-        Decoder::new(Arc::clone(&call.tool_names), Arc::clone(&call.strict_plans))
-            .refusing(call.refusing)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests through the public API: a loopback HTTP server with canned
 //! responses, and live smoke tests that run only with `OPENAI_API_KEY` (OpenAI) or the Azure variables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::sync::Arc;
 use std::time::Duration;

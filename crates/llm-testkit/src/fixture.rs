@@ -24,10 +24,15 @@ pub enum Scenario {
 /// A full fixture, every file read and parsed.
 #[derive(Debug)]
 pub struct Fixture {
+    /// The scenario folder.
     pub dir: PathBuf,
+    /// `input.json`'s `model`.
     pub model: Model,
+    /// `input.json`'s `context`.
     pub context: Context,
+    /// `input.json`'s `options`.
     pub options: InputOptions,
+    /// Cancel the request after this many events (`input.json`'s `abortAfterEvents`).
     pub abort_after_events: Option<usize>,
     /// Environment variables the provider reads instead of the process's (`input.json`'s
     /// `env`; only providers that take an environment accept a non-empty one).
@@ -36,8 +41,11 @@ pub struct Fixture {
     /// (scheme `http`, the server's port), every host name resolving to 127.0.0.1:
     /// for providers whose behaviour depends on the host (`input.json`'s `keepHost`).
     pub keep_host: bool,
+    /// What each request must be (`request.json`).
     pub requests: ExpectedRequests,
+    /// What the server answers (`response.*` or `exchanges.json`).
     pub responses: Responses,
+    /// The expected event transcript (`expected.txt`), when written.
     pub expected: Option<String>,
 }
 
@@ -50,6 +58,7 @@ impl Fixture {
         }
     }
 
+    /// Where the expected transcript is (or is written).
     pub fn expected_path(&self) -> PathBuf {
         self.dir.join("expected.txt")
     }
@@ -80,16 +89,27 @@ struct InputFile {
 pub struct InputOptions {
     /// Absent: `test-key`; `null`: no key at all.
     pub api_key: Option<String>,
+    /// Extra request headers.
     pub headers: BTreeMap<String, String>,
+    /// Sampling temperature.
     pub temperature: Option<f64>,
+    /// Output token limit.
     pub max_tokens: Option<u64>,
+    /// Stop sequences.
     pub stop: Vec<String>,
+    /// Reasoning level.
     pub reasoning: Option<ReasoningLevel>,
+    /// Session id.
     pub session_id: Option<String>,
+    /// Prompt cache key.
     pub prompt_cache_key: Option<String>,
+    /// Prompt cache retention.
     pub cache_retention: Option<CacheRetention>,
+    /// Tool choice.
     pub tool_choice: Option<ToolChoice>,
+    /// Provider-specific options, as given.
     pub provider_options: BTreeMap<String, Value>,
+    /// Retries after the first attempt.
     pub max_retries: Option<u32>,
     /// A structured output format: the runner also prints the answer's outcome.
     pub output: Option<OutputInput>,
@@ -99,9 +119,12 @@ pub struct InputOptions {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutputInput {
+    /// The format's name.
     pub name: String,
+    /// What the answer is for.
     #[serde(default)]
     pub description: Option<String>,
+    /// The JSON schema the answer follows.
     pub schema: Value,
     /// Absent: strict.
     #[serde(default)]
@@ -144,13 +167,18 @@ impl Default for InputOptions {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectedRequest {
+    /// The HTTP method (default `POST`).
     #[serde(default = "default_method")]
     pub method: String,
+    /// The URL path.
     pub path: String,
+    /// Query parameters that must be present, with their values.
     #[serde(default)]
     pub query: BTreeMap<String, String>,
+    /// Headers that must be present, with their values.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// The JSON body the request must equal.
     pub body: Value,
     /// Free text for the reader; ignored.
     #[serde(default, rename = "description")]
@@ -166,11 +194,14 @@ fn default_method() -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum ExpectedRequests {
+    /// Every request matches this one.
     Every(Box<ExpectedRequest>),
+    /// Request *i* matches entry *i*.
     Each(Vec<ExpectedRequest>),
 }
 
 impl ExpectedRequests {
+    /// What request `index` (0-based) must match; `None` past a list's end.
     pub fn for_request(&self, index: usize) -> Option<&ExpectedRequest> {
         match self {
             ExpectedRequests::Every(r) => Some(r),
@@ -192,9 +223,11 @@ struct ExchangeEntry {
 /// One canned HTTP response.
 #[derive(Debug, Clone)]
 pub struct Canned {
+    /// The HTTP status.
     pub status: u16,
     /// Headers including `content-type`.
     pub headers: Vec<(String, String)>,
+    /// The body bytes.
     pub body: Bytes,
 }
 
@@ -209,6 +242,7 @@ impl Canned {
         Canned { status, headers, body: body.into() }
     }
 
+    /// Whether the body is Server-Sent Events (`content-type: text/event-stream`).
     pub fn is_sse(&self) -> bool {
         self.content_type_is("text/event-stream")
     }

@@ -9,7 +9,6 @@
 //!
 //! `cargo xtask conformance`, `cargo xtask faults`, the provider crates' tests and
 //! `claw` use it; it depends on llm-core only.
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled as a doctest.

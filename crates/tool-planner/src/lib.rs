@@ -8,8 +8,6 @@
 //! name), so identical inputs always give identical request bytes.
 //! [`to_protocol_descriptors`] turns the plan into the `llm_core::Tool` list
 //! the providers consume.
-#![warn(missing_docs)]
-#![warn(clippy::disallowed_methods)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled and run as a doctest.

@@ -12,6 +12,7 @@
 //! (`az account get-access-token`), sent as `Authorization: Bearer`.
 //!
 //! Without a base URL or credentials it says so and exits successfully, sending nothing.
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -8,6 +8,7 @@
 //! With a Bedrock API key it sends it as a bearer token; with AWS keys (or `AWS_PROFILE`)
 //! it signs with SigV4. With neither it says so and exits successfully, sending nothing.
 //! `BEDROCK_MODEL` picks another catalog model (default: the first of `llm_bedrock::INFO`).
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};

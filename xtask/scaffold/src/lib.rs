@@ -10,6 +10,7 @@
 //!
 //! This crate uses the standard library only, so `cargo xtask new-provider` compiles it
 //! alone in seconds; its binary is `cargo xtask`'s entry point (`src/main.rs`).
+#![allow(clippy::disallowed_methods, reason = "tooling reads its own process environment")]
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! `cargo xtask`'s entry point (the alias in `.cargo/config.toml`): `new-provider` runs
 //! here, built from the standard library alone, and every other command runs the `xtask`
 //! package, which links every provider crate.
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

@@ -1,6 +1,7 @@
 //! agent-core behaviour, driven through the scripted provider: OpenClaw's loop, with
 //! one result per call, no cut-off call run, and `stop_after_batch`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -23,6 +23,7 @@
 //! itself; its `reply_then_stray` tool writes its answer and a stray line in
 //! one write. With `FAULT_SERVER_RAW=endless` every `tools/list` page is empty
 //! and names a new cursor.
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 use std::io::Write;
 use std::sync::Arc;

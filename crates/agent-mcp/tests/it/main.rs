@@ -1,7 +1,7 @@
 //! agent-mcp integration tests: the fault server (`mcp-fault-server`, rmcp's
 //! server side), the npm reference servers, streamable HTTP, and the agent
 //! loop end to end through every provider on loopback.
-
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
 mod e2e;

@@ -46,6 +46,7 @@
 //!   through the admin API).
 //! * `CLAW_OUTPUT`: `weather` makes every run's final answer a `Weather`
 //!   (`{"city": string, "celsius": number}`), asked on a final turn.
+#![allow(clippy::disallowed_methods, reason = "a program reads its own process environment")]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -26,7 +26,7 @@ pub(super) const CLAUDE_CODE_TOOLS: [&str; 17] = [
 /// Maps Claude Code wire names back to the caller's tool names (OAuth only). Built per request
 /// from the request's own tool list: no process-wide cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ToolNames {
+pub struct ToolNames {
     wire_to_original: Vec<(String, String)>,
 }
 

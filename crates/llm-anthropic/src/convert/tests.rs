@@ -32,7 +32,7 @@ fn build_request(model: &Model, context: &Context, options: &StreamOptions) -> R
         headers: call.http.headers.clone(),
         body: serde_json::from_slice(&call.http.body).unwrap(),
         debug: format!("{call:?}"),
-        tool_names: call.tool_names,
+        tool_names: call.state,
     })
 }
 

@@ -283,6 +283,33 @@ fn stop_reason_mapping() {
 }
 
 #[test]
+fn refusal_messages_name_the_category_and_explanation() {
+    let cases = [
+        (None, "Anthropic refusal."),
+        (
+            Some(json!({"category": " cyber ", "explanation": "  "})),
+            "Anthropic refusal (category: cyber).",
+        ),
+        (Some(json!({"explanation": "Not allowed."})), "Anthropic refusal: Not allowed."),
+        (
+            Some(json!({"category": "bio", "explanation": "No."})),
+            "Anthropic refusal (category: bio): No.",
+        ),
+        (Some(json!({"category": 3})), "Anthropic refusal."),
+        (Some(json!("cyber")), "Anthropic refusal."),
+    ];
+    for (details, expected) in cases {
+        let e = refusal_error(details.as_ref());
+        assert_eq!(e.message, expected);
+        assert_eq!(
+            (e.kind, e.retryable, e.code.as_deref()),
+            (ErrorKind::Refused, false, Some("provider_refusal"))
+        );
+        assert_eq!(e.provider, crate::PROVIDER);
+    }
+}
+
+#[test]
 fn refusal_is_an_error_with_the_openclaw_text() {
     let body = sse(&[
         ("message_start", START),

@@ -5,8 +5,33 @@
 //! suffix (`us.anthropic.claude-opus-4-6-v1:0`), or hide it in an application inference
 //! profile ARN; the model's display name (`Model::name`) is then the fallback.
 
-use llm_core::Model;
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use llm_core::{Error, Model};
+use serde::Deserialize;
+
+use crate::PROVIDER;
+
+/// Per-model compatibility flags, parsed from `Model::compat` (camelCase keys; every field
+/// optional; unknown keys ignored; a known key of the wrong type is an `invalid_request`
+/// error naming it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BedrockCompat {
+    /// The Claude model behind an alias or an application inference profile
+    /// (`claude-fable-5`): the model is classified by this id instead of its own.
+    pub canonical_model_id: Option<String>,
+    /// Reasoning level (`minimal` … `max`) to the wire effort of adaptive thinking; `null`
+    /// for `xhigh` or `max` means `high`. Levels not listed take the model's own efforts.
+    pub thinking_level_map: BTreeMap<String, Option<String>>,
+}
+
+impl BedrockCompat {
+    /// `model.compat`, typed.
+    pub fn from_model(model: &Model) -> Result<Self, Error> {
+        model.typed_compat(PROVIDER)
+    }
+}
 
 /// What this crate needs to know about the target model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,11 +55,9 @@ pub(crate) struct ClaudeTraits {
 }
 
 impl ClaudeTraits {
-    /// Classifies `model` (`compat.canonicalModelId` names the real model behind an alias).
-    pub(crate) fn of(model: &Model) -> Self {
-        let canonical =
-            model.compat.as_ref().and_then(|c| c.get("canonicalModelId")).and_then(Value::as_str);
-        let identity = identity(canonical.unwrap_or(&model.id));
+    /// Classifies `model` (`compat.canonical_model_id` names the real model behind an alias).
+    pub(crate) fn of(model: &Model, compat: &BedrockCompat) -> Self {
+        let identity = identity(compat.canonical_model_id.as_deref().unwrap_or(&model.id));
         let from_name = profile_name_id(&model.name);
         let candidates: Vec<&str> =
             std::iter::once(identity.as_str()).chain(from_name.as_deref()).collect();

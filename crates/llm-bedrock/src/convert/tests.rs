@@ -598,6 +598,30 @@ fn the_models_thinking_level_map_wins() {
 }
 
 #[test]
+fn a_compat_field_of_the_wrong_type_is_an_invalid_request_naming_it() {
+    let context = Context { messages: vec![user("x")], ..Context::default() };
+    let options =
+        StreamOptions { reasoning: Some(ReasoningLevel::Low), ..StreamOptions::default() };
+    for (compat, field) in [
+        (json!({"canonicalModelId": 5}), "canonicalModelId"),
+        (
+            json!({"canonicalModelId": "claude-fable-5", "thinkingLevelMap": {"low": 1}}),
+            "thinkingLevelMap",
+        ),
+        (json!({"thinkingLevelMap": ["low"]}), "thinkingLevelMap"),
+    ] {
+        let m = Model { compat: Some(compat), ..model("anthropic.claude-opus-4.8-v1:0") };
+        let e = build_request(&m, &context, &options, &no_env, None).unwrap_err();
+        assert_eq!((e.kind, e.retryable), (ErrorKind::InvalidRequest, false));
+        let prefix = format!("Invalid {} compat for model {}: {field}: ", crate::PROVIDER, m.id);
+        assert!(e.message.starts_with(&prefix), "{}", e.message);
+    }
+    // Unknown keys are not errors.
+    let m = Model { compat: Some(json!({"someOtherFlag": 1})), ..model(SONNET45) };
+    assert!(build_request(&m, &context, &options, &no_env, None).is_ok());
+}
+
+#[test]
 fn roles_alternate_on_the_wire() {
     let m = model(SONNET45);
     let context = Context {

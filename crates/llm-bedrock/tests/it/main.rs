@@ -1,6 +1,7 @@
 //! Integration tests for llm-bedrock: the provider over loopback HTTP with a binary
 //! event-stream body, and a live smoke test that runs only with credentials.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 mod app_profile;
 #[cfg(feature = "aws-config")]

@@ -1,5 +1,6 @@
 //! llm-http against a loopback TCP server that writes HTTP/1.1 by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
 mod tls;
 
@@ -10,8 +11,7 @@ use futures_util::StreamExt;
 use llm_core::{Context, Error, ErrorKind, Provider, StreamOptions};
 use llm_http::{
     ErrorResponse, HeaderMap, HttpProvider, HttpRequest, HttpTransport, MAX_ERROR_BODY_BYTES,
-    ResponseHeaders, TransportConfig, WireFormat, header_map, insert_header, is_secret_header,
-    send,
+    ResponseHeaders, TransportConfig, header_map, insert_header, is_secret_header, send,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -336,28 +336,25 @@ static TEXT_INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
     output: &[],
 };
 
-impl WireFormat for TextWire {
+impl llm_http::HttpWire for TextWire {
     type Decoder = TextDecoder;
-    type Call = HttpRequest;
+    type State = ();
 
     fn info(&self) -> &'static llm_core::ProviderInfo {
         &TEXT_INFO
     }
 
-    fn prepare(&self, request: llm_http::Request<'_>) -> Result<HttpRequest, Error> {
-        Ok((*self::request(request.model.base_url.clone())).clone())
+    fn convert(&self, request: llm_http::Request<'_>) -> Result<llm_http::Converted<()>, Error> {
+        let http = (*self::request(request.model.base_url.clone())).clone();
+        Ok(llm_http::Converted::new(http, ()))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<HttpRequest>,
-        exchange: llm_http::Exchange,
-    ) -> llm_http::BoxFuture<'static, Result<llm_http::HttpResponse, Error>> {
-        exchange.send(Arc::clone(call), |r| (mapper())(r))
-    }
-
-    fn decoder(&self, _call: &HttpRequest) -> TextDecoder {
+    fn decoder(&self, (): &()) -> TextDecoder {
         TextDecoder
+    }
+
+    fn error((): &(), response: ErrorResponse) -> Error {
+        (mapper())(response)
     }
 }
 

@@ -27,7 +27,7 @@ fn deployment_routes_get_api_version_and_api_key() {
         r.url,
         "https://r.openai.azure.com/openai/deployments/my-dep/chat/completions?api-version=2024-10-21"
     );
-    assert_eq!(r.auth, Auth::ApiKey);
+    assert_eq!(r.auth, AzureAuth::ApiKey);
     let r = route(&m, &options(json!({"azureApiVersion": "2025-04-01-preview"})), "openai")
         .unwrap()
         .unwrap();
@@ -56,12 +56,12 @@ fn other_hosts_are_not_azure_unless_the_provider_says_so() {
     assert_eq!(route(&model("", "azure-openai"), &options(json!({})), "o").unwrap(), None);
     let gateway = model("https://gw.example.com/openai/deployments/d", "azure-openai");
     let r = route(&gateway, &options(json!({"azureAuth": "entra"})), "o").unwrap().unwrap();
-    assert_eq!(r.auth, Auth::Bearer);
+    assert_eq!(r.auth, AzureAuth::Bearer);
     assert!(r.url.starts_with("https://gw.example.com/openai/deployments/d/chat/completions?"));
     let bad = route(&gateway, &options(json!({"azureAuth": 1})), "o").unwrap_err();
     assert_eq!(bad.kind, ErrorKind::InvalidRequest);
     assert!(bad.message.starts_with("Invalid Azure OpenAI provider option: azureAuth: "));
     // Blank is absent, as in every provider.
     let blank = route(&gateway, &options(json!({"azureAuth": "  "})), "o").unwrap().unwrap();
-    assert_eq!(blank.auth, Auth::ApiKey);
+    assert_eq!(blank.auth, AzureAuth::ApiKey);
 }

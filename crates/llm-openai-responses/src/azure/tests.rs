@@ -40,7 +40,7 @@ fn resource_name_gives_the_classic_v1_route() {
         .unwrap();
     assert_eq!(r.base.as_str(), "https://example.openai.azure.com/openai/v1");
     assert_eq!(r.url, "https://example.openai.azure.com/openai/v1/responses?api-version=v1");
-    assert_eq!((r.client, r.auth), (Client::Azure, Auth::ApiKey));
+    assert_eq!((r.client, r.auth), (Client::Azure, AzureAuth::ApiKey));
     let from_env = route("", json!({}), &env(&[(ENV_RESOURCE_NAME, " myres ")])).unwrap();
     assert_eq!(from_env.url, "https://myres.openai.azure.com/openai/v1/responses?api-version=v1");
 }
@@ -78,7 +78,7 @@ fn foundry_v1_takes_the_openai_client_and_gateways_the_azure_one() {
         &env(&[]),
     )
     .unwrap();
-    assert_eq!((foundry.client, foundry.auth), (Client::OpenAiCompatible, Auth::Bearer));
+    assert_eq!((foundry.client, foundry.auth), (Client::OpenAiCompatible, AzureAuth::Bearer));
     assert_eq!(
         foundry.url,
         "https://project.services.ai.azure.com/api/projects/demo/openai/v1/responses"
@@ -192,7 +192,7 @@ fn entra_tokens_go_as_bearer_never_as_api_key() {
     let mut o = options(json!({"azureAuth": "entra"}));
     o.api_key = Some(ApiKey::new("eyJ0eXAi.token"));
     let r = resolve(&m, &o, &env(&[])).unwrap();
-    assert_eq!((r.client, r.auth), (Client::Azure, Auth::Bearer));
+    assert_eq!((r.client, r.auth), (Client::Azure, AzureAuth::Bearer));
     assert!(r.url.ends_with("?api-version=v1"));
     let h = headers(&r, &m, &o, &env(&[])).unwrap();
     assert_eq!(header(&h, "authorization"), Some("Bearer eyJ0eXAi.token"));

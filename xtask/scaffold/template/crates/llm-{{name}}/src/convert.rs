@@ -10,39 +10,20 @@ use llm_core::transform::transform_messages;
 use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, StreamOptions, UserContent,
 };
+use llm_http::HttpRequest;
 use serde_json::{Map, Value, json};
 
 use crate::{INFO, PROVIDER};
 
-/// Everything `lib.rs` needs to send one request (its `Debug` redacts the key).
-#[derive(Clone)]
-pub(crate) struct WireRequest {
-    /// The full URL (never with a key in it).
-    pub(crate) url: String,
-    /// Provider defaults, then auth, then the model's, then the caller's headers (the key
-    /// marked sensitive).
-    pub(crate) headers: llm_http::HeaderMap,
-    /// The JSON body, built with `serde_json::Map` so its bytes are deterministic.
-    pub(crate) body: Value,
-}
-
-impl std::fmt::Debug for WireRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireRequest")
-            .field("url", &self.url)
-            .field("headers", &self.headers)
-            .field("body", &self.body)
-            .finish()
-    }
-}
-
-/// Builds the request. Fails, before anything is sent, on a missing key, an output format
+/// Builds the request: provider defaults, then auth, then the model's, then the caller's
+/// headers (the key marked sensitive); the body built with `serde_json::Map`, so its bytes
+/// are deterministic. Fails, before anything is sent, on a missing key, an output format
 /// the model cannot carry, or an input the API cannot express.
 pub(crate) fn build_request(
     model: &Model,
     context: &Context,
     options: &StreamOptions,
-) -> Result<WireRequest, Error> {
+) -> Result<HttpRequest, Error> {
     let Some(key) = &options.api_key else {
         return Err(Error::new(ErrorKind::Auth, PROVIDER, "No API key for provider: {{name}}")
             .with_retryable(false));
@@ -88,11 +69,8 @@ pub(crate) fn build_request(
     }
     body.insert("stream".to_owned(), Value::Bool(true));
     let base = if model.base_url.is_empty() { INFO.default_base_url } else { &model.base_url };
-    Ok(WireRequest {
-        url: format!("{}/v1/chat", base.trim_end_matches('/')),
-        headers,
-        body: Value::Object(body),
-    })
+    let url = format!("{}/v1/chat", base.trim_end_matches('/'));
+    HttpRequest::json(PROVIDER, url, headers, &Value::Object(body))
 }
 
 /// The transcript in the provider's shape: user text, assistant text and tool calls, tool

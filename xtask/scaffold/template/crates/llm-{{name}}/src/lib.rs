@@ -11,8 +11,6 @@
 //! The HTTP exchange, retries, timeouts, cancellation and tracing are `llm-http`'s;
 //! this crate converts requests (`convert.rs`), decodes its stream (`stream.rs`)
 //! and maps its error bodies (`error.rs`).
-#![warn(clippy::disallowed_methods)]
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled as a doctest.
@@ -24,11 +22,9 @@ mod convert;
 mod error;
 mod stream;
 
-use std::sync::Arc;
-
 use llm_core::output::{OutputFamily, OutputMode};
 use llm_core::{Capabilities, Capability, Error, ModelInfo, ProviderInfo};
-use llm_http::{BoxFuture, Exchange, HttpRequest, HttpResponse, Request, WireFormat};
+use llm_http::{Converted, ErrorResponse, HttpWire, Request};
 
 pub use stream::Decoder;
 
@@ -67,28 +63,24 @@ pub type {{Camel}}Provider = llm_http::HttpProvider<{{Camel}}>;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct {{Camel}};
 
-impl WireFormat for {{Camel}} {
+impl HttpWire for {{Camel}} {
     type Decoder = Decoder;
-    type Call = HttpRequest;
+    type State = ();
 
     fn info(&self) -> &'static ProviderInfo {
         &INFO
     }
 
-    fn prepare(&self, request: Request<'_>) -> Result<HttpRequest, Error> {
-        let wire = convert::build_request(request.model, request.context, request.options)?;
-        HttpRequest::json(PROVIDER, wire.url, wire.headers, &wire.body)
+    fn convert(&self, request: Request<'_>) -> Result<Converted<()>, Error> {
+        let http = convert::build_request(request.model, request.context, request.options)?;
+        Ok(Converted::new(http, ()))
     }
 
-    fn attempt(
-        &self,
-        call: &Arc<HttpRequest>,
-        exchange: Exchange,
-    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
-        exchange.send(Arc::clone(call), |r| error::http_error(r.status, r.retry_after, r.body))
-    }
-
-    fn decoder(&self, _call: &HttpRequest) -> Decoder {
+    fn decoder(&self, (): &()) -> Decoder {
         Decoder::new()
+    }
+
+    fn error((): &(), r: ErrorResponse) -> Error {
+        error::http_error(r.status, r.retry_after, r.body)
     }
 }
