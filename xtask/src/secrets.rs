@@ -359,7 +359,7 @@ pub fn run(options: &Options) -> Result<SecretReport> {
     // Spans as full as they get: the latest conventions, with the messages as content.
     llm_core::telemetry::set_semconv(llm_core::telemetry::Semconv::Latest);
     llm_core::telemetry::set_capture_content(true);
-    let entries = options.providers()?;
+    let entries = options.selected()?;
     let all = jobs(&entries, &options.fixtures_root)?;
     let replays = all.len();
     let queue = Arc::new(Mutex::new(all));

@@ -58,7 +58,7 @@ fn conformance_suite_passes() {
 
 #[test]
 fn fault_matrix_passes() {
-    let report = faults::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let report = faults::run(&faults::options(workspace_root().join("fixtures"))).unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "fault matrix failures:\n{text}");
@@ -68,8 +68,7 @@ fn fault_matrix_passes() {
 
 #[test]
 fn cancellation_at_every_event_index() {
-    let report =
-        cancel_sweep::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let report = cancel_sweep::run(&faults::options(workspace_root().join("fixtures"))).unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "cancellation sweep failures:\n{text}");
@@ -93,7 +92,7 @@ fn cancellation_at_every_event_index() {
 
 #[test]
 fn secrets_never_leak() {
-    let report = secrets::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let report = secrets::run(&faults::options(workspace_root().join("fixtures"))).unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "{text}");
@@ -122,7 +121,7 @@ impl llm_core::Provider for Leaky {
 
 #[test]
 fn secret_scan_finds_a_planted_leak() {
-    let mut options = faults::Options::new(workspace_root().join("fixtures"));
+    let mut options = faults::options(workspace_root().join("fixtures"));
     options.providers = vec![conformance::ProviderEntry::new(&llm_anthropic::INFO, || {
         std::sync::Arc::new(Leaky(llm_anthropic::AnthropicProvider::new()))
     })];
