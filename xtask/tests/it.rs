@@ -138,6 +138,52 @@ fn secret_scan_finds_a_planted_leak() {
     assert!(!text.contains(secrets::SECRET), "the report itself shows the key:\n{text}");
 }
 
+/// A provider whose `Debug` prints the environment it was made on.
+#[derive(Debug)]
+#[allow(dead_code, reason = "the environment is there to be printed by Debug")]
+struct PrintsItsEnv(std::collections::BTreeMap<String, String>, llm_anthropic::AnthropicProvider);
+
+impl llm_core::Provider for PrintsItsEnv {
+    fn api(&self) -> &str {
+        llm_core::Provider::api(&self.1)
+    }
+
+    fn stream(
+        &self,
+        model: &llm_core::Model,
+        context: &llm_core::Context,
+        options: &llm_core::StreamOptions,
+    ) -> llm_core::AssistantStream {
+        self.1.stream(model, context, options)
+    }
+}
+
+#[test]
+fn secret_scan_checks_the_debug_of_every_registered_provider() {
+    // Every registered provider is made on a secret environment and printed: the table of
+    // the scan is the registry's (a scaffolded crate is covered with no edit).
+    assert!(conformance::PROVIDERS.iter().all(|e| e.make_with.is_some()));
+    let mut options = faults::options(workspace_root().join("fixtures"));
+    options.provider = Some("anthropic".to_owned());
+    options.providers = vec![
+        conformance::ProviderEntry::new(&llm_anthropic::INFO, || {
+            std::sync::Arc::new(llm_anthropic::AnthropicProvider::new())
+        })
+        .with_env(|client, env| {
+            let inner = llm_anthropic::AnthropicProvider::builder().http_client(client).build();
+            std::sync::Arc::new(PrintsItsEnv(env, inner))
+        }),
+    ];
+    let report = secrets::run(&options).unwrap();
+    let text = report.render();
+    assert!(
+        report.leaks.iter().any(|l| l.fixture == "anthropic/text-only"
+            && l.problem.starts_with("the key appears in Debug of the provider")),
+        "{text}"
+    );
+    assert!(!text.contains(secrets::SECRET), "the report itself shows the key:\n{text}");
+}
+
 #[test]
 fn tidy_is_clean() {
     let problems = tidy::check(&workspace_root()).unwrap();
