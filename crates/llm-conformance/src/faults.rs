@@ -6,7 +6,7 @@
 //! Every provider is driven through transport and wire faults built from its own
 //! recorded streams (`fixtures/<provider>/text-only` and `tool-call-single`), so
 //! no per-provider fault fixtures are needed. A raw TCP server
-//! ([`rawserver`](crate::rawserver)) writes the HTTP/1.1 bytes by hand: resets, stalls,
+//! ([`rawserver`]) writes the HTTP/1.1 bytes by hand: resets, stalls,
 //! error statuses, invalid bytes, an endless event, a stream cut short or with
 //! its terminal event twice.
 //!
