@@ -89,7 +89,7 @@ pub fn check(fixtures_root: &Path, entry: ProviderEntry) -> Result<Report> {
 
 /// Runs every fault row on `entry`'s recorded streams (`<fixtures_root>/<entry.name>/`
 /// `text-only`, and `tool-call-single` when it exists) and prints the matrix; `Err` with
-/// the matrix when a cell fails.
+/// the matrix when a cell fails. It runs its own tokio runtime: call it from a plain `#[test]`.
 pub fn check_faults(fixtures_root: &Path, entry: ProviderEntry) -> Result<faults::FaultReport> {
     let report = faults::run(&faults::Options::new(fixtures_root, vec![entry]))?;
     let matrix = report.render();
