@@ -31,9 +31,9 @@ use llm_core::{AssistantEvent, AssistantMessage, ErrorKind, RecordingSleeper};
 use crate::conformance::{ProviderEntry, loopback_base_url, stream_options};
 use crate::faults::{Options, events_agree, is_prefix};
 use crate::fixture::{self, Canned, Fixture, Responses, Scenario};
-use crate::rawserver::{RawServer, Script, Step, chunk, end_chunks, stream_head};
 use crate::server::split_stream;
 use crate::{Error, Result};
+use llm_conformance::rawserver::{RawServer, Script, Step, chunk, end_chunks, stream_head};
 
 /// The multi-tool fixtures swept, where a provider has them.
 const SCENARIOS: &[&str] = &["parallel-tools-two", "parallel-tools-three-interleaved"];
@@ -533,7 +533,7 @@ pub fn run(options: &Options) -> Result<SweepReport> {
         .enable_all()
         .build()
         .map_err(|e| Error::Msg(format!("cannot start the tokio runtime: {e}")))?;
-    let entries = options.providers()?;
+    let entries = options.selected()?;
     runtime.block_on(async {
         let mut jobs: Vec<futures_util::future::BoxFuture<'static, SweepLine>> = Vec::new();
         let mut lines = Vec::new();

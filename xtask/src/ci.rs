@@ -98,7 +98,7 @@ pub fn run(root: &Path) -> Result<()> {
                 }
             }
             Step::Faults => {
-                let report = faults::run_all(&faults::Options::new(root.join("fixtures")))?;
+                let report = faults::run_all(&faults::options(root.join("fixtures")))?;
                 print!("{}", report.render());
                 if report.failed() == 0 {
                     Ok(())

@@ -26,7 +26,7 @@ pub mod faults;
 mod fixture;
 pub mod fuzz;
 pub mod providers;
-mod rawserver;
+
 pub mod replay;
 pub mod secrets;
 mod server;

@@ -103,7 +103,7 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
             Ok(if report.failed() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         "faults" => {
-            let mut options = xtask::faults::Options::new(root.join("fixtures"));
+            let mut options = xtask::faults::options(root.join("fixtures"));
             match rest {
                 [] => {}
                 [flag, name] if flag == "--provider" => options.provider = Some(name.clone()),

@@ -3,7 +3,9 @@
 //! level that writes everything into a buffer, and the key must appear nowhere
 //! the library writes: no event (`Debug` or the fixture printer), no error
 //! (`Display` or `Debug`), no final message or saved transcript JSON, no `Debug`
-//! of the options, the provider or the stream, no tracing output (the `chat` span's
+//! of the options or the stream, nor of the provider its registry entry makes on an
+//! environment whose key variables hold the secret (`make_with`, so every registered
+//! provider is printed with no table to edit), no tracing output (the `chat` span's
 //! attributes included, with content captured: what an OTLP exporter would send), and not in the
 //! request URL (where an HTTP client's own logging would print it). The key must
 //! have reached the server in a header, or the scan would prove nothing.
@@ -128,31 +130,26 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
     }
 }
 
-/// The `Debug` output of the concrete provider behind `name`.
-fn provider_debug(name: &str) -> String {
-    match name {
-        "anthropic" => format!("{:?}", llm_anthropic::AnthropicProvider::new()),
-        "openai-completions" => {
-            format!("{:?}", llm_openai_completions::OpenAiCompletionsProvider::new())
-        }
-        "openai-responses" => format!("{:?}", llm_openai_responses::OpenAiResponsesProvider::new()),
-        "google" => format!("{:?}", llm_google::GoogleProvider::new()),
-        "mistral" => format!("{:?}", llm_mistral::MistralProvider::new()),
-        "bedrock" => format!(
-            "{:?}",
-            llm_bedrock::BedrockProvider::builder()
-                .env([
-                    ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_KEY),
-                    ("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN),
-                ])
-                .build()
-        ),
-        _ => String::new(),
-    }
+/// The `Debug` output of the provider `entry` makes on its environment (`None` without
+/// [`ProviderEntry::make_with`]): every key variable the provider declares, and the AWS
+/// secret key and session token, hold a marked secret, which the printed form must not show.
+fn provider_debug(entry: &ProviderEntry) -> Result<Option<String>> {
+    let Some(make_with) = entry.make_with else { return Ok(None) };
+    let mut env: std::collections::BTreeMap<String, String> =
+        entry.info.key_env.iter().map(|name| ((*name).to_owned(), SECRET.to_owned())).collect();
+    env.insert("AWS_SECRET_ACCESS_KEY".to_owned(), AWS_SECRET_KEY.to_owned());
+    env.insert("AWS_SESSION_TOKEN".to_owned(), AWS_SESSION_TOKEN.to_owned());
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| Error::Msg(format!("cannot build an HTTP client: {e}")))?;
+    Ok(Some(format!("{:?}", make_with(client, env))))
 }
 
 struct Job {
     entry: ProviderEntry,
+    /// The `Debug` of the provider made on a secret environment ([`provider_debug`]).
+    provider_debug: Option<Arc<str>>,
     label: String,
     fixture: Box<Fixture>,
     key: Option<&'static str>,
@@ -180,9 +177,11 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
     llm_core::telemetry::record_input(stream.span(), &fixture.context);
     let mut surfaces: Vec<(&str, String)> = vec![
         ("Debug of the options", format!("{options:?}")),
-        ("Debug of the provider", provider_debug(job.entry.name)),
         ("Debug of the stream", format!("{stream:?}")),
     ];
+    if let Some(debug) = &job.provider_debug {
+        surfaces.push(("Debug of the provider", debug.to_string()));
+    }
     let mut events = Vec::new();
     let mut cancelled = false;
     while let Some(event) = stream.next().await {
@@ -316,6 +315,7 @@ fn jobs(entries: &[ProviderEntry], root: &Path) -> Result<Vec<Job>> {
         if !dir.is_dir() {
             continue;
         }
+        let provider_debug: Option<Arc<str>> = provider_debug(entry)?.map(Arc::from);
         for (scenario, path) in subdirs(&dir)? {
             let Scenario::Fixture(fixture) = fixture::load(&path)? else { continue };
             let key = match fixture.options.api_key.as_deref() {
@@ -331,6 +331,7 @@ fn jobs(entries: &[ProviderEntry], root: &Path) -> Result<Vec<Job>> {
             {
                 jobs.push(Job {
                     entry: *entry,
+                    provider_debug: provider_debug.clone(),
                     label: format!("{label} (oauth key)"),
                     fixture: again,
                     key: Some(OAUTH_SECRET),
@@ -346,9 +347,17 @@ fn jobs(entries: &[ProviderEntry], root: &Path) -> Result<Vec<Job>> {
                     ("AWS_SESSION_TOKEN".to_owned(), AWS_SESSION_TOKEN.to_owned()),
                 ]);
                 let label = format!("{label} (sigv4)");
-                jobs.push(Job { entry: *entry, label, fixture: again, key: None, sigv4: true });
+                jobs.push(Job {
+                    entry: *entry,
+                    provider_debug: provider_debug.clone(),
+                    label,
+                    fixture: again,
+                    key: None,
+                    sigv4: true,
+                });
             }
-            jobs.push(Job { entry: *entry, label, fixture, key, sigv4: false });
+            let provider_debug = provider_debug.clone();
+            jobs.push(Job { entry: *entry, provider_debug, label, fixture, key, sigv4: false });
         }
     }
     Ok(jobs)
@@ -359,7 +368,7 @@ pub fn run(options: &Options) -> Result<SecretReport> {
     // Spans as full as they get: the latest conventions, with the messages as content.
     llm_core::telemetry::set_semconv(llm_core::telemetry::Semconv::Latest);
     llm_core::telemetry::set_capture_content(true);
-    let entries = options.providers()?;
+    let entries = options.selected()?;
     let all = jobs(&entries, &options.fixtures_root)?;
     let replays = all.len();
     let queue = Arc::new(Mutex::new(all));

@@ -2,7 +2,8 @@
 //! the whole conformance suite, the fault matrix, cancellation at every event
 //! index, the secret scan (and that it finds a planted leak), tidy, the
 //! runner's sensitivity to one-byte changes of a fixture, and the new-provider
-//! scaffold (its files, and its crate's checks in a scratch workspace).
+//! scaffold (its files, and its crate's checks in a scratch workspace, and the bench's
+//! stream of its format through its decoder).
 #![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 
@@ -58,7 +59,7 @@ fn conformance_suite_passes() {
 
 #[test]
 fn fault_matrix_passes() {
-    let report = faults::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let report = faults::run(&faults::options(workspace_root().join("fixtures"))).unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "fault matrix failures:\n{text}");
@@ -68,8 +69,7 @@ fn fault_matrix_passes() {
 
 #[test]
 fn cancellation_at_every_event_index() {
-    let report =
-        cancel_sweep::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let report = cancel_sweep::run(&faults::options(workspace_root().join("fixtures"))).unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "cancellation sweep failures:\n{text}");
@@ -93,7 +93,7 @@ fn cancellation_at_every_event_index() {
 
 #[test]
 fn secrets_never_leak() {
-    let report = secrets::run(&faults::Options::new(workspace_root().join("fixtures"))).unwrap();
+    let report = secrets::run(&faults::options(workspace_root().join("fixtures"))).unwrap();
     let text = report.render();
     println!("{text}");
     assert_eq!(report.failed(), 0, "{text}");
@@ -122,7 +122,7 @@ impl llm_core::Provider for Leaky {
 
 #[test]
 fn secret_scan_finds_a_planted_leak() {
-    let mut options = faults::Options::new(workspace_root().join("fixtures"));
+    let mut options = faults::options(workspace_root().join("fixtures"));
     options.providers = vec![conformance::ProviderEntry::new(&llm_anthropic::INFO, || {
         std::sync::Arc::new(Leaky(llm_anthropic::AnthropicProvider::new()))
     })];
@@ -136,6 +136,52 @@ fn secret_scan_finds_a_planted_leak() {
         "{text}"
     );
     assert!(report.leaks.iter().any(|l| l.fixture == "anthropic/text-only (oauth key)"), "{text}");
+    assert!(!text.contains(secrets::SECRET), "the report itself shows the key:\n{text}");
+}
+
+/// A provider whose `Debug` prints the environment it was made on.
+#[derive(Debug)]
+#[allow(dead_code, reason = "the environment is there to be printed by Debug")]
+struct PrintsItsEnv(std::collections::BTreeMap<String, String>, llm_anthropic::AnthropicProvider);
+
+impl llm_core::Provider for PrintsItsEnv {
+    fn api(&self) -> &str {
+        llm_core::Provider::api(&self.1)
+    }
+
+    fn stream(
+        &self,
+        model: &llm_core::Model,
+        context: &llm_core::Context,
+        options: &llm_core::StreamOptions,
+    ) -> llm_core::AssistantStream {
+        self.1.stream(model, context, options)
+    }
+}
+
+#[test]
+fn secret_scan_checks_the_debug_of_every_registered_provider() {
+    // Every registered provider is made on a secret environment and printed: the table of
+    // the scan is the registry's (a scaffolded crate is covered with no edit).
+    assert!(conformance::PROVIDERS.iter().all(|e| e.make_with.is_some()));
+    let mut options = faults::options(workspace_root().join("fixtures"));
+    options.provider = Some("anthropic".to_owned());
+    options.providers = vec![
+        conformance::ProviderEntry::new(&llm_anthropic::INFO, || {
+            std::sync::Arc::new(llm_anthropic::AnthropicProvider::new())
+        })
+        .with_env(|client, env| {
+            let inner = llm_anthropic::AnthropicProvider::builder().http_client(client).build();
+            std::sync::Arc::new(PrintsItsEnv(env, inner))
+        }),
+    ];
+    let report = secrets::run(&options).unwrap();
+    let text = report.render();
+    assert!(
+        report.leaks.iter().any(|l| l.fixture == "anthropic/text-only"
+            && l.problem.starts_with("the key appears in Debug of the provider")),
+        "{text}"
+    );
     assert!(!text.contains(secrets::SECRET), "the report itself shows the key:\n{text}");
 }
 
@@ -434,4 +480,97 @@ fn a_scaffolded_provider_passes_its_checks_untouched() {
         &["doc", "--offline", "--no-deps", "-p", "llm-acme-ai"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     );
+}
+
+/// The scaffold's decoder, compiled from the template as a scaffolded crate compiles it.
+#[path = "../scaffold/template/crates/llm-{{name}}/src"]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "the template's crate API, of which the test uses the decoder"
+)]
+mod scaffold_template {
+    pub(crate) mod error;
+    pub(crate) mod stream;
+}
+// At the root, as in the scaffolded crate: `stream.rs` reads `crate::error`.
+use scaffold_template::{error, stream};
+
+/// What the template's `error.rs` names its errors by.
+const PROVIDER: &str = "acme-ai";
+
+/// `cargo xtask bench` streams a scaffolded crate's format as written: every registered crate
+/// has a bench format (the scaffold adds its line), and the bench's generated `Scaffold` bodies
+/// decode, through the template's own decoder, to exactly the text and calls they carry.
+#[test]
+fn the_bench_streams_the_scaffold_format_through_the_scaffold_decoder() {
+    use llm_core::raw::Delta;
+    use llm_core::raw::drive::WireDecoder;
+    use llm_core::raw::sse::SseDecoder;
+    use xtask::bench::{BenchFormat, Scenario, generated_body, generated_content};
+    use xtask::providers::{BENCH_FORMATS, BENCHED};
+
+    // Every primary registry entry is benched: the bench reads the registry and the table.
+    assert_eq!(BENCHED.len(), conformance::PROVIDERS.len());
+    for entry in BENCHED {
+        assert!(BENCH_FORMATS.iter().any(|(name, _)| *name == entry.name), "{}", entry.name);
+    }
+    // The line the scaffold registers is an entry of that table.
+    let line = new_provider::registrations("acme-ai", "0")
+        .into_iter()
+        .find(|(file, _, _)| *file == "xtask/src/providers.rs")
+        .map(|(_, _, line)| line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("({:?}, BenchFormat::{:?}),", "acme-ai", BenchFormat::Scaffold)
+    );
+
+    let size = 300_000;
+    for scenario in Scenario::ALL {
+        let (bytes, content_type) = generated_body(BenchFormat::Scaffold, scenario, size).unwrap();
+        assert_eq!(content_type, "text/event-stream");
+        let mut events = Vec::new();
+        let mut sse = SseDecoder::with_max_event_size(1 << 20);
+        sse.push(&bytes, &mut events).unwrap();
+        sse.finish(&mut events).unwrap();
+        let mut decoder = stream::Decoder::new();
+        let mut deltas = Vec::new();
+        for event in events {
+            decoder.event(event, &mut deltas);
+        }
+        decoder.end(&mut deltas);
+        let mut text = String::new();
+        let mut calls: Vec<(u64, String, String)> = Vec::new();
+        for delta in &deltas {
+            match delta {
+                Delta::Text { text: t, .. } => text.push_str(t),
+                Delta::ToolCallStart { key, name, .. } => {
+                    calls.push((*key, name.clone(), String::new()))
+                }
+                Delta::ToolCallArgs { key, fragment } => {
+                    let call = calls.iter_mut().find(|c| c.0 == *key).unwrap();
+                    call.2.push_str(fragment);
+                }
+                Delta::Error(e) => panic!("{scenario:?}: {e}"),
+                _ => {}
+            }
+        }
+        assert!(matches!(deltas.last(), Some(Delta::Done)), "{scenario:?}: {:?}", deltas.last());
+        let mut want_text = String::new();
+        let mut want_calls = Vec::new();
+        for (call, content) in generated_content(scenario, size) {
+            match call {
+                None => want_text.push_str(&content),
+                Some(_) => want_calls.push(("write_file".to_owned(), content)),
+            }
+        }
+        assert_eq!(text, want_text, "{scenario:?}");
+        let got: Vec<(String, String)> = calls.into_iter().map(|(_, n, a)| (n, a)).collect();
+        assert_eq!(got, want_calls, "{scenario:?}");
+        for (_, arguments) in &got {
+            let value: Value = serde_json::from_str(arguments).unwrap();
+            assert!(value["path"].as_str().unwrap().starts_with("src/gen_"), "{value}");
+        }
+    }
 }

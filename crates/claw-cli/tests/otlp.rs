@@ -1,8 +1,10 @@
 //! `claw --otlp`: every provider's recorded session, replayed by `claw` with the export on,
 //! arrives at a loopback OTLP/HTTP receiver that decodes it with the protocol's own
 //! protobuf types; the span tree (`invoke_agent` > `turn` > `chat` / `execute_tool`), the
-//! GenAI attributes of both convention versions, the metrics, and the absence of any key are
-//! checked. Without `--otlp` nothing arrives, even with the exporter's variables set.
+//! GenAI attributes of both convention versions (the response id and model as the recording
+//! sends them), the metrics, and the absence of any key are checked; a request the server
+//! refuses carries `error.type`. Without `--otlp` nothing arrives, even with the exporter's
+//! variables set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 #![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
@@ -197,6 +199,73 @@ fn export_with(provider: &str, opt_in: Option<&str>, capture: bool) -> (Vec<Span
     (spans(&received), received)
 }
 
+/// A string leaf of `value` at the first of `paths` (each a list of object keys) that has one.
+fn first_string(value: &serde_json::Value, paths: &[&[&str]]) -> Option<String> {
+    paths.iter().find_map(|path| {
+        let mut at = value;
+        for key in *path {
+            at = at.get(key)?;
+        }
+        at.as_str().map(str::to_owned)
+    })
+}
+
+/// The response id and model each turn of a recorded session sends, read from the recorded
+/// bytes with `serde_json` (the first event that names them): `message` of Anthropic's
+/// `message_start`, `response` of `response.created`, Gemini's `responseId` and
+/// `modelVersion`, the chunks' `id` and `model`; `None` where the wire format sends none.
+fn recorded_identities(session: &str) -> Vec<(Option<String>, Option<String>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions").join(session);
+    let exchanges: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("exchanges.json")).unwrap())
+            .unwrap();
+    let ids: &[&[&str]] = &[&["message", "id"], &["response", "id"], &["responseId"], &["id"]];
+    let models: &[&[&str]] =
+        &[&["message", "model"], &["response", "model"], &["modelVersion"], &["model"]];
+    let mut out = Vec::new();
+    for exchange in exchanges.as_array().unwrap() {
+        let body = exchange["body"].as_str().unwrap();
+        // An AWS event stream is committed beside its JSON source, whose payloads are read.
+        let payloads: Vec<serde_json::Value> = match body.strip_suffix(".eventstream") {
+            Some(stem) => {
+                let source = std::fs::read_to_string(dir.join(format!("{stem}.frames.json")));
+                let frames: Vec<serde_json::Value> =
+                    serde_json::from_str(&source.unwrap()).unwrap();
+                frames.into_iter().map(|f| f["payload"].clone()).collect()
+            }
+            None => std::fs::read_to_string(dir.join(body))
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .filter(|d| *d != "[DONE]")
+                .map(|d| serde_json::from_str(d).unwrap())
+                .collect(),
+        };
+        let id = payloads.iter().find_map(|p| first_string(p, ids));
+        let model = payloads.iter().find_map(|p| first_string(p, models));
+        out.push((id, model));
+    }
+    out
+}
+
+/// The response id and model of every `chat` span, and of every recorded turn of `session`,
+/// must be the same (in any order: each turn has its own id).
+fn check_response_identity(provider: &str, spans: &[Span], session: &str) {
+    let mut recorded = recorded_identities(session);
+    let mut seen: Vec<(Option<String>, Option<String>)> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .map(|s| {
+            let id = s.str("gen_ai.response.id").map(str::to_owned);
+            (id, s.str("gen_ai.response.model").map(str::to_owned))
+        })
+        .collect();
+    recorded.sort();
+    seen.sort();
+    assert_eq!(seen, recorded, "{provider}: response id and model, spans vs the recording");
+}
+
 /// The span tree and attributes every provider's session must show.
 fn check_tree(provider: &str, spans: &[Span], latest: bool, semconv_provider: &str) {
     let by_name = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
@@ -274,19 +343,72 @@ fn check_tree(provider: &str, spans: &[Span], latest: bool, semconv_provider: &s
 
 #[test]
 fn every_provider_session_arrives_as_a_span_tree_with_genai_attributes() {
+    // (claw's name, the conventions' name, the recorded session's folder)
     let providers = [
-        ("anthropic", "anthropic"),
-        ("openai", "openai"),
-        ("openai-responses", "openai"),
-        ("google", "gcp.gemini"),
-        ("mistral", "mistral_ai"),
-        ("bedrock", "aws.bedrock"),
+        ("anthropic", "anthropic", "anthropic"),
+        ("openai", "openai", "openai-completions"),
+        ("openai-responses", "openai", "openai-responses"),
+        ("google", "gcp.gemini", "google"),
+        ("mistral", "mistral_ai", "mistral"),
+        ("bedrock", "aws.bedrock", "bedrock"),
     ];
-    for (i, (provider, semconv_provider)) in providers.into_iter().enumerate() {
+    for (i, (provider, semconv_provider, session)) in providers.into_iter().enumerate() {
         // Both versions of the conventions, alternately.
         let latest = i % 2 == 0;
         let (spans, _) = export(provider, latest);
         check_tree(provider, &spans, latest, semconv_provider);
+        check_response_identity(provider, &spans, session);
+    }
+}
+
+#[test]
+fn the_recordings_name_their_response_ids_and_models() {
+    // The oracle reads what it should: every SSE session names both per turn, and Bedrock's
+    // event stream names neither (the model that answered is the one asked for).
+    for session in ["anthropic", "openai-completions", "openai-responses", "google", "mistral"] {
+        let identities = recorded_identities(session);
+        assert_eq!(identities.len(), 3, "{session}");
+        assert!(identities.iter().all(|(id, model)| id.is_some() && model.is_some()), "{session}");
+    }
+    assert_eq!(recorded_identities("bedrock"), vec![(None, None); 3]);
+}
+
+#[test]
+fn a_refused_request_carries_error_type_and_the_status() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let providers = ["anthropic", "openai-completions", "openai-responses", "google", "mistral"];
+    for (i, provider) in providers.into_iter().chain(["bedrock"]).enumerate() {
+        // An authentication failure and an invalid request, alternately.
+        let scenario = if i % 2 == 0 { "http-401-auth" } else { "http-400-invalid-request" };
+        let dir = root.join(provider).join(scenario);
+        // The oracle: the status the server sends, and the error kind of the reviewed transcript.
+        let exchanges: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("exchanges.json")).unwrap())
+                .unwrap();
+        let status = exchanges[0]["status"].as_i64().unwrap();
+        let expected = std::fs::read_to_string(dir.join("expected.txt")).unwrap();
+        let kind = expected
+            .lines()
+            .find_map(|l| l.strip_prefix("error error kind="))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap();
+        let (url, received) = receiver();
+        let out = claw().arg("--replay").arg(&dir).args(["--otlp", &url]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{provider}/{scenario} failed: {stderr}");
+        let spans = spans(&received);
+        let chats: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+        assert_eq!(chats.len(), 1, "{provider}/{scenario}: {spans:#?}\n{stderr}");
+        let chat = chats[0];
+        assert_eq!(chat.str("error.type"), Some(kind), "{provider}/{scenario}: {chat:?}");
+        assert_eq!(chat.int("http.response.status_code"), Some(status), "{provider}: {chat:?}");
+        assert_eq!(chat.str("gen_ai.response.id"), None, "{provider}: no response, no id");
+        assert!(spans.iter().any(|s| s.name == "invoke_agent"), "{provider}: {spans:#?}");
+        for span in &spans {
+            for value in span.attributes.values() {
+                assert!(!format!("{value:?}").contains("replay-no-key"), "{provider}: {span:?}");
+            }
+        }
     }
 }
 

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agent_core::AgentConfig;
-use llm_core::{ApiKey, Model, Provider, ProviderInfo};
+use llm_core::{ApiKey, DebugProvider, Model, Provider, ProviderInfo};
 
 /// Makes a provider on `client` that reads `env` instead of the process environment
-/// (a provider that reads no environment ignores it).
-pub type MakeWith = fn(reqwest::Client, BTreeMap<String, String>) -> Arc<dyn Provider>;
+/// (a provider that reads no environment ignores it); it prints itself, so xtask's secret scan
+/// checks the `Debug` of every registered provider.
+pub type MakeWith = fn(reqwest::Client, BTreeMap<String, String>) -> Arc<dyn DebugProvider>;
 
 /// One provider: what its crate declares, and how to make it.
 #[derive(Debug, Clone, Copy)]

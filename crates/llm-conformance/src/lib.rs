@@ -24,7 +24,29 @@
 //! }
 //! ```
 //!
-//! `cargo xtask conformance` runs the same suite over every provider of the workspace.
+//! The same test runs the fault rows ([`faults`]: error statuses, hostile headers, resets,
+//! stalls, truncated, oversized and endless bodies) on the crate's `text-only` and
+//! `tool-call-single` recordings:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # mod llm_acme { pub const INFO: llm_core::ProviderInfo = llm_core::ProviderInfo {
+//! #   name: "acme", api: "acme", provider: "acme", default_base_url: "", key_env: &[],
+//! #   capabilities: llm_core::Capabilities::NONE, models: &[], output: &[] };
+//! #   pub struct AcmeProvider; impl AcmeProvider { pub fn new() -> llm_core::raw::ScriptedProvider {
+//! #   llm_core::raw::ScriptedProvider::new("acme", []) } } }
+//! #[test]
+//! fn faults() {
+//!     let entry = llm_conformance::ProviderEntry::new(&llm_acme::INFO, || {
+//!         Arc::new(llm_acme::AcmeProvider::new())
+//!     });
+//!     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+//!     llm_conformance::check_faults(&fixtures, entry).unwrap();
+//! }
+//! ```
+//!
+//! `cargo xtask conformance` and `cargo xtask faults` run the same over every provider of
+//! the workspace.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example, compiled as a doctest.
@@ -35,6 +57,8 @@ pub struct ReadmeDoctests;
 use std::path::{Path, PathBuf};
 
 mod diff;
+pub mod faults;
+pub mod rawserver;
 mod suite;
 
 pub use suite::*;
@@ -58,6 +82,19 @@ pub fn check(fixtures_root: &Path, entry: ProviderEntry) -> Result<Report> {
     println!("{grid}");
     if report.failed() > 0 {
         return Err(Error::Msg(grid));
+    }
+    Ok(report)
+}
+
+/// Runs every fault row on `entry`'s recorded streams (`<fixtures_root>/<entry.name>/`
+/// `text-only`, and `tool-call-single` when it exists) and prints the matrix; `Err` with
+/// the matrix when a cell fails. It runs its own tokio runtime: call it from a plain `#[test]`.
+pub fn check_faults(fixtures_root: &Path, entry: ProviderEntry) -> Result<faults::FaultReport> {
+    let report = faults::run(&faults::Options::new(fixtures_root, vec![entry]))?;
+    let matrix = report.render();
+    println!("{matrix}");
+    if report.failed() > 0 {
+        return Err(Error::Msg(matrix));
     }
     Ok(report)
 }

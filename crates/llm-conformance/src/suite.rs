@@ -25,8 +25,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use llm_core::raw::printer::print_transcript;
 use llm_core::{
-    ApiKey, AssistantEvent, Capability, Provider, ProviderInfo, RecordingSleeper, RetryPolicy,
-    StreamOptions,
+    ApiKey, AssistantEvent, Capability, DebugProvider, Provider, ProviderInfo, RecordingSleeper,
+    RetryPolicy, StreamOptions,
 };
 use serde_json::Value;
 
@@ -51,8 +51,9 @@ pub struct ProviderEntry {
     pub make_with: Option<MakeWith>,
 }
 
-/// Makes a provider on `client` that reads `env` instead of the process environment.
-pub type MakeWith = fn(reqwest::Client, BTreeMap<String, String>) -> Arc<dyn Provider>;
+/// Makes a provider on `client` that reads `env` instead of the process environment (it
+/// prints itself: a secret scan checks its `Debug`).
+pub type MakeWith = fn(reqwest::Client, BTreeMap<String, String>) -> Arc<dyn DebugProvider>;
 
 impl ProviderEntry {
     /// The entry of a crate's `INFO` and constructor.
@@ -648,7 +649,8 @@ pub fn fixture_provider(
     } else {
         model.base_url = loopback_base_url(&fixture.model.base_url, addr);
     }
-    Ok((model, make_with(loopback_client(fixture.keep_host)?, env)))
+    let provider: Arc<dyn Provider> = make_with(loopback_client(fixture.keep_host)?, env);
+    Ok((model, provider))
 }
 
 /// Resolves every host name to 127.0.0.1 (the port comes from the URL), so a

@@ -1,6 +1,6 @@
-//! A provider crate outside this workspace runs the suite on its own fixtures with
-//! one dev-dependency and one test: the test writes such a crate (a small SSE
-//! provider, its `text-only` fixture and the one test) in a temporary directory,
+//! A provider crate outside this workspace runs the suite and the fault rows on its own
+//! fixtures with one dev-dependency and one test: the test writes such a crate (a small
+//! SSE provider, its `text-only` fixture and the one test) in a temporary directory,
 //! with path dependencies on this workspace's crates, and runs `cargo test --offline`
 //! in it on the same target directory (about a minute once this workspace is built).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
@@ -105,7 +105,10 @@ impl HttpWire for Tiny {
     }
 
     fn error((): &(), r: ErrorResponse) -> Error {
-        Error::new(ErrorKind::from_status(r.status), "tiny", r.body).with_status(r.status)
+        // The server's `retry-after` is the wait before the next attempt (the fault rows check it).
+        Error::new(ErrorKind::from_status(r.status), "tiny", r.body)
+            .with_status(r.status)
+            .with_retry_after(r.retry_after)
     }
 }
 "#;
@@ -121,6 +124,11 @@ fn conformance() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let report = llm_conformance::check(&fixtures, entry).unwrap();
     assert_eq!((report.passed(), report.failed()), (1, 0));
+    // The fault rows run on the same recording (no tool-call fixture: text rows only).
+    let faults = llm_conformance::check_faults(&fixtures, entry).unwrap();
+    assert_eq!(faults.failed(), 0);
+    assert_eq!(faults.cells.len(), faults.rows.len());
+    println!("fault rows passed: {}", faults.rows.len());
 }
 "#;
 
@@ -158,7 +166,7 @@ sleeps []
 "#;
 
 #[test]
-fn a_provider_crate_outside_the_workspace_runs_the_suite_on_its_fixtures() {
+fn a_provider_crate_outside_the_workspace_runs_the_suite_and_the_fault_rows_on_its_fixtures() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().parent().unwrap();
     let tmp = TempDir(std::env::temp_dir().join(format!("llm-tiny-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&tmp.0);
@@ -212,7 +220,7 @@ debug = false
         .unwrap_or_else(|| workspace.join("target"));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
-        .args(["test", "--offline", "--test", "conformance"])
+        .args(["test", "--offline", "--test", "conformance", "--", "--nocapture"])
         .current_dir(root)
         .env("CARGO_TARGET_DIR", &target)
         // A missing or changed expected.txt fails instead of being written.
@@ -224,8 +232,14 @@ debug = false
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    // The one test ran (libtest keeps the grid it printed: it passed).
+    // The one test ran and printed the grid and the fault matrix (every row passed).
     assert!(stdout.contains("test conformance ... ok"), "{stdout}");
+    assert!(stdout.contains("http 500 endless error body, every time"), "{stdout}");
+    let fault_rows = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("fault rows passed: "))
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(fault_rows.is_some_and(|n| n >= 40), "{stdout}");
     // The fixture was read, not rewritten.
     let expected = std::fs::read_to_string(root.join(scenario).join("expected.txt")).unwrap();
     assert_eq!(expected, EXPECTED_TXT);

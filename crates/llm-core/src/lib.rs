@@ -39,6 +39,8 @@ pub use options::{
     Timeouts, ToolChoice,
 };
 pub use output::{OutputFamily, OutputFormat, OutputMode, StructuredOutcome};
-pub use provider::{Capabilities, Capability, ModelInfo, Provider, ProviderInfo, ProviderRegistry};
+pub use provider::{
+    Capabilities, Capability, DebugProvider, ModelInfo, Provider, ProviderInfo, ProviderRegistry,
+};
 pub use stream::AssistantStream;
 pub use types::*;

@@ -263,6 +263,12 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// A [`Provider`] that prints itself with `Debug`, as every provider crate's does: registries
+/// hand these out so that a secret scan can check the printed form holds no key.
+pub trait DebugProvider: Provider + std::fmt::Debug {}
+
+impl<T: Provider + std::fmt::Debug + ?Sized> DebugProvider for T {}
+
 /// Providers by API id. Register only the ones you depend on.
 #[derive(Clone, Default)]
 pub struct ProviderRegistry {

@@ -115,7 +115,7 @@ pub fn workspace_version(root: &Path) -> Result<String> {
 /// the workspace root, marker, line)`, each inserted above the file's line ending in that
 /// marker ([`MARKER`], or [`MARKER`] with a suffix where a file has several lists). These
 /// are the only edits outside the new folders: the `clawcall` registry is what claw, xtask
-/// and the docs read.
+/// and the docs read, and the bench's table names the wire format it generates for the crate.
 pub fn registrations(name: &str, version: &str) -> Vec<(&'static str, String, String)> {
     let snake = name.replace('-', "_");
     let camel = camel(name);
@@ -150,6 +150,12 @@ pub fn registrations(name: &str, version: &str) -> Vec<(&'static str, String, St
             // A group of its own: rustfmt sorts a group's `use` items, which would move it
             // away from the marker.
             format!("\n#[cfg(feature = \"{name}\")]\npub use llm_{snake};"),
+        ),
+        (
+            "xtask/src/providers.rs",
+            marker(" (bench)"),
+            // `cargo xtask bench` streams the scaffold's wire format through the new crate.
+            format!("    (\"{name}\", BenchFormat::Scaffold),"),
         ),
     ]
 }

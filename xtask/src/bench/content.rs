@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use llm_core::Model;
 use serde_json::json;
 
-use super::{DELTA, PIECE, Scenario, TURN_TEXT};
+use super::{BenchFormat, DELTA, PIECE, Scenario, TURN_TEXT};
 use crate::{Error, Result};
 
 // -------------------------------------------------------------------------------------------
@@ -589,6 +589,35 @@ fn bedrock(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
     parts
 }
 
+/// The format `cargo xtask new-provider` scaffolds: one JSON object per event (`start`,
+/// `text`, `tool_call`, `tool_call_delta`, `usage`, `stop`), then `[DONE]`.
+fn scaffold(scenario: Scenario, size: usize, salt: Option<u32>) -> Vec<Part> {
+    let mut parts =
+        vec![Part::Lit(data(r#"{"type":"start","id":"resp_bench","model":"scaffold-bench"}"#))];
+    for (call, target) in sources(scenario, size) {
+        let event: EventFn = match call {
+            None => Box::new(|d| data(&format!(r#"{{"type":"text","text":{}}}"#, json_str(d)))),
+            Some(k) => {
+                parts.push(Part::Lit(data(&format!(
+                    r#"{{"type":"tool_call","index":{k},"id":"call_bench_{k}","name":"write_file"}}"#
+                ))));
+                Box::new(move |d| {
+                    data(&format!(
+                        r#"{{"type":"tool_call_delta","index":{k},"arguments":{}}}"#,
+                        json_str(d)
+                    ))
+                })
+            }
+        };
+        parts.push(Part::Deltas(Source::new(call, target).salted(salt), event));
+    }
+    parts.push(Part::Lit(data(r#"{"type":"usage","input":10,"output":1000}"#)));
+    let reason = if scenario == Scenario::Text { "stop" } else { "tool_use" };
+    parts.push(Part::Lit(data(&format!(r#"{{"type":"stop","reason":"{reason}"}}"#))));
+    parts.push(Part::Lit(data("[DONE]")));
+    parts
+}
+
 /// The body of `scenario` in `provider`'s wire format, and the model to ask.
 pub(super) fn wire(
     provider: &str,
@@ -607,31 +636,60 @@ pub(super) fn wire_salted(
     addr: SocketAddr,
     salt: Option<u32>,
 ) -> Result<(Body, Model)> {
-    let (parts, api, id) = match provider {
-        "anthropic" => (anthropic(scenario, size, salt), llm_anthropic::API, "claude-bench"),
-        "openai-completions" => {
-            (completions(scenario, size, salt), llm_openai_completions::API, "gpt-bench")
+    let format = crate::providers::bench_format(provider)
+        .ok_or_else(|| Error::Msg(format!("no bench wire format for provider `{provider}`")))?;
+    let (body, mut model) = wire_format(format, provider, scenario, size, salt)?;
+    model.base_url = format!("http://{addr}");
+    Ok((body, model))
+}
+
+/// The body of `scenario` in `format`, and the model to ask of `provider` (no base URL yet).
+pub(super) fn wire_format(
+    format: BenchFormat,
+    provider: &str,
+    scenario: Scenario,
+    size: usize,
+    salt: Option<u32>,
+) -> Result<(Body, Model)> {
+    let (parts, api, id): (_, &str, String) = match format {
+        BenchFormat::Anthropic => {
+            (anthropic(scenario, size, salt), llm_anthropic::API, "claude-bench".into())
         }
-        "openai-responses" => {
-            (responses(scenario, size, salt), llm_openai_responses::API, "gpt-bench")
+        BenchFormat::OpenAiCompletions => {
+            (completions(scenario, size, salt), llm_openai_completions::API, "gpt-bench".into())
         }
-        "google" => (google(scenario, size, salt), llm_google::API, "gemini-bench"),
-        "mistral" => (mistral(scenario, size, salt), llm_mistral::API, "devstral-bench"),
-        "bedrock" => {
-            (bedrock(scenario, size, salt), llm_bedrock::API, "us.anthropic.claude-bench-v1:0")
+        BenchFormat::OpenAiResponses => {
+            (responses(scenario, size, salt), llm_openai_responses::API, "gpt-bench".into())
         }
-        other => return Err(Error::Msg(format!("no bench wire format for provider `{other}`"))),
+        BenchFormat::Google => {
+            (google(scenario, size, salt), llm_google::API, "gemini-bench".into())
+        }
+        BenchFormat::Mistral => {
+            (mistral(scenario, size, salt), llm_mistral::API, "devstral-bench".into())
+        }
+        BenchFormat::Bedrock => (
+            bedrock(scenario, size, salt),
+            llm_bedrock::API,
+            "us.anthropic.claude-bench-v1:0".into(),
+        ),
+        // The API id is the registered crate's own.
+        BenchFormat::Scaffold => {
+            let api = clawcall::PROVIDERS
+                .iter()
+                .find(|e| e.info.name == provider)
+                .map_or(provider, |e| e.info.api);
+            (scaffold(scenario, size, salt), api, format!("{provider}-bench"))
+        }
     };
-    let content_type = if provider == "bedrock" {
+    let content_type = if format == BenchFormat::Bedrock {
         llm_testkit::eventstream::CONTENT_TYPE
     } else {
         "text/event-stream"
     };
     let model = Model {
-        id: id.into(),
+        id,
         api: api.into(),
         provider: provider.into(),
-        base_url: format!("http://{addr}"),
         max_tokens: 64_000,
         context_window: 1_000_000,
         ..Model::default()

@@ -66,7 +66,8 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 3] = [Scenario::Text, Scenario::OneCall, Scenario::ThreeCalls];
+    /// The three streams of the table.
+    pub const ALL: [Scenario; 3] = [Scenario::Text, Scenario::OneCall, Scenario::ThreeCalls];
 
     fn name(self) -> &'static str {
         match self {
@@ -83,6 +84,54 @@ impl Scenario {
             .find(|s| s.name() == name)
             .ok_or_else(|| Error::Msg(format!("unknown scenario `{name}`")))
     }
+}
+
+/// A wire format the bench generates (`crate::providers::BENCH_FORMATS` names each
+/// provider's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchFormat {
+    /// Anthropic Messages SSE.
+    Anthropic,
+    /// OpenAI Chat Completions SSE.
+    OpenAiCompletions,
+    /// OpenAI Responses SSE.
+    OpenAiResponses,
+    /// Gemini `streamGenerateContent` SSE.
+    Google,
+    /// Mistral chat completions SSE.
+    Mistral,
+    /// Bedrock ConverseStream (AWS event stream).
+    Bedrock,
+    /// The format `cargo xtask new-provider` scaffolds (its crate's `stream.rs`).
+    Scaffold,
+}
+
+/// The whole generated body of `scenario` at `size` bytes in `format`, and its content type.
+pub fn generated_body(
+    format: BenchFormat,
+    scenario: Scenario,
+    size: usize,
+) -> Result<(Vec<u8>, &'static str)> {
+    let (mut body, _) = content::wire_format(format, "bench", scenario, size, None)?;
+    let mut bytes = Vec::new();
+    while body.fill(&mut bytes, usize::MAX) {}
+    Ok((bytes, body.content_type))
+}
+
+/// The text, or each call's arguments, that [`generated_body`] streams: `(call index or
+/// `None` for text, the text or the arguments' JSON text)`.
+pub fn generated_content(scenario: Scenario, size: usize) -> Vec<(Option<usize>, String)> {
+    content::sources(scenario, size)
+        .into_iter()
+        .map(|(call, target)| {
+            let mut source = content::Source::new(call, target);
+            let mut text = String::new();
+            while let Some(piece) = source.next_piece(PIECE) {
+                text.push_str(&piece);
+            }
+            (call, text)
+        })
+        .collect()
 }
 
 /// `cargo xtask bench` options.

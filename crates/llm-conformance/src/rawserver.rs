@@ -22,7 +22,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 
 /// One step of a connection's script.
 #[derive(Debug, Clone)]
-pub(crate) enum Step {
+pub enum Step {
     /// Write these bytes (each `Write` is its own `write` call, no Nagle delay).
     Write(Bytes),
     /// Pause.
@@ -44,15 +44,15 @@ pub(crate) enum Step {
 }
 
 /// A scripted response.
-pub(crate) type Script = Vec<Step>;
+pub type Script = Vec<Step>;
 
 /// One received request.
 #[derive(Debug, Clone)]
-pub(crate) struct RawRequest {
+pub struct RawRequest {
     /// The request line (`POST /v1/messages?x=y HTTP/1.1`).
-    pub(crate) line: String,
+    pub line: String,
     /// The body.
-    pub(crate) body: Bytes,
+    pub body: Bytes,
 }
 
 #[derive(Debug, Default)]
@@ -78,15 +78,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A running server; dropping it stops it.
 #[derive(Debug)]
-pub(crate) struct RawServer {
-    pub(crate) addr: SocketAddr,
+pub struct RawServer {
+    /// Where it listens (127.0.0.1).
+    pub addr: SocketAddr,
     state: Arc<State>,
     task: JoinHandle<()>,
 }
 
 impl RawServer {
     /// Listens on 127.0.0.1:0; connection *i* plays `scripts[i]`.
-    pub(crate) async fn start(scripts: Vec<Script>) -> std::io::Result<RawServer> {
+    pub async fn start(scripts: Vec<Script>) -> std::io::Result<RawServer> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(State { scripts, ..State::default() });
@@ -102,18 +103,18 @@ impl RawServer {
     }
 
     /// Requests received so far, in order.
-    pub(crate) fn requests(&self) -> Vec<RawRequest> {
+    pub fn requests(&self) -> Vec<RawRequest> {
         lock(&self.state.requests).clone()
     }
 
     /// Filler bytes written by `Endless` steps so far.
-    pub(crate) fn endless_written(&self) -> u64 {
+    pub fn endless_written(&self) -> u64 {
         self.state.endless_written.load(Ordering::SeqCst)
     }
 
     /// Waits up to `limit` until every accepted connection is closed; returns the
     /// number still open (or leaked).
-    pub(crate) async fn wait_closed(&self, limit: Duration) -> usize {
+    pub async fn wait_closed(&self, limit: Duration) -> usize {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let accepted = self.state.accepted.load(Ordering::SeqCst);
@@ -243,7 +244,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<RawRequest> {
 }
 
 /// The head of a chunked `text/event-stream` response.
-pub(crate) fn sse_head() -> Bytes {
+pub fn sse_head() -> Bytes {
     Bytes::from_static(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
     )
@@ -251,7 +252,7 @@ pub(crate) fn sse_head() -> Bytes {
 
 /// The head of a chunked 200 response carrying `canned`'s streaming body: SSE or an
 /// AWS event stream, by its content type.
-pub(crate) fn stream_head(canned: &crate::fixture::Canned) -> Bytes {
+pub fn stream_head(canned: &llm_testkit::fixture::Canned) -> Bytes {
     if !canned.is_eventstream() {
         return sse_head();
     }
@@ -262,7 +263,7 @@ pub(crate) fn stream_head(canned: &crate::fixture::Canned) -> Bytes {
 }
 
 /// One HTTP/1.1 chunk.
-pub(crate) fn chunk(bytes: &[u8]) -> Vec<u8> {
+pub fn chunk(bytes: &[u8]) -> Vec<u8> {
     let mut out = format!("{:X}\r\n", bytes.len()).into_bytes();
     out.extend_from_slice(bytes);
     out.extend_from_slice(b"\r\n");
@@ -270,12 +271,12 @@ pub(crate) fn chunk(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The last chunk.
-pub(crate) fn end_chunks() -> Bytes {
+pub fn end_chunks() -> Bytes {
     Bytes::from_static(b"0\r\n\r\n")
 }
 
 /// A whole non-streaming response with a JSON body.
-pub(crate) fn status_response(status: u16, headers: &[(&str, &str)], body: &str) -> Bytes {
+pub fn status_response(status: u16, headers: &[(&str, &str)], body: &str) -> Bytes {
     let reason = match status {
         408 => "Request Timeout",
         409 => "Conflict",
@@ -299,7 +300,7 @@ pub(crate) fn status_response(status: u16, headers: &[(&str, &str)], body: &str)
 }
 
 /// A 127.0.0.1 port with nothing listening (bound, then released).
-pub(crate) async fn closed_port() -> std::io::Result<SocketAddr> {
+pub async fn closed_port() -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     listener.local_addr()
 }
@@ -308,8 +309,9 @@ pub(crate) async fn closed_port() -> std::io::Result<SocketAddr> {
 /// the TCP handshake (the kernel drops its SYN): a stand-in for an unreachable
 /// host, to exercise the connect timeout without leaving 127.0.0.1. Keep the
 /// returned value alive while it is used.
-pub(crate) struct Blackhole {
-    pub(crate) addr: SocketAddr,
+pub struct Blackhole {
+    /// Where a connection attempt hangs.
+    pub addr: SocketAddr,
     _listener: TcpListener,
     _fillers: Vec<TcpStream>,
 }
@@ -322,7 +324,7 @@ impl std::fmt::Debug for Blackhole {
 
 /// Makes a [`Blackhole`]; `None` when the platform accepts anyway (then the
 /// connect-timeout check cannot run here).
-pub(crate) async fn blackhole() -> std::io::Result<Option<Blackhole>> {
+pub async fn blackhole() -> std::io::Result<Option<Blackhole>> {
     let socket = tokio::net::TcpSocket::new_v4()?;
     socket.bind(([127, 0, 0, 1], 0).into())?;
     let listener = socket.listen(0)?;
