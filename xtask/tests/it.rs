@@ -476,6 +476,7 @@ fn a_scaffolded_provider_passes_its_checks_untouched() {
     );
     let tests = run(&["test", "--offline", "-p", "llm-acme-ai"], &[]);
     assert!(tests.contains("test conformance ... ok"), "{tests}");
+    assert!(tests.contains("test faults ... ok"), "{tests}");
     run(
         &["doc", "--offline", "--no-deps", "-p", "llm-acme-ai"],
         &[("RUSTDOCFLAGS", "-D warnings")],
