@@ -189,12 +189,14 @@ impl Decoder {
                 let s = self.surrogates.join(0, Channel::Text, s);
                 self.text(TextKind::Text, s, out);
             }
-            Some(WireValue::Other(Value::Array(items))) => {
-                for item in items {
-                    self.content_item(item, out);
+            Some(WireValue::Other(other)) => {
+                if let Value::Array(items) = *other {
+                    for item in items {
+                        self.content_item(item, out);
+                    }
                 }
             }
-            _ => {}
+            None => {}
         }
         for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
             if let Some(call) = call {
@@ -329,7 +331,7 @@ impl Decoder {
                 }
             }
             // Already-parsed arguments are the whole arguments object.
-            Some(WireValue::Other(args @ (Value::Object(_) | Value::Array(_)))) => {
+            Some(WireValue::Other(args)) if matches!(*args, Value::Object(_) | Value::Array(_)) => {
                 out.push(Delta::ToolCallArgsDone { key, arguments: args.to_string() });
             }
             _ => {}

@@ -6,7 +6,7 @@ use llm_core::raw::strict::NullFilter;
 use llm_core::raw::{BlockKey, Channel, Delta, WireValue};
 use serde_json::Value;
 
-use super::wire::{WireFunction, WireToolCall, number};
+use super::wire::{WireFunction, WireToolCall};
 use super::{Current, Decoder};
 
 /// Where a call's arguments stand, scanned byte by byte (JSON structure is ASCII).
@@ -222,11 +222,8 @@ impl Decoder {
     }
 
     pub(super) fn tool_call_delta(&mut self, entry: WireToolCall, out: &mut Vec<Delta>) {
-        let index = entry.index.as_ref().and_then(number);
-        let id = match entry.id {
-            Some(Value::String(id)) if !id.is_empty() && id != "null" => Some(id),
-            _ => None,
-        };
+        let index = entry.index;
+        let id = entry.id.filter(|id| !id.is_empty() && id != "null");
         let (name, arguments) = entry.function.map(WireFunction::split).unwrap_or_default();
         let arguments = self.join_arguments(index, arguments);
         self.apply_call(index, id, name, arguments, out);
@@ -245,7 +242,7 @@ impl Decoder {
                 Channel::ToolArgs,
                 text,
             ))),
-            WireValue::Other(other) => Some(other),
+            WireValue::Other(other) => Some(*other),
         }
     }
 
