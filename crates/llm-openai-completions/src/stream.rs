@@ -23,7 +23,7 @@ mod tool_calls;
 mod wire;
 
 use reasoning_tags::TagSplitter;
-use tool_calls::{Call, Scan};
+use tool_calls::{ByIndex, Call, Scan};
 pub(crate) use wire::parse_usage;
 use wire::{WireChunk, WireDelta};
 
@@ -138,7 +138,7 @@ pub struct Decoder {
     visible_text: bool,
     text_before_calls: bool,
     calls: Vec<Call>,
-    by_index: HashMap<u64, usize>,
+    by_index: ByIndex,
     by_id: HashMap<String, usize>,
     pending_signatures: HashMap<String, String>,
     tags: TagSplitter,
@@ -177,7 +177,7 @@ impl Decoder {
             visible_text: false,
             text_before_calls: false,
             calls: Vec::new(),
-            by_index: HashMap::new(),
+            by_index: ByIndex::default(),
             by_id: HashMap::new(),
             pending_signatures: HashMap::new(),
             tags: TagSplitter::default(),
@@ -366,10 +366,7 @@ impl Decoder {
             out.push(Delta::Usage(parse_usage(usage)));
         }
         // Only the first choice (`index` 0) is read.
-        let Some(choice) = chunk
-            .choices
-            .and_then(|choices| choices.into_iter().find(|c| c.index.unwrap_or(0) == 0))
-        else {
+        let Some(choice) = chunk.choices else {
             return;
         };
         if top_usage.is_none()

@@ -1,5 +1,6 @@
 //! Tool calls in the stream: the argument scanner, split and legacy calls, generated ids.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use llm_core::raw::strict::NullFilter;
@@ -8,6 +9,29 @@ use serde_json::Value;
 
 use super::wire::{WireFunction, WireToolCall};
 use super::{Current, Decoder};
+
+/// Calls by wire index: a map, with the last entry looked up or inserted kept aside, since
+/// consecutive chunks nearly always continue the same call (its lookup hashed the index once
+/// per chunk).
+#[derive(Debug, Default)]
+pub(super) struct ByIndex {
+    last: Option<(u64, usize)>,
+    map: HashMap<u64, usize>,
+}
+
+impl ByIndex {
+    pub(super) fn get(&mut self, index: &u64) -> Option<&usize> {
+        if self.last.is_none_or(|(i, _)| i != *index) {
+            self.last = Some((*index, *self.map.get(index)?));
+        }
+        self.last.as_ref().map(|(_, pos)| pos)
+    }
+
+    pub(super) fn insert(&mut self, index: u64, pos: usize) {
+        self.map.insert(index, pos);
+        self.last = Some((index, pos));
+    }
+}
 
 /// Where a call's arguments stand, scanned byte by byte (JSON structure is ASCII).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,7 +308,9 @@ impl Decoder {
         }
         let pos = match found {
             Some(pos) => {
-                if let Some(index) = index {
+                if let Some(index) = index
+                    && self.by_index.get(&index) != Some(&pos)
+                {
                     self.by_index.insert(index, pos);
                 }
                 let Some(call) = self.calls.get_mut(pos) else { return };

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use llm_core::{Usage, raw::WireValue};
+use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -25,9 +26,47 @@ pub(super) struct WireChunk<'a> {
     pub(super) id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     pub(super) model: Option<Cow<'a, str>>,
-    pub(super) choices: Option<Vec<WireChoice>>,
+    /// The first choice of `index` 0 (only that one is read); every choice is still
+    /// read, so one of an unexpected shape sends the chunk to the lenient read as before.
+    #[serde(default, deserialize_with = "first_choice")]
+    pub(super) choices: Option<WireChoice>,
     pub(super) usage: Option<Box<Value>>,
     pub(super) error: Option<Box<Value>>,
+}
+
+/// `choices`: the first of `index` 0, without collecting them.
+fn first_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WireChoice>, D::Error> {
+    struct Choices;
+    impl<'de> Visitor<'de> for Choices {
+        type Value = Option<WireChoice>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of choices or null")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut first = None;
+            while let Some(choice) = seq.next_element::<WireChoice>()? {
+                if first.is_none() && choice.index.unwrap_or(0) == 0 {
+                    first = Some(choice);
+                }
+            }
+            Ok(first)
+        }
+    }
+    d.deserialize_option(Choices)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,12 +150,10 @@ impl WireChunk<'_> {
     pub(super) fn lenient(value: Value, reasoning_fields: &[String]) -> Self {
         let Value::Object(mut m) = value else { return WireChunk::default() };
         let choices = match m.remove("choices") {
-            Some(Value::Array(items)) => Some(
-                items
-                    .into_iter()
-                    .filter_map(|c| WireChoice::lenient(c, reasoning_fields))
-                    .collect(),
-            ),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .filter_map(|c| WireChoice::lenient(c, reasoning_fields))
+                .find(|c| c.index.unwrap_or(0) == 0),
             _ => None,
         };
         WireChunk {
