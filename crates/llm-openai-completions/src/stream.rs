@@ -209,6 +209,8 @@ impl Decoder {
 
     fn flush_held(&mut self, drop_tools: bool, out: &mut Vec<Delta>) {
         self.holding = false;
+        // A whole call's deltas may be held: one allocation for them, not a doubling per power of two.
+        out.reserve(self.held.len());
         for (delta, tool) in self.held.drain(..) {
             if !(drop_tools && tool) {
                 out.push(delta);

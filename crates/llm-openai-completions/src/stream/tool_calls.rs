@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use llm_core::raw::sse::find_any;
 use llm_core::raw::strict::NullFilter;
 use llm_core::raw::{BlockKey, Channel, Delta, WireValue};
 use serde_json::Value;
@@ -70,7 +71,7 @@ impl Scan {
                         } else {
                             // Skip the plain run of the string in one go.
                             let rest = bytes.get(i..).unwrap_or_default();
-                            match rest.iter().position(|&c| c == b'"' || c == b'\\') {
+                            match find_any(rest, [b'"', b'\\']) {
                                 Some(p) => {
                                     i += p;
                                     if bytes.get(i) == Some(&b'\\') {
