@@ -789,6 +789,57 @@ mod tests {
         assert_eq!(message.tool_calls().next().unwrap().arguments, json!({"x": 1}));
     }
 
+    /// The open block kept beside the map: deltas that alternate between blocks, and a key
+    /// that comes back after its block closed, each land in the right block.
+    #[test]
+    fn interleaved_blocks_and_a_reused_key_land_in_their_own_blocks() {
+        let mut a = MessageAssembler::new(&model(), 0);
+        a.push(Delta::ToolCallStart { key: 0, id: "a".into(), name: "f".into(), arguments: None });
+        a.push(Delta::ToolCallStart { key: 1, id: "b".into(), name: "g".into(), arguments: None });
+        for (key, fragment) in [(0, "{\"x\":"), (1, "{\"y\":"), (1, "2}"), (0, "1}")] {
+            a.push(Delta::ToolCallArgs { key, fragment: fragment.into() });
+        }
+        a.push(Delta::BlockEnd { key: 0 });
+        // Key 0 again after its block closed: a new block, not the closed call.
+        a.push(Delta::Text { key: 0, text: "after".into() });
+        a.push(Delta::Text { key: 0, text: "!".into() });
+        // The same for a call's key: its next fragment opens a new call.
+        a.push(Delta::ToolCallMeta { key: 1, id: None, name: None, thought_signature: None });
+        a.push(Delta::BlockEnd { key: 1 });
+        a.push(Delta::ToolCallArgs { key: 1, fragment: "{\"z\":3}".into() });
+        a.push(Delta::Done);
+        let events = drain(&mut a);
+        let deltas: Vec<(usize, String)> = events
+            .iter()
+            .filter_map(|e| match e {
+                AssistantEvent::ToolCallDelta { content_index, delta, .. }
+                | AssistantEvent::TextDelta { content_index, delta } => {
+                    Some((*content_index, delta.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let expected = [
+            (0, "{\"x\":"),
+            (1, "{\"y\":"),
+            (1, "2}"),
+            (0, "1}"),
+            (2, "after"),
+            (2, "!"),
+            (3, "{\"z\":3}"),
+        ];
+        assert_eq!(deltas, expected.map(|(i, d)| (i, d.to_owned())));
+        let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
+        let calls: Vec<(&str, &Value)> =
+            message.tool_calls().map(|c| (c.id.as_str(), &c.arguments)).collect();
+        assert_eq!(
+            calls,
+            [("a", &json!({"x": 1})), ("b", &json!({"y": 2})), ("", &json!({"z": 3}))]
+        );
+        assert_eq!(message.content.len(), 4);
+        assert!(matches!(&message.content[2], AssistantContent::Text(t) if t.text == "after!"));
+    }
+
     #[test]
     fn empty_fragments_give_empty_object_and_blocks_close_in_order() {
         let mut a = MessageAssembler::new(&model(), 0);
