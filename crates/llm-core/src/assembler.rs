@@ -39,6 +39,45 @@ struct OpenBlock {
     kind: BlockKind,
 }
 
+/// The open blocks by key: a map, with the block last looked up or opened kept aside, since
+/// consecutive deltas nearly always continue the same block (its lookup hashed the key once
+/// per delta).
+#[derive(Debug, Default)]
+struct OpenBlocks {
+    last: Option<(BlockKey, OpenBlock)>,
+    map: HashMap<BlockKey, OpenBlock>,
+}
+
+impl OpenBlocks {
+    fn get(&mut self, key: BlockKey) -> Option<OpenBlock> {
+        if self.last.is_none_or(|(k, _)| k != key) {
+            self.last = Some((key, *self.map.get(&key)?));
+        }
+        self.last.map(|(_, block)| block)
+    }
+
+    fn contains_key(&mut self, key: BlockKey) -> bool {
+        self.get(key).is_some()
+    }
+
+    fn insert(&mut self, key: BlockKey, block: OpenBlock) {
+        self.map.insert(key, block);
+        self.last = Some((key, block));
+    }
+
+    fn remove(&mut self, key: BlockKey) -> Option<OpenBlock> {
+        if self.last.is_some_and(|(k, _)| k == key) {
+            self.last = None;
+        }
+        self.map.remove(&key)
+    }
+
+    fn clear(&mut self) {
+        self.last = None;
+        self.map.clear();
+    }
+}
+
 /// Where block `i`'s current content lives, besides `message.content[i]`.
 #[derive(Debug)]
 enum Slot {
@@ -72,7 +111,7 @@ pub struct MessageAssembler {
     /// One per block of `message.content`.
     slots: Vec<Slot>,
     prices: crate::types::ModelCost,
-    open: HashMap<BlockKey, OpenBlock>,
+    open: OpenBlocks,
     events: VecDeque<AssistantEvent>,
     started: bool,
     finished: bool,
@@ -92,7 +131,7 @@ impl MessageAssembler {
             },
             slots: Vec::new(),
             prices: model.cost,
-            open: HashMap::new(),
+            open: OpenBlocks::default(),
             events: VecDeque::new(),
             started: false,
             finished: false,
@@ -207,7 +246,7 @@ impl MessageAssembler {
             }
             Delta::ToolCallStart { key, id, name, arguments } => {
                 // A start for a key that is still open means a new call reused the key.
-                if self.open.contains_key(&key) {
+                if self.open.contains_key(key) {
                     self.close_block(key);
                 }
                 let index = self.open_block_with(key, BlockKind::ToolCall, id, name);
@@ -285,7 +324,7 @@ impl MessageAssembler {
             }
             Delta::ProviderContent { key, content } => {
                 self.ensure_started();
-                if self.open.contains_key(&key) {
+                if self.open.contains_key(key) {
                     self.close_block(key);
                 }
                 let index = self.message.content.len();
@@ -357,7 +396,7 @@ impl MessageAssembler {
         name: String,
     ) -> usize {
         self.ensure_started();
-        if let Some(block) = self.open.get(&key) {
+        if let Some(block) = self.open.get(key) {
             if block.kind == kind {
                 return block.index;
             }
@@ -398,7 +437,7 @@ impl MessageAssembler {
     }
 
     fn close_block(&mut self, key: BlockKey) {
-        let Some(block) = self.open.remove(&key) else { return };
+        let Some(block) = self.open.remove(key) else { return };
         let index = block.index;
         let (Some(content), Some(slot)) =
             (self.message.content.get_mut(index), self.slots.get_mut(index))
@@ -444,7 +483,7 @@ impl MessageAssembler {
 
     fn close_all(&mut self) {
         let mut keys: Vec<(usize, BlockKey)> =
-            self.open.iter().map(|(k, b)| (b.index, *k)).collect();
+            self.open.map.iter().map(|(k, b)| (b.index, *k)).collect();
         keys.sort_unstable();
         for (_, key) in keys {
             self.close_block(key);
@@ -748,6 +787,57 @@ mod tests {
         let Some(AssistantEvent::Done { message, reason }) = events.last() else { panic!() };
         assert_eq!(*reason, StopReason::ToolUse);
         assert_eq!(message.tool_calls().next().unwrap().arguments, json!({"x": 1}));
+    }
+
+    /// The open block kept beside the map: deltas that alternate between blocks, and a key
+    /// that comes back after its block closed, each land in the right block.
+    #[test]
+    fn interleaved_blocks_and_a_reused_key_land_in_their_own_blocks() {
+        let mut a = MessageAssembler::new(&model(), 0);
+        a.push(Delta::ToolCallStart { key: 0, id: "a".into(), name: "f".into(), arguments: None });
+        a.push(Delta::ToolCallStart { key: 1, id: "b".into(), name: "g".into(), arguments: None });
+        for (key, fragment) in [(0, "{\"x\":"), (1, "{\"y\":"), (1, "2}"), (0, "1}")] {
+            a.push(Delta::ToolCallArgs { key, fragment: fragment.into() });
+        }
+        a.push(Delta::BlockEnd { key: 0 });
+        // Key 0 again after its block closed: a new block, not the closed call.
+        a.push(Delta::Text { key: 0, text: "after".into() });
+        a.push(Delta::Text { key: 0, text: "!".into() });
+        // The same for a call's key: its next fragment opens a new call.
+        a.push(Delta::ToolCallMeta { key: 1, id: None, name: None, thought_signature: None });
+        a.push(Delta::BlockEnd { key: 1 });
+        a.push(Delta::ToolCallArgs { key: 1, fragment: "{\"z\":3}".into() });
+        a.push(Delta::Done);
+        let events = drain(&mut a);
+        let deltas: Vec<(usize, String)> = events
+            .iter()
+            .filter_map(|e| match e {
+                AssistantEvent::ToolCallDelta { content_index, delta, .. }
+                | AssistantEvent::TextDelta { content_index, delta } => {
+                    Some((*content_index, delta.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let expected = [
+            (0, "{\"x\":"),
+            (1, "{\"y\":"),
+            (1, "2}"),
+            (0, "1}"),
+            (2, "after"),
+            (2, "!"),
+            (3, "{\"z\":3}"),
+        ];
+        assert_eq!(deltas, expected.map(|(i, d)| (i, d.to_owned())));
+        let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
+        let calls: Vec<(&str, &Value)> =
+            message.tool_calls().map(|c| (c.id.as_str(), &c.arguments)).collect();
+        assert_eq!(
+            calls,
+            [("a", &json!({"x": 1})), ("b", &json!({"y": 2})), ("", &json!({"z": 3}))]
+        );
+        assert_eq!(message.content.len(), 4);
+        assert!(matches!(&message.content[2], AssistantContent::Text(t) if t.text == "after!"));
     }
 
     #[test]

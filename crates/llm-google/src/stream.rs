@@ -72,9 +72,12 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
 fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WireText>, D::Error> {
     Ok(match Option::<WireValue>::deserialize(d)? {
         Some(WireValue::Text(text)) => Some(text),
-        Some(WireValue::Other(Value::Number(n))) => Some(WireText::from(n.to_string())),
-        Some(WireValue::Other(Value::Bool(b))) => Some(WireText::from(b.to_string())),
-        _ => None,
+        Some(WireValue::Other(other)) => match *other {
+            Value::Number(n) => Some(WireText::from(n.to_string())),
+            Value::Bool(b) => Some(WireText::from(b.to_string())),
+            _ => None,
+        },
+        None => None,
     })
 }
 

@@ -160,8 +160,7 @@ impl Decoder {
                 response_model: chunk.model.as_deref().filter(|s| !s.is_empty()).map(str::to_owned),
             });
         }
-        let mut choice =
-            chunk.choices.unwrap_or_default().into_iter().find(|c| c.index.is_none_or(|i| i == 0));
+        let mut choice = chunk.choices;
         if let Some(delta) = choice.as_mut().and_then(|c| c.delta.take()) {
             self.delta(delta, out);
         }
@@ -189,12 +188,14 @@ impl Decoder {
                 let s = self.surrogates.join(0, Channel::Text, s);
                 self.text(TextKind::Text, s, out);
             }
-            Some(WireValue::Other(Value::Array(items))) => {
-                for item in items {
-                    self.content_item(item, out);
+            Some(WireValue::Other(other)) => {
+                if let Value::Array(items) = *other {
+                    for item in items {
+                        self.content_item(item, out);
+                    }
                 }
             }
-            _ => {}
+            None => {}
         }
         for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
             if let Some(call) = call {
@@ -329,7 +330,7 @@ impl Decoder {
                 }
             }
             // Already-parsed arguments are the whole arguments object.
-            Some(WireValue::Other(args @ (Value::Object(_) | Value::Array(_)))) => {
+            Some(WireValue::Other(args)) if matches!(*args, Value::Object(_) | Value::Array(_)) => {
                 out.push(Delta::ToolCallArgsDone { key, arguments: args.to_string() });
             }
             _ => {}
@@ -355,8 +356,10 @@ struct WireChunk<'a> {
     #[serde(borrow)]
     object: Option<Cow<'a, str>>,
     error: Option<Value>,
-    #[serde(borrow)]
-    choices: Option<Vec<WireChoice<'a>>>,
+    /// The first choice of `index` 0 (only that one is read); every choice is still read, so
+    /// one of an unexpected shape sends the chunk to the lenient read.
+    #[serde(borrow, deserialize_with = "first_choice")]
+    choices: Option<WireChoice<'a>>,
     usage: Option<WireUsage>,
 }
 
@@ -424,6 +427,51 @@ impl WireChunk<'_> {
     }
 }
 
+/// Whether `choice` is the one read: `index` 0 or none.
+fn is_first(choice: &WireChoice<'_>) -> bool {
+    choice.index.is_none_or(|i| i == 0)
+}
+
+/// `choices`: the first of `index` 0, without collecting them into a vector.
+fn first_choice<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<WireChoice<'de>>, D::Error> {
+    struct Choices;
+    impl<'de> serde::de::Visitor<'de> for Choices {
+        type Value = Option<WireChoice<'de>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of choices or null")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut first = None;
+            while let Some(choice) = seq.next_element::<WireChoice<'de>>()? {
+                if first.is_none() && is_first(&choice) {
+                    first = Some(choice);
+                }
+            }
+            Ok(first)
+        }
+    }
+    d.deserialize_option(Choices)
+}
+
 impl<'a> WireChunk<'a> {
     /// The lenient path: any JSON value, snake_case before camelCase, numbers of
     /// any width or numeric strings, wrongly typed fields ignored.
@@ -434,7 +482,7 @@ impl<'a> WireChunk<'a> {
             model: text(value, "model"),
             object: text(value, "object"),
             error: value.get("error").filter(|e| !e.is_null()).cloned(),
-            choices: value.get("choices").and_then(Value::as_array).map(|choices| {
+            choices: value.get("choices").and_then(Value::as_array).and_then(|choices| {
                 choices
                     .iter()
                     .filter(|c| c.is_object())
@@ -476,7 +524,7 @@ impl<'a> WireChunk<'a> {
                             .and_then(Value::as_str)
                             .map(Cow::Borrowed),
                     })
-                    .collect()
+                    .find(is_first)
             }),
             usage: value.get("usage").filter(|u| u.is_object()).map(|u| {
                 let num = |snake: &str, camel: &str| field(u, snake, camel).and_then(as_u64);

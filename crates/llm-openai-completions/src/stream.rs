@@ -23,9 +23,9 @@ mod tool_calls;
 mod wire;
 
 use reasoning_tags::TagSplitter;
-use tool_calls::{Call, Scan};
+use tool_calls::{ByIndex, Call, Scan};
 pub(crate) use wire::parse_usage;
-use wire::{WireChunk, WireDelta, number};
+use wire::{WireChunk, WireDelta};
 
 /// What the decoder needs to know about the request (and its errors, their provider name).
 #[derive(Debug, Clone)]
@@ -138,7 +138,7 @@ pub struct Decoder {
     visible_text: bool,
     text_before_calls: bool,
     calls: Vec<Call>,
-    by_index: HashMap<u64, usize>,
+    by_index: ByIndex,
     by_id: HashMap<String, usize>,
     pending_signatures: HashMap<String, String>,
     tags: TagSplitter,
@@ -177,7 +177,7 @@ impl Decoder {
             visible_text: false,
             text_before_calls: false,
             calls: Vec::new(),
-            by_index: HashMap::new(),
+            by_index: ByIndex::default(),
             by_id: HashMap::new(),
             pending_signatures: HashMap::new(),
             tags: TagSplitter::default(),
@@ -209,6 +209,8 @@ impl Decoder {
 
     fn flush_held(&mut self, drop_tools: bool, out: &mut Vec<Delta>) {
         self.holding = false;
+        // A whole call's deltas may be held: one allocation for them, not a doubling per power of two.
+        out.reserve(self.held.len());
         for (delta, tool) in self.held.drain(..) {
             if !(drop_tools && tool) {
                 out.push(delta);
@@ -354,21 +356,19 @@ impl Decoder {
     fn chunk(&mut self, chunk: WireChunk<'_>, raw: &str, out: &mut Vec<Delta>) {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             let mut payload = serde_json::Map::new();
-            payload.insert("error".into(), error);
+            payload.insert("error".into(), *error);
             let error =
                 crate::error::stream_error(&self.cfg.provider, &Value::Object(payload), raw);
             self.fail(error, out);
             return;
         }
         self.metadata(chunk.id.as_deref(), chunk.model.as_deref(), out);
-        let top_usage = chunk.usage.filter(Value::is_object);
+        let top_usage = chunk.usage.filter(|u| u.is_object());
         if let Some(usage) = &top_usage {
             out.push(Delta::Usage(parse_usage(usage)));
         }
         // Only the first choice (`index` 0) is read.
-        let Some(choice) = chunk.choices.and_then(|choices| {
-            choices.into_iter().find(|c| c.index.as_ref().and_then(number).unwrap_or(0) == 0)
-        }) else {
+        let Some(choice) = chunk.choices else {
             return;
         };
         if top_usage.is_none()
@@ -381,7 +381,7 @@ impl Decoder {
         if let Some(delta) = choice.delta.or(choice.message.map(|m| *m)) {
             self.delta(delta, out);
         }
-        if let Some(Value::String(reason)) = choice.finish_reason
+        if let Some(reason) = choice.finish_reason
             && !reason.is_empty()
         {
             self.finish_reason = Some(reason);
@@ -393,14 +393,14 @@ impl Decoder {
         let cfg = Arc::clone(&self.cfg);
         for field in &cfg.reasoning_fields {
             let value = match field.as_str() {
-                "reasoning_content" => delta.reasoning_content.take(),
-                "reasoning" => delta.reasoning.take(),
-                "reasoning_text" => delta.reasoning_text.take(),
+                "reasoning_content" => delta.reasoning_content.take().map(|v| *v),
+                "reasoning" => delta.reasoning.take().map(|v| *v),
+                "reasoning_text" => delta.reasoning_text.take().map(|v| *v),
                 other => delta
                     .other_reasoning
                     .iter_mut()
                     .find(|(n, _)| n == other)
-                    .map(|(_, v)| std::mem::replace(v, WireValue::Other(Value::Null))),
+                    .map(|(_, v)| std::mem::replace(v, WireValue::Other(Box::new(Value::Null)))),
             };
             if let Some(WireValue::Text(text)) = value
                 && !text.is_empty()
@@ -415,10 +415,14 @@ impl Decoder {
                 let text = self.surrogates.join(0, Channel::Text, text);
                 self.content(text, out);
             }
-            Some(WireValue::Other(Value::Array(parts))) => self.content_parts(parts, out),
-            _ => {}
+            Some(WireValue::Other(other)) => {
+                if let Value::Array(parts) = *other {
+                    self.content_parts(parts, out);
+                }
+            }
+            None => {}
         }
-        if let Some(Value::String(refusal)) = delta.refusal {
+        if let Some(refusal) = delta.refusal {
             if self.cfg.refusal_is_error {
                 self.refusal.push_str(&refusal);
             } else {
@@ -584,7 +588,7 @@ impl WireDecoder for Decoder {
             None => match serde_json::from_str::<Value>(data) {
                 Ok(value) if is_error_event && value.get("error").is_none() => {
                     // `event: error` with the error object as the whole payload.
-                    WireChunk { error: Some(value), ..WireChunk::default() }
+                    WireChunk { error: Some(Box::new(value)), ..WireChunk::default() }
                 }
                 Ok(value) => WireChunk::lenient(value, &self.cfg.reasoning_fields),
                 Err(e) => {

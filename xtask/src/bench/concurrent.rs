@@ -669,32 +669,51 @@ impl Mode {
 
 /// Runs `n` streams of `provider` at once against `addr` on `runtime`, salts from
 /// `first_salt` on; returns what each saw.
+/// What a case's streams share, made once before its warm-up (as a program keeps one
+/// client): the provider, the plain HTTP client of the transport mode, the agent.
+struct Shared {
+    provider: Arc<dyn Provider>,
+    client: reqwest::Client,
+    model: Arc<Model>,
+    expected: Arc<Expected>,
+    agent: Arc<Agent>,
+}
+
+impl Shared {
+    fn new(name: &str, addr: SocketAddr, call_bytes: usize) -> Result<Self> {
+        let entry = PROVIDERS
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| Error::Msg(format!("unknown provider `{name}`")))?;
+        let (_, mut model) = wire_salted(name, Scenario::Turn, call_bytes, addr, None)?;
+        model.base_url = format!("http://{addr}");
+        let model = Arc::new(model);
+        let provider = (entry.make)();
+        let agent = Arc::new(Agent::new({
+            let mut config = AgentConfig::new((*model).clone(), provider.clone());
+            config.options = options();
+            // A server that answered wrongly must not keep the run calling tools.
+            config.max_turns = Some(2);
+            config
+        }));
+        Ok(Shared {
+            provider,
+            client: reqwest::Client::new(),
+            model,
+            expected: Arc::new(Expected::new(call_bytes)?),
+            agent,
+        })
+    }
+}
+
 fn run_streams(
     runtime: &tokio::runtime::Runtime,
-    name: &str,
+    shared: &Shared,
     mode: Mode,
     n: usize,
-    addr: SocketAddr,
-    call_bytes: usize,
     first_salt: u32,
 ) -> Result<Vec<StreamSeen>> {
-    let entry = PROVIDERS
-        .iter()
-        .find(|p| p.name == name)
-        .ok_or_else(|| Error::Msg(format!("unknown provider `{name}`")))?;
-    let (_, mut model) = wire_salted(name, Scenario::Turn, call_bytes, addr, None)?;
-    model.base_url = format!("http://{addr}");
-    let model = Arc::new(model);
-    let expected = Arc::new(Expected::new(call_bytes)?);
-    let provider = (entry.make)();
-    let client = reqwest::Client::new();
-    let agent = Arc::new(Agent::new({
-        let mut config = AgentConfig::new((*model).clone(), provider.clone());
-        config.options = options();
-        // A server that answered wrongly must not keep the run calling tools.
-        config.max_turns = Some(2);
-        config
-    }));
+    let Shared { provider, client, model, expected, agent } = shared;
     runtime.block_on(async {
         let mut handles = Vec::with_capacity(n);
         for k in 0..n {
@@ -769,18 +788,21 @@ fn measure_case(
     addr: SocketAddr,
     call_bytes: usize,
 ) -> Result<Report> {
-    // The baseline is before any client exists; every case makes its own.
+    // Each case makes its own clients, once, before its warm-up (as a program keeps one
+    // client; a client holds no socket before its first request): building them is not
+    // streaming, and a new client reads the platform's root certificates.
     let tasks = || runtime.metrics().num_alive_tasks() as u64;
+    let shared = Shared::new(name, addr, call_bytes)?;
     let fds_before = open_fds() as u64;
     let tasks_before = tasks();
-    let warm = run_streams(runtime, name, mode, WARM_UP, addr, call_bytes, 90_000_000)?;
+    let warm = run_streams(runtime, &shared, mode, WARM_UP, 90_000_000)?;
     summarize(&warm, mode)?;
     drop(warm);
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base = status_bytes("VmRSS:");
     let cpu_start = process_cpu_ns()?;
     let start = Instant::now();
-    let seen = run_streams(runtime, name, mode, n, addr, call_bytes, 0)?;
+    let seen = run_streams(runtime, &shared, mode, n, 0)?;
     let wall = start.elapsed();
     let cpu_ns = process_cpu_ns()?.saturating_sub(cpu_start);
     let peak_bytes = status_bytes("VmHWM:").saturating_sub(base);

@@ -393,9 +393,10 @@ pub(crate) fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
     find_any(hay, [a, b])
 }
 
-/// Index of the first byte in `hay` equal to one of `needles`, scanning eight bytes at a time.
+/// Index of the first byte in `hay` equal to one of `needles`, scanning eight bytes at a time
+/// (for a decoder that skips the plain run of a JSON string up to its quote or backslash).
 #[inline]
-pub(crate) fn find_any<const N: usize>(hay: &[u8], needles: [u8; N]) -> Option<usize> {
+pub fn find_any<const N: usize>(hay: &[u8], needles: [u8; N]) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let patterns = needles.map(|n| LO * u64::from(n));

@@ -167,8 +167,10 @@ impl<'de> Deserialize<'de> for WireText {
 pub enum WireValue {
     /// A string.
     Text(WireText),
-    /// Any other JSON value.
-    Other(Value),
+    /// Any other JSON value, boxed: the string is the common case, and a `Value` inline
+    /// would make every field of this type (and every struct holding one) 72 bytes, moved
+    /// whole at each step of a chunk's parse.
+    Other(Box<Value>),
 }
 
 impl WireValue {
@@ -185,7 +187,7 @@ impl From<Value> for WireValue {
     fn from(value: Value) -> Self {
         match value {
             Value::String(text) => WireValue::Text(WireText::from(text)),
-            other => WireValue::Other(other),
+            other => WireValue::Other(Box::new(other)),
         }
     }
 }
@@ -198,7 +200,9 @@ impl<'de> Deserialize<'de> for WireValue {
         let raw = <&'de RawValue>::deserialize(d)?.get();
         match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
             Some(body) => decode_string_body(body).map(WireValue::Text).map_err(de::Error::custom),
-            None => serde_json::from_str(raw).map(WireValue::Other).map_err(de::Error::custom),
+            None => serde_json::from_str(raw)
+                .map(|v| WireValue::Other(Box::new(v)))
+                .map_err(de::Error::custom),
         }
     }
 }
@@ -588,14 +592,17 @@ mod tests {
         let WireValue::Text(text) = value else { panic!("{value:?}") };
         assert_eq!((text.as_str(), text.trail), ("a", Some(0xD83D)));
         let value: WireValue = serde_json::from_str(r#"[{"type":"text","text":"x"}]"#).unwrap();
-        assert_eq!(value, WireValue::Other(serde_json::json!([{"type": "text", "text": "x"}])));
+        assert_eq!(
+            value,
+            WireValue::Other(Box::new(serde_json::json!([{"type": "text", "text": "x"}])))
+        );
         assert_eq!(
             serde_json::from_str::<WireValue>(r#"{"a":1}"#).unwrap(),
-            WireValue::Other(serde_json::json!({"a": 1}))
+            WireValue::Other(Box::new(serde_json::json!({"a": 1})))
         );
         assert_eq!(
             serde_json::from_str::<WireValue>(" 12 ").unwrap(),
-            WireValue::Other(serde_json::json!(12))
+            WireValue::Other(Box::new(serde_json::json!(12)))
         );
         assert!(serde_json::from_str::<WireValue>(r#""\x""#).is_err());
         assert_eq!(
@@ -605,7 +612,10 @@ mod tests {
         // Read in place only: a lenient path holding a `Value` converts with `From`.
         assert!(serde_json::from_value::<WireValue>(serde_json::json!("v")).is_err());
         assert_eq!(WireValue::from(serde_json::json!("s")), WireValue::Text(WireText::from("s")));
-        assert_eq!(WireValue::from(serde_json::json!(1)), WireValue::Other(serde_json::json!(1)));
+        assert_eq!(
+            WireValue::from(serde_json::json!(1)),
+            WireValue::Other(Box::new(serde_json::json!(1)))
+        );
         assert_eq!(WireValue::from(serde_json::json!(1)).into_text(), None);
         assert_eq!(WireValue::from(serde_json::json!("t")).into_text(), Some(WireText::from("t")));
         let mut joiner = SurrogateJoiner::new();

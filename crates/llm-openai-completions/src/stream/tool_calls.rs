@@ -1,13 +1,38 @@
 //! Tool calls in the stream: the argument scanner, split and legacy calls, generated ids.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use llm_core::raw::sse::find_any;
 use llm_core::raw::strict::NullFilter;
 use llm_core::raw::{BlockKey, Channel, Delta, WireValue};
 use serde_json::Value;
 
-use super::wire::{WireFunction, WireToolCall, number};
+use super::wire::{WireFunction, WireToolCall};
 use super::{Current, Decoder};
+
+/// Calls by wire index: a map, with the last entry looked up or inserted kept aside, since
+/// consecutive chunks nearly always continue the same call (its lookup hashed the index once
+/// per chunk).
+#[derive(Debug, Default)]
+pub(super) struct ByIndex {
+    last: Option<(u64, usize)>,
+    map: HashMap<u64, usize>,
+}
+
+impl ByIndex {
+    pub(super) fn get(&mut self, index: &u64) -> Option<&usize> {
+        if self.last.is_none_or(|(i, _)| i != *index) {
+            self.last = Some((*index, *self.map.get(index)?));
+        }
+        self.last.as_ref().map(|(_, pos)| pos)
+    }
+
+    pub(super) fn insert(&mut self, index: u64, pos: usize) {
+        self.map.insert(index, pos);
+        self.last = Some((index, pos));
+    }
+}
 
 /// Where a call's arguments stand, scanned byte by byte (JSON structure is ASCII).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +71,7 @@ impl Scan {
                         } else {
                             // Skip the plain run of the string in one go.
                             let rest = bytes.get(i..).unwrap_or_default();
-                            match rest.iter().position(|&c| c == b'"' || c == b'\\') {
+                            match find_any(rest, [b'"', b'\\']) {
                                 Some(p) => {
                                     i += p;
                                     if bytes.get(i) == Some(&b'\\') {
@@ -222,11 +247,8 @@ impl Decoder {
     }
 
     pub(super) fn tool_call_delta(&mut self, entry: WireToolCall, out: &mut Vec<Delta>) {
-        let index = entry.index.as_ref().and_then(number);
-        let id = match entry.id {
-            Some(Value::String(id)) if !id.is_empty() && id != "null" => Some(id),
-            _ => None,
-        };
+        let index = entry.index;
+        let id = entry.id.filter(|id| !id.is_empty() && id != "null");
         let (name, arguments) = entry.function.map(WireFunction::split).unwrap_or_default();
         let arguments = self.join_arguments(index, arguments);
         self.apply_call(index, id, name, arguments, out);
@@ -245,7 +267,7 @@ impl Decoder {
                 Channel::ToolArgs,
                 text,
             ))),
-            WireValue::Other(other) => Some(other),
+            WireValue::Other(other) => Some(*other),
         }
     }
 
@@ -287,7 +309,9 @@ impl Decoder {
         }
         let pos = match found {
             Some(pos) => {
-                if let Some(index) = index {
+                if let Some(index) = index
+                    && self.by_index.get(&index) != Some(&pos)
+                {
                     self.by_index.insert(index, pos);
                 }
                 let Some(call) = self.calls.get_mut(pos) else { return };
