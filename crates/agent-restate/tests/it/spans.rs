@@ -48,8 +48,30 @@ impl SpanSeen {
     }
 }
 
+/// Every span created, by a number of its own: the registry reuses a closed span's id
+/// for a later span, so its ids do not name spans over a whole test.
 #[derive(Clone, Default)]
 struct Recorder(Arc<Mutex<HashMap<u64, SpanSeen>>>);
+
+/// A span's number in the [`Recorder`], kept in the span's extensions.
+struct Seq(u64);
+
+/// The recorder of this test binary, installed as the global subscriber on first use:
+/// a subscriber set for one thread only would miss spans whose callsites other tests'
+/// threads registered without it.
+fn recorder() -> Recorder {
+    static RECORDER: std::sync::OnceLock<Recorder> = std::sync::OnceLock::new();
+    RECORDER
+        .get_or_init(|| {
+            let recorder = Recorder::default();
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(recorder.clone()),
+            )
+            .expect("no other global subscriber in this test binary");
+            recorder
+        })
+        .clone()
+}
 
 struct FieldText<'a>(&'a mut HashMap<String, String>);
 
@@ -65,15 +87,23 @@ impl Visit for FieldText<'_> {
 
 impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let parent = ctx.span(id).and_then(|s| s.parent()).map(|p| p.id().into_u64());
+        let Some(span) = ctx.span(id) else { return };
+        let parent = span.parent().and_then(|p| p.extensions().get::<Seq>().map(|seq| seq.0));
         let mut seen =
             SpanSeen { name: attrs.metadata().name().to_owned(), parent, ..SpanSeen::default() };
         attrs.record(&mut FieldText(&mut seen.fields));
-        self.0.lock().unwrap().insert(id.into_u64(), seen);
+        let mut spans = self.0.lock().unwrap();
+        let seq = spans.len() as u64 + 1;
+        spans.insert(seq, seen);
+        span.extensions_mut().insert(Seq(seq));
     }
 
-    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
-        if let Some(seen) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(seq) = ctx.span(id).and_then(|s| s.extensions().get::<Seq>().map(|seq| seq.0))
+        else {
+            return;
+        };
+        if let Some(seen) = self.0.lock().unwrap().get_mut(&seq) {
             values.record(&mut FieldText(&mut seen.fields));
         }
     }
@@ -156,12 +186,9 @@ async fn wait_until_suspended(
     }
 }
 
-/// One thread: the worker's tasks run where the subscriber is installed.
 #[tokio::test(flavor = "current_thread")]
 async fn durable_steps_emit_the_genai_spans_once_beneath_their_run_and_turn() -> TestResult {
-    let recorder = Recorder::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let recorder = recorder();
     let Some((server, provider, _arrivals, _workspace, addr)) = setup_one_worker().await? else {
         return Ok(());
     };
@@ -178,14 +205,30 @@ async fn durable_steps_emit_the_genai_spans_once_beneath_their_run_and_turn() ->
     assert!(status.is_success(), "HTTP {status}: {reply}");
     assert_eq!(serde_json::from_str::<Value>(&reply)?["text"], "done");
 
-    let spans = recorder.0.lock().unwrap().clone();
+    // Kept for the rest of the test (the closures below hand out references into it).
+    let spans: &'static HashMap<u64, SpanSeen> =
+        Box::leak(Box::new(recorder.0.lock().unwrap().clone()));
+    let parent = |s: &SpanSeen| s.parent.and_then(|p| spans.get(&p));
+    // The recorder sees every test of this binary: only spans beneath a run of this
+    // invocation count (a span that lost its parent does not).
+    let of_this_invocation = |mut seen: &SpanSeen| loop {
+        if seen.otel_name() == "invoke_agent" {
+            break seen.field("clawcall.invocation_id") == Some(id.as_str());
+        }
+        match parent(seen) {
+            Some(up) => seen = up,
+            None => break false,
+        }
+    };
     let named = |name: &str| -> Vec<(u64, &SpanSeen)> {
-        let mut found: Vec<(u64, &SpanSeen)> =
-            spans.iter().filter(|(_, s)| s.otel_name() == name).map(|(id, s)| (*id, s)).collect();
+        let mut found: Vec<(u64, &SpanSeen)> = spans
+            .iter()
+            .filter(|(_, s)| s.otel_name() == name && of_this_invocation(s))
+            .map(|(id, s)| (*id, s))
+            .collect();
         found.sort_by_key(|(id, _)| *id);
         found
     };
-    let parent = |s: &SpanSeen| s.parent.and_then(|p| spans.get(&p));
     let runs = named("invoke_agent");
     // One run per attempt of the invocation: it was suspended and resumed.
     assert!(runs.len() >= 2, "the run was not resumed by replay: {spans:#?}");
