@@ -635,22 +635,9 @@ fn map_stop_reason(reason: &str) -> Option<StopReason> {
     }
 }
 
-/// A Claude refusal (`stop_reason` `refusal`): `Anthropic refusal[ (category: C)][: explanation
-/// | .]` from the trimmed, non-empty `category` and `explanation` strings of `details`
-/// (`stop_details`), kind `refused`, code `provider_refusal`, not retryable.
+/// A Claude refusal (`stop_reason` `refusal`), in Anthropic's words, from `stop_details`.
 pub(crate) fn refusal_error(details: Option<&Value>) -> Error {
-    let field = |name: &str| {
-        details
-            .and_then(|d| d.get(name))
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
-    let category = field("category").map(|c| format!(" (category: {c})")).unwrap_or_default();
-    let explanation = field("explanation").map_or_else(|| ".".to_owned(), |e| format!(": {e}"));
-    Error::new(ErrorKind::Refused, PROVIDER, format!("Anthropic refusal{category}{explanation}"))
-        .with_code("provider_refusal")
-        .with_retryable(false)
+    Error::refusal(PROVIDER, "Anthropic", details)
 }
 
 impl WireDecoder for Decoder {

@@ -428,23 +428,11 @@ fn stop_outcome(reason: Option<&str>, fields: Option<&Value>) -> Result<StopReas
     }
 }
 
-/// A Claude refusal, in Anthropic's words (`Anthropic refusal[ (category: C)][: explanation
-/// | .]`, code `provider_refusal`, not retryable), from the trimmed, non-empty `category` and
-/// `explanation` of `additionalModelResponseFields.stop_details` (or `stopDetails`).
+/// A Claude refusal, in Anthropic's words, from `additionalModelResponseFields.stop_details`
+/// (or `stopDetails`).
 fn refusal_error(fields: Option<&Value>) -> Error {
     let details = fields.and_then(|f| f.get("stop_details").or_else(|| f.get("stopDetails")));
-    let field = |name: &str| {
-        details
-            .and_then(|d| d.get(name))
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
-    let category = field("category").map(|c| format!(" (category: {c})")).unwrap_or_default();
-    let explanation = field("explanation").map_or_else(|| ".".to_owned(), |e| format!(": {e}"));
-    Error::new(ErrorKind::Refused, PROVIDER, format!("Anthropic refusal{category}{explanation}"))
-        .with_code("provider_refusal")
-        .with_retryable(false)
+    Error::refusal(PROVIDER, "Anthropic", details)
 }
 
 impl StreamDecoder for Decoder {

@@ -169,6 +169,25 @@ impl Error {
         self.retry_after = after;
         self
     }
+
+    /// A model's refusal to answer: `{who} refusal[ (category: C)][: explanation | .]` from
+    /// the trimmed, non-empty `category` and `explanation` strings of `details` (the shape
+    /// of Claude's `stop_details`, wherever it is served), kind `refused`, code
+    /// `provider_refusal`, not retryable.
+    pub fn refusal(provider: &str, who: &str, details: Option<&serde_json::Value>) -> Self {
+        let field = |name: &str| {
+            details
+                .and_then(|d| d.get(name))
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        };
+        let category = field("category").map(|c| format!(" (category: {c})")).unwrap_or_default();
+        let explanation = field("explanation").map_or_else(|| ".".to_owned(), |e| format!(": {e}"));
+        Error::new(ErrorKind::Refused, provider, format!("{who} refusal{category}{explanation}"))
+            .with_code("provider_refusal")
+            .with_retryable(false)
+    }
 }
 
 /// Seconds (possibly fractional) as a [`Duration`]: `None` for a negative or NaN value,
