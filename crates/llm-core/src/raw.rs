@@ -4,7 +4,7 @@
 //! event protocol, options, errors, the `Provider` trait). What is here is how a provider
 //! turns bytes into that model: framing a response body ([`sse`], [`framing`]), text fields
 //! whose surrogate pairs a server split across events ([`wire_text`]), incremental JSON
-//! ([`partial_json`]), the neutral [`Delta`]s a decoder emits and the [`MessageAssembler`]
+//! ([`partial_json`]), events read by their bytes when only a fragment changed ([`template`]), the neutral [`Delta`]s a decoder emits and the [`MessageAssembler`]
 //! that turns them into events, the request driver ([`drive`], feature `tokio`), OpenAI's
 //! strict schemas ([`strict`]), and for tests a scripted provider ([`scripted`]) and the
 //! one-line event printer of fixtures ([`printer`]).
@@ -17,10 +17,12 @@ pub mod printer;
 pub mod scripted;
 pub mod sse;
 pub mod strict;
+pub mod template;
 pub mod wire_text;
 
 pub use crate::assembler::MessageAssembler;
 pub use crate::error::{duration_from_secs, is_retryable_status, parse_retry_after};
 pub use crate::event::{BlockKey, Delta};
 pub use scripted::{ScriptedProvider, ScriptedTurn};
+pub use template::{EventTemplate, EventTemplates, Step};
 pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue, replace_lone_surrogates};

@@ -20,7 +20,7 @@ use llm_core::raw::sse::SseEvent;
 use llm_core::transform::{IdRules, normalize_tool_call_id};
 use llm_core::{
     Error, ErrorKind, StopReason, Usage,
-    raw::{BlockKey, Channel, Delta, SurrogateJoiner, WireValue},
+    raw::{BlockKey, Channel, Delta, EventTemplates, Step, SurrogateJoiner, WireValue},
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -33,6 +33,32 @@ use crate::error::{finish_reason_error, stream_error};
 enum TextKind {
     Text,
     Thinking,
+}
+
+/// Where a chunk of one text fragment has it.
+const CONTENT_PATH: &[Step<'static>] =
+    &[Step::Key("choices"), Step::Only, Step::Key("delta"), Step::Key("content")];
+/// Where a chunk of one argument fragment has it.
+const ARGUMENTS_PATH: &[Step<'static>] = &[
+    Step::Key("choices"),
+    Step::Only,
+    Step::Key("delta"),
+    Step::Key("tool_calls"),
+    Step::Only,
+    Step::Key("function"),
+    Step::Key("arguments"),
+];
+/// The random padding Mistral adds at the top level of chunks; nothing reads it.
+const PADDING: &[&str] = &["p"];
+
+/// What the one fragment of a chunk read through a template is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fragment {
+    /// `delta.content`.
+    Content,
+    /// `delta.tool_calls[0].function.arguments`, of the call at this `index` (if the chunk
+    /// had one).
+    Arguments(Option<u64>),
 }
 
 /// One tool call seen so far.
@@ -59,6 +85,9 @@ pub struct Decoder {
     finished: bool,
     /// Surrogate pairs split across chunks: `content` at key 0, arguments at the call's key.
     surrogates: SurrogateJoiner,
+    /// Chunks of one fragment learned: the next chunk that differs only in its fragment and
+    /// padding is read by its bytes.
+    templates: EventTemplates<Fragment>,
 }
 
 impl Decoder {
@@ -106,11 +135,30 @@ impl Decoder {
             }
             return;
         }
+        // Fastest path: the chunk repeats a learned one around a new fragment.
+        if let Some((fragment, text)) = self.templates.read(trimmed) {
+            // What the full parse gives for this chunk: every other field is as in the
+            // learned chunk, and reading those again changes nothing.
+            let arguments = Some(WireValue::Text(text));
+            match fragment {
+                Fragment::Content => {
+                    self.delta(WireDelta { content: arguments, tool_calls: None }, out);
+                }
+                Fragment::Arguments(index) => {
+                    let function = Some(WireFunction { name: None, arguments });
+                    self.tool_call(WireToolCall { id: None, index, function }, 0, out);
+                }
+            }
+            return;
+        }
         // Fast path: typed, borrowing, unknown fields skipped without allocating.
         // A chunk the typed decoder rejects (odd types, both spellings of a
         // field) is decoded again leniently through `Value`.
         match serde_json::from_str::<WireChunk<'_>>(trimmed) {
-            Ok(chunk) => self.chunk(chunk, trimmed, out),
+            Ok(chunk) => {
+                self.learn(&chunk, trimmed);
+                self.chunk(chunk, trimmed, out);
+            }
             Err(_) => match serde_json::from_str::<Value>(trimmed) {
                 Ok(value) => {
                     let chunk = WireChunk::from_value(&value);
@@ -140,6 +188,41 @@ impl Decoder {
             Ok(value) => self.chunk(WireChunk::from_value(&value), trimmed, out),
             Err(_) => self.data(data, out),
         }
+    }
+
+    /// Learns `data` when its chunk is one text or argument fragment and nothing else that
+    /// reading it a second time would act on (an id already seen is ignored then; a call's
+    /// name and id must be absent or not real, as in fragments after a call's first).
+    fn learn(&mut self, chunk: &WireChunk<'_>, data: &str) {
+        if !self.templates.learning() || chunk.is_error() || chunk.usage.is_some() {
+            return;
+        }
+        let Some(WireChoice { delta: Some(delta), finish_reason: None, .. }) = &chunk.choices
+        else {
+            return;
+        };
+        let (fragment, text, path) = match (&delta.content, delta.tool_calls.as_deref()) {
+            (Some(WireValue::Text(text)), None) => (Fragment::Content, text, CONTENT_PATH),
+            (
+                None,
+                Some(
+                    [
+                        Some(WireToolCall {
+                            id,
+                            index,
+                            function:
+                                Some(WireFunction { name, arguments: Some(WireValue::Text(text)) }),
+                        }),
+                    ],
+                ),
+            ) if id.as_deref().is_none_or(|id| !is_real_id(id))
+                && name.as_deref().is_none_or(str::is_empty) =>
+            {
+                (Fragment::Arguments(*index), text, ARGUMENTS_PATH)
+            }
+            _ => return,
+        };
+        self.templates.learn(data, path, PADDING, fragment, text);
     }
 
     fn chunk(&mut self, chunk: WireChunk<'_>, raw: &str, out: &mut Vec<Delta>) {

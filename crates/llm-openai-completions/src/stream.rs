@@ -11,7 +11,7 @@ use llm_core::raw::drive::WireDecoder;
 use llm_core::raw::sse::SseEvent;
 use llm_core::{
     Error, ErrorKind, StopReason,
-    raw::{BlockKey, Channel, Delta, SurrogateJoiner, WireValue},
+    raw::{BlockKey, Channel, Delta, EventTemplates, Step, SurrogateJoiner, WireValue},
 };
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ mod wire;
 use reasoning_tags::TagSplitter;
 use tool_calls::{ByIndex, Call, Scan};
 pub(crate) use wire::parse_usage;
-use wire::{WireChunk, WireDelta};
+use wire::{WireChunk, WireDelta, WireFunction, WireToolCall};
 
 /// What the decoder needs to know about the request (and its errors, their provider name).
 #[derive(Debug, Clone)]
@@ -69,6 +69,30 @@ const LEGACY_FUNCTION_INDEX: u64 = u64::MAX;
 pub(crate) const NO_FINISH_REASON: &str = "Stream ended without finish_reason";
 /// The message of the error for an unusable call under a tool-use stop.
 pub(crate) const MALFORMED_CALL: &str = "Provider returned an incomplete or malformed tool call";
+
+/// Where a chunk of one text fragment has it.
+const CONTENT_PATH: &[Step<'static>] =
+    &[Step::Key("choices"), Step::Only, Step::Key("delta"), Step::Key("content")];
+/// Where a chunk of one argument fragment has it.
+const ARGUMENTS_PATH: &[Step<'static>] = &[
+    Step::Key("choices"),
+    Step::Only,
+    Step::Key("delta"),
+    Step::Key("tool_calls"),
+    Step::Only,
+    Step::Key("function"),
+    Step::Key("arguments"),
+];
+/// A random string OpenAI adds at the top level of every chunk; nothing reads it.
+const PADDING: &[&str] = &["obfuscation"];
+/// What the one fragment of a chunk read through a template is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fragment {
+    /// `delta.content`.
+    Content,
+    /// `delta.tool_calls[0].function.arguments` of the call at this wire index.
+    Arguments(u64),
+}
 
 /// Which block text or reasoning currently goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +177,9 @@ pub struct Decoder {
     /// Surrogate pairs split across chunks, per wire field: `content` and reasoning at key 0,
     /// arguments at the call's wire index.
     surrogates: SurrogateJoiner,
+    /// Chunks of one fragment learned: the next chunk that differs only in its fragment and
+    /// padding is read by its bytes.
+    templates: EventTemplates<Fragment>,
 }
 
 impl Default for Decoder {
@@ -189,7 +216,78 @@ impl Decoder {
             finish_reason: None,
             refusal: String::new(),
             surrogates: SurrogateJoiner::new(),
+            templates: EventTemplates::default(),
         }
+    }
+
+    /// Reads `data` through a learned template: `false` when none matches, and the chunk
+    /// takes the full parse.
+    fn read_repeated(&mut self, data: &str, out: &mut Vec<Delta>) -> bool {
+        let Some((fragment, text)) = self.templates.read(data) else { return false };
+        // What the full parse gives for this chunk: every other field is as in the learned
+        // chunk, and reading those again changes nothing.
+        match fragment {
+            Fragment::Content => self.delta(
+                WireDelta { content: Some(WireValue::Text(text)), ..WireDelta::default() },
+                out,
+            ),
+            Fragment::Arguments(index) => self.tool_call_delta(
+                WireToolCall {
+                    index: Some(index),
+                    id: None,
+                    function: Some(WireFunction {
+                        name: None,
+                        arguments: Some(WireValue::Text(text)),
+                    }),
+                },
+                out,
+            ),
+        }
+        true
+    }
+
+    /// Learns `data` when its chunk is one text or argument fragment and nothing else that
+    /// reading it a second time would act on (an id or model already seen is ignored then).
+    fn learn(&mut self, chunk: &WireChunk<'_>, data: &str) {
+        if !self.templates.learning() || chunk.error.is_some() || chunk.usage.is_some() {
+            return;
+        }
+        let Some(choice) = &chunk.choices else { return };
+        if choice.usage.is_some() || choice.message.is_some() || choice.finish_reason.is_some() {
+            return;
+        }
+        let Some(delta) = &choice.delta else { return };
+        if delta.refusal.is_some()
+            || delta.reasoning_content.is_some()
+            || delta.reasoning.is_some()
+            || delta.reasoning_text.is_some()
+            || delta.function_call.is_some()
+            || delta.reasoning_details.is_some()
+            || !delta.other_reasoning.is_empty()
+        {
+            return;
+        }
+        let (fragment, text, path) = match (&delta.content, delta.tool_calls.as_deref()) {
+            (Some(WireValue::Text(text)), None) => (Fragment::Content, text, CONTENT_PATH),
+            (
+                None,
+                Some(
+                    [
+                        WireToolCall {
+                            index: Some(index),
+                            id: None,
+                            function:
+                                Some(WireFunction {
+                                    name: None,
+                                    arguments: Some(WireValue::Text(text)),
+                                }),
+                        },
+                    ],
+                ),
+            ) => (Fragment::Arguments(*index), text, ARGUMENTS_PATH),
+            _ => return,
+        };
+        self.templates.learn(data, path, PADDING, fragment, text);
     }
 
     fn key(&mut self) -> BlockKey {
@@ -574,15 +672,19 @@ impl WireDecoder for Decoder {
             return;
         }
         let is_error_event = event.event.as_deref() == Some("error");
+        let fast = self.cfg.default_reasoning_fields() && !is_error_event;
+        // Fastest path: the chunk repeats a learned one around a new fragment.
+        if fast && self.read_repeated(data, out) {
+            return;
+        }
         // Fast path: typed, borrowing nothing, skipping unknown fields without
         // allocating. When the chunk's structure is unexpected (or the compat reads
         // reasoning from other fields), the chunk is read as a `Value` and picked
         // apart leniently.
-        let typed = if self.cfg.default_reasoning_fields() && !is_error_event {
-            serde_json::from_str::<WireChunk>(data).ok()
-        } else {
-            None
-        };
+        let typed = if fast { serde_json::from_str::<WireChunk>(data).ok() } else { None };
+        if let Some(chunk) = &typed {
+            self.learn(chunk, data);
+        }
         let chunk = match typed {
             Some(chunk) => chunk,
             None => match serde_json::from_str::<Value>(data) {

@@ -65,6 +65,13 @@ impl From<&str> for WireText {
 }
 
 impl WireText {
+    /// Decodes the inside of a JSON string literal (between its quotes) as the deserializer
+    /// does; `None` when an escape is not one of RFC 8259's. For a literal found by an
+    /// [`EventTemplate`](super::EventTemplate).
+    pub fn from_literal(body: &str) -> Option<Self> {
+        decode_string_body(body).ok()
+    }
+
     /// The decoded text without the lone halves at its ends.
     pub fn as_str(&self) -> &str {
         &self.text

@@ -444,3 +444,117 @@ fn odd_values_do_not_break_decoding() {
     assert_eq!(m.tool_calls().count(), 1);
     assert_eq!((m.usage.input, m.usage.output), (100, 3));
 }
+
+/// Runs raw chunk texts through a decoder, with or without its templates.
+fn decode_chunks(chunks: &[String], templates: bool) -> (Vec<Delta>, bool) {
+    let mut decoder = Decoder::new();
+    if !templates {
+        decoder.templates = EventTemplates::off();
+    }
+    let mut out = Vec::new();
+    for data in chunks {
+        decoder.data(data, &mut out);
+    }
+    decoder.end(&mut out);
+    (out, decoder.templates.matched())
+}
+
+/// One chunk's text around a delta already written as JSON.
+fn raw_chunk(id: &str, delta: &str, padding: Option<&str>) -> String {
+    let padding = padding.map(|p| format!(r#","p":"{p}""#)).unwrap_or_default();
+    format!(
+        r#"{{"id":"{id}","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{delta},"finish_reason":null}}]{padding}}}"#
+    )
+}
+
+#[test]
+fn chunks_read_through_a_template_decode_as_the_full_parse() {
+    let mut chunks = vec![raw_chunk("r1", r#"{"role":"assistant","content":""}"#, Some("x"))];
+    for (i, text) in ["Hel", "lo \\\"w\\u00e9", "\\ud83d", "\\ude00 end"].iter().enumerate() {
+        chunks.push(raw_chunk("r1", &format!(r#"{{"content":"{text}"}}"#), Some(&"p".repeat(i))));
+    }
+    chunks.push(raw_chunk(
+        "r1",
+        r#"{"tool_calls":[{"id":"abcdefghi","function":{"name":"f","arguments":""},"index":0}]}"#,
+        None,
+    ));
+    for text in [r#"{\"a\""#, r#":1}"#] {
+        chunks.push(raw_chunk(
+            "r1",
+            &format!(r#"{{"tool_calls":[{{"id":"null","function":{{"name":"","arguments":"{text}"}},"index":0}}]}}"#),
+            Some("zz"),
+        ));
+    }
+    chunks.push(r#"{"id":"r1","choices":[{"index":0,"delta":{"content":""},"finish_reason":"tool_calls"}]}"#.into());
+    chunks.push("[DONE]".into());
+    let (with, used) = decode_chunks(&chunks, true);
+    let (without, unused) = decode_chunks(&chunks, false);
+    assert!(used && !unused);
+    assert_eq!(with, without);
+    assert!(with.contains(&Delta::ToolCallArgs { key: 1, fragment: ":1}".into() }), "{with:?}");
+}
+
+/// A JSON string literal's inside, built from pieces that stress the string scan and the
+/// surrogate joiner.
+fn literal() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    proptest::collection::vec(
+        prop_oneof![
+            Just("ab"),
+            Just("\\\""),
+            Just("\\\\"),
+            Just("\\n"),
+            Just("\\ud83d"),
+            Just("\\ude00"),
+            Just("é"),
+            Just("{\\\"k\\\":"),
+            Just("1}"),
+        ],
+        0..5,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// The oracle is the decoder's own full parse of every chunk: templates change nothing
+    /// a consumer sees, whatever the chunks are.
+    #[test]
+    fn templates_change_no_delta(steps in proptest::collection::vec(
+        (0u8..8, 0u64..3, literal(), proptest::option::of("[a-z0-9]{0,6}"), proptest::bool::weighted(0.1)),
+        0..40,
+    )) {
+        let mut chunks = Vec::new();
+        for (kind, index, text, padding, other_id) in steps {
+            let id = if other_id { "r2" } else { "r1" };
+            let padding = padding.as_deref();
+            chunks.push(match kind {
+                0 | 1 => raw_chunk(id, &format!(r#"{{"content":"{text}"}}"#), padding),
+                2 => raw_chunk(
+                    id,
+                    &format!(r#"{{"tool_calls":[{{"id":"call{index}abcd","function":{{"name":"f{index}","arguments":"{text}"}},"index":{index}}}]}}"#),
+                    padding,
+                ),
+                3 => raw_chunk(
+                    id,
+                    &format!(r#"{{"tool_calls":[{{"function":{{"name":"","arguments":"{text}"}},"index":{index}}}]}}"#),
+                    padding,
+                ),
+                4 => raw_chunk(
+                    id,
+                    &format!(r#"{{"tool_calls":[{{"id":"null","function":{{"arguments":"{text}"}}}}]}}"#),
+                    padding,
+                ),
+                5 => raw_chunk(id, &format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#), padding),
+                6 => raw_chunk(id, &format!(r#"{{"toolCalls":[{{"function":{{"arguments":"{text}"}},"index":{index}}}]}}"#), padding),
+                _ => format!(
+                    r#"{{"id":"{id}","choices":[{{"index":0,"delta":{{}},"finish_reason":"{}"}}]}}"#,
+                    if index == 0 { "stop" } else { "tool_calls" }
+                ),
+            });
+        }
+        chunks.push("[DONE]".into());
+        proptest::prop_assert_eq!(decode_chunks(&chunks, true).0, decode_chunks(&chunks, false).0);
+    }
+}

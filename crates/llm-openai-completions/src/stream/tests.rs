@@ -567,3 +567,123 @@ fn a_refusal_is_text_without_a_format_and_a_refused_error_with_one() {
     assert_eq!(error.message, "OpenAI refusal: I can't help with that.");
     assert_eq!(message.text(), "");
 }
+
+/// Runs raw chunk texts through a decoder, with or without its templates.
+fn decode_chunks(chunks: &[String], templates: bool) -> (Vec<Delta>, bool) {
+    let mut decoder = Decoder::new();
+    if !templates {
+        decoder.templates = EventTemplates::off();
+    }
+    let mut out = Vec::new();
+    for data in chunks {
+        decoder.event(SseEvent { event: None, data: data.clone(), id: None }, &mut out);
+    }
+    decoder.end(&mut out);
+    (out, decoder.templates.matched())
+}
+
+/// One chunk's text around a fragment already written as a JSON literal.
+fn raw_chunk(id: &str, delta: &str, padding: Option<&str>) -> String {
+    let padding = padding.map(|p| format!(r#","obfuscation":"{p}""#)).unwrap_or_default();
+    format!(
+        r#"{{"id":"{id}","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":null}}]{padding}}}"#
+    )
+}
+
+#[test]
+fn chunks_read_through_a_template_decode_as_the_full_parse() {
+    let mut chunks = vec![raw_chunk("c1", r#"{"role":"assistant","content":""}"#, Some("x"))];
+    for (i, text) in ["Hel", "lo \\\"w\\u00e9", "\\ud83d", "\\ude00 end"].iter().enumerate() {
+        chunks.push(raw_chunk("c1", &format!(r#"{{"content":"{text}"}}"#), Some(&"p".repeat(i))));
+    }
+    chunks.push(raw_chunk(
+        "c1",
+        r#"{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}"#,
+        None,
+    ));
+    for text in [r#"{\"a\""#, r#":1,\"b\":\"\\ud83d"#, r#"\\ude00\"}"#] {
+        chunks.push(raw_chunk(
+            "c1",
+            &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":"{text}"}}}}]}}"#),
+            None,
+        ));
+    }
+    chunks.push(
+        r#"{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#.into(),
+    );
+    chunks.push("[DONE]".into());
+    let (with, used) = decode_chunks(&chunks, true);
+    let (without, unused) = decode_chunks(&chunks, false);
+    assert!(used && !unused);
+    assert_eq!(with, without);
+    let args: String = with
+        .iter()
+        .filter_map(|d| match d {
+            Delta::ToolCallArgs { fragment, .. } => Some(fragment.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(args, r#"{"a":1,"b":"\ud83d\ude00"}"#);
+}
+
+/// A JSON string literal's inside, built from pieces that stress the string scan and the
+/// surrogate joiner.
+fn literal() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    proptest::collection::vec(
+        prop_oneof![
+            Just("ab"),
+            Just("\\\""),
+            Just("\\\\"),
+            Just("\\n"),
+            Just("\\ud83d"),
+            Just("\\ude00"),
+            Just("é"),
+            Just("{\\\"k\\\":"),
+            Just("1}"),
+            Just("<think>"),
+            Just("</think>"),
+        ],
+        0..5,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// The oracle is the decoder's own full parse of every chunk: templates change nothing
+    /// a consumer sees, whatever the chunks are.
+    #[test]
+    fn templates_change_no_delta(steps in proptest::collection::vec(
+        (0u8..8, 0u64..3, literal(), proptest::option::of("[a-z0-9]{0,6}"), proptest::bool::weighted(0.1)),
+        0..40,
+    )) {
+        let mut chunks = Vec::new();
+        for (kind, index, text, padding, other_id) in steps {
+            let id = if other_id { "c2" } else { "c1" };
+            let padding = padding.as_deref();
+            chunks.push(match kind {
+                0 | 1 => raw_chunk(id, &format!(r#"{{"content":"{text}"}}"#), padding),
+                2 => raw_chunk(
+                    id,
+                    &format!(r#"{{"tool_calls":[{{"index":{index},"id":"call_{index}","type":"function","function":{{"name":"f{index}","arguments":"{text}"}}}}]}}"#),
+                    padding,
+                ),
+                3 | 4 => raw_chunk(
+                    id,
+                    &format!(r#"{{"tool_calls":[{{"index":{index},"function":{{"arguments":"{text}"}}}}]}}"#),
+                    padding,
+                ),
+                5 => raw_chunk(id, &format!(r#"{{"reasoning_content":"{text}"}}"#), padding),
+                6 => raw_chunk(id, &format!(r#"{{"content":null,"refusal":"{text}"}}"#), padding),
+                _ => format!(
+                    r#"{{"id":"{id}","choices":[{{"index":0,"delta":{{}},"finish_reason":"{}"}}]}}"#,
+                    if index == 0 { "stop" } else { "tool_calls" }
+                ),
+            });
+        }
+        chunks.push("[DONE]".into());
+        proptest::prop_assert_eq!(decode_chunks(&chunks, true).0, decode_chunks(&chunks, false).0);
+    }
+}
