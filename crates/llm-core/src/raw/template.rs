@@ -19,7 +19,7 @@
 use std::ops::Range;
 
 use super::WireText;
-use super::sse::find_any;
+use super::wire_text::{decode_literal, find_string_end};
 
 /// One step of the path from an event's top-level object to its fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +65,9 @@ impl EventTemplate {
         Some(EventTemplate { text: data.into(), holes: holes.into() })
     }
 
-    /// The fragment's literal without its quotes, when `data` is the learned event with other
-    /// strings in the fragment's and the padding's places. Escapes are checked, not decoded.
-    pub fn fragment<'d>(&self, data: &'d str) -> Option<&'d str> {
+    /// The fragment, decoded, when `data` is the learned event with other strings in the
+    /// fragment's and the padding's places.
+    pub fn read(&self, data: &str) -> Option<WireText> {
         let (text, bytes) = (self.text.as_bytes(), data.as_bytes());
         let mut learned_at = 0usize;
         let mut at = 0usize;
@@ -78,14 +78,23 @@ impl EventTemplate {
                 return None;
             }
             at += literal.len();
-            let end = string_end(bytes, at)?;
             if *is_fragment {
-                fragment = data.get(at + 1..end - 1);
+                if bytes.get(at) != Some(&b'"') {
+                    return None;
+                }
+                // Decoded in the same pass that finds its end.
+                let (decoded, quote) = decode_literal(data.get(at + 1..)?).ok()?;
+                fragment = Some(decoded);
+                at += quote + 2;
+            } else {
+                at = string_end(bytes, at)?;
             }
-            at = end;
             learned_at = range.end;
         }
-        (bytes.get(at..)? == text.get(learned_at..)?).then_some(fragment?)
+        if bytes.get(at..)? != text.get(learned_at..)? {
+            return None;
+        }
+        fragment
     }
 }
 
@@ -118,9 +127,11 @@ impl<F: Copy> EventTemplates<F> {
 
     /// The decoded fragment of `data` and what it is, when `data` matches a learned event.
     pub fn read(&mut self, data: &str) -> Option<(F, WireText)> {
-        let (position, text) = self.kept.iter().enumerate().find_map(|(i, (template, ..))| {
-            Some((i, WireText::from_literal(template.fragment(data)?)?))
-        })?;
+        let (position, text) = self
+            .kept
+            .iter()
+            .enumerate()
+            .find_map(|(i, (template, ..))| Some((i, template.read(data)?)))?;
         self.kept.swap(0, position);
         let (_, what, matched) = self.kept.first_mut()?;
         *matched = true;
@@ -146,7 +157,7 @@ impl<F: Copy> EventTemplates<F> {
             return;
         }
         let Some(template) = EventTemplate::learn(data, fragment, padding) else { return };
-        if template.fragment(data).and_then(WireText::from_literal).as_ref() != Some(text) {
+        if template.read(data).as_ref() != Some(text) {
             return;
         }
         if self.kept.len() >= KEPT
@@ -172,23 +183,17 @@ fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     }
     let mut i = at + 1;
     loop {
-        let rest = bytes.get(i..)?;
-        // A control character is found by the check below, after the quote or backslash
-        // search: plain runs are scanned eight bytes at a time.
-        let k = find_any(rest, [b'"', b'\\'])?;
-        if rest.get(..k)?.iter().any(|&b| b < 0x20) {
-            return None;
-        }
-        i += k;
+        i += find_string_end(bytes.get(i..)?)?;
         match bytes.get(i)? {
             b'"' => return Some(i + 1),
-            _ => {
+            b'\\' => {
                 i += match bytes.get(i + 1)? {
                     b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
                     b'u' if bytes.get(i + 2..i + 6)?.iter().all(u8::is_ascii_hexdigit) => 6,
                     _ => return None,
                 };
             }
+            _ => return None,
         }
     }
 }

@@ -65,13 +65,6 @@ impl From<&str> for WireText {
 }
 
 impl WireText {
-    /// Decodes the inside of a JSON string literal (between its quotes) as the deserializer
-    /// does; `None` when an escape is not one of RFC 8259's. For a literal found by an
-    /// [`EventTemplate`](super::EventTemplate).
-    pub fn from_literal(body: &str) -> Option<Self> {
-        decode_string_body(body).ok()
-    }
-
     /// The decoded text without the lone halves at its ends.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -205,8 +198,12 @@ impl<'de> Deserialize<'de> for WireValue {
         // other value" in one call: borrow the raw text (checked by serde_json's skipping
         // scan, not copied), then decode a string once, straight into its `String`.
         let raw = <&'de RawValue>::deserialize(d)?.get();
-        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-            Some(body) => decode_string_body(body).map(WireValue::Text).map_err(de::Error::custom),
+        match raw.strip_prefix('"') {
+            Some(rest) => match decode_literal(rest) {
+                Ok((text, end)) if end + 1 == rest.len() => Ok(WireValue::Text(text)),
+                Ok(_) => Err(de::Error::custom("text after a string")),
+                Err(e) => Err(de::Error::custom(e)),
+            },
             None => serde_json::from_str(raw)
                 .map(|v| WireValue::Other(Box::new(v)))
                 .map_err(de::Error::custom),
@@ -214,34 +211,66 @@ impl<'de> Deserialize<'de> for WireValue {
     }
 }
 
-/// Decodes the inside of a JSON string literal (between its quotes) as `serde_json` decodes
-/// it for [`WireText`]: escapes per RFC 8259, a surrogate pair joined, a lone low half at the
-/// very start and a lone high half at the very end kept aside, any other lone half U+FFFD.
-/// One pass and one allocation (the decoded text is never longer than its literal).
-fn decode_string_body(body: &str) -> Result<WireText, &'static str> {
-    let Some(first) = body.find('\\') else { return Ok(WireText::from(body)) };
-    let mut out = WireText { text: String::with_capacity(body.len()), lead: None, trail: None };
-    let bytes = body.as_bytes();
+/// Index of the first byte of `hay` that ends a plain run of a JSON string: a quote, a
+/// backslash or a control character; eight bytes at a time.
+#[inline]
+pub(crate) fn find_string_end(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const QUOTE: u64 = LO * b'"' as u64;
+    const BACKSLASH: u64 = LO * b'\\' as u64;
+    const SPACE: u64 = LO * 0x20;
+    let mut chunks = hay.chunks_exact(8);
+    let mut offset = 0usize;
+    for chunk in &mut chunks {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else { break };
+        let word = u64::from_le_bytes(word);
+        let (quote, backslash) = (word ^ QUOTE, word ^ BACKSLASH);
+        // Each term flags its matches exactly up to its first one (borrows only go upward),
+        // so the lowest flag of the three is the first byte that ends the run.
+        let found = ((quote.wrapping_sub(LO) & !quote)
+            | (backslash.wrapping_sub(LO) & !backslash)
+            | (word.wrapping_sub(SPACE) & !word))
+            & HI;
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    chunks.remainder().iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|p| offset + p)
+}
+
+/// Decodes a JSON string literal from just after its opening quote, as `serde_json` decodes it
+/// for [`WireText`]: escapes per RFC 8259, a surrogate pair joined, a lone low half at the very
+/// start and a lone high half at the very end kept aside, any other lone half U+FFFD. Returns
+/// the text and the index of the closing quote in `text`; fails on a control character, an
+/// escape that is not one of RFC 8259's, or no closing quote. One pass and one allocation.
+pub(crate) fn decode_literal(text: &str) -> Result<(WireText, usize), &'static str> {
+    let bytes = text.as_bytes();
+    let mut i = find_string_end(bytes).ok_or("unfinished string")?;
+    if bytes.get(i) == Some(&b'"') {
+        return Ok((WireText::from(text.get(..i).unwrap_or_default()), i));
+    }
+    // The decoded text is never longer than its literal, which ends in `text`.
+    let mut out = WireText { text: String::with_capacity(text.len()), lead: None, trail: None };
     // A high half read and not yet paired: it is pushed as U+FFFD (or kept as the trail)
     // once what follows it is known.
     let mut high: Option<u16> = None;
-    // The start of the text not copied yet; `i` is at a backslash or the end. Escapes come
-    // every few bytes in argument fragments, so the scan is a plain loop, not a search.
+    // The start of the text not copied yet; `i` is at the byte that ended the plain run.
     let mut run = 0usize;
-    let mut i = first;
     loop {
         if run < i {
             if let Some(h) = high.take() {
                 out.push_lone(h, false);
             }
-            out.text.push_str(body.get(run..i).unwrap_or_default());
+            out.text.push_str(text.get(run..i).unwrap_or_default());
         }
-        let Some(&escape) = bytes.get(i + 1) else {
-            if i < bytes.len() {
-                return Err("unfinished escape");
-            }
-            break;
-        };
+        match bytes.get(i) {
+            Some(b'"') => break,
+            Some(b'\\') => {}
+            _ => return Err("control character in string"),
+        }
+        let escape = *bytes.get(i + 1).ok_or("unfinished escape")?;
         i += 2;
         let c = match escape {
             b'"' => Some('"'),
@@ -288,17 +317,12 @@ fn decode_string_body(body: &str) -> Result<WireText, &'static str> {
             out.text.push(c);
         }
         run = i;
-        while let Some(&b) = bytes.get(i) {
-            if b == b'\\' {
-                break;
-            }
-            i += 1;
-        }
+        i += find_string_end(bytes.get(i..).unwrap_or_default()).ok_or("unfinished string")?;
     }
     if let Some(h) = high {
         out.push_lone(h, true);
     }
-    Ok(out)
+    Ok((out, i))
 }
 
 /// The value of four hex digits.
@@ -577,6 +601,15 @@ mod tests {
     ];
 
     proptest::proptest! {
+        /// The word-at-a-time search finds what a byte-by-byte search finds.
+        #[test]
+        fn find_string_end_is_the_first_quote_backslash_or_control(
+            hay in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            let expected = hay.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+            proptest::prop_assert_eq!(find_string_end(&hay), expected);
+        }
+
         /// The one-pass decoder of `WireValue` gives what serde_json's own string decode
         /// (surrogates unchecked) gives for `WireText`, whatever the escapes and halves.
         #[test]

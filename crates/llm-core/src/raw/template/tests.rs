@@ -15,6 +15,11 @@ const ARGUMENTS: &[Step<'static>] = &[
     Step::Key("arguments"),
 ];
 
+/// The fragment read, as a string.
+fn read(template: &EventTemplate, data: &str) -> Option<String> {
+    template.read(data).map(crate::raw::WireText::into_string)
+}
+
 fn chunk(arguments: &str, obfuscation: &str) -> String {
     format!(
         r#"{{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1760000000,"model":"gpt-x","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":{}}}}}]}},"logprobs":null,"finish_reason":null}}],"usage":null,"obfuscation":{}}}"#,
@@ -28,8 +33,8 @@ fn the_next_fragment_is_read_whatever_its_padding() {
     let template =
         EventTemplate::learn(&chunk("{\"pa", "x9"), ARGUMENTS, &["obfuscation"]).unwrap();
     let next = chunk("th\": \"a\\\"b\" \n", "Qz81abc");
-    assert_eq!(template.fragment(&next), Some(r#"th\": \"a\\\"b\" \n"#));
-    assert_eq!(template.fragment(&chunk("", "")), Some(""));
+    assert_eq!(read(&template, &next).as_deref(), Some("th\": \"a\\\"b\" \n"));
+    assert_eq!(read(&template, &chunk("", "")).as_deref(), Some(""));
 }
 
 #[test]
@@ -48,12 +53,12 @@ fn any_other_difference_is_no_match() {
         chunk("a", "b").replace(r#""a""#, r#""a\u12G4""#),
         chunk("a", "b").replace(r#""a""#, r#""a\"#),
     ] {
-        assert_eq!(template.fragment(&other), None, "{other}");
+        assert_eq!(read(&template, &other), None, "{other}");
     }
     // Without padding keys, the padding string is compared like the rest.
     let strict = EventTemplate::learn(&chunk("{", "x9"), ARGUMENTS, &[]).unwrap();
-    assert_eq!(strict.fragment(&chunk("a", "x9")), Some("a"));
-    assert_eq!(strict.fragment(&chunk("a", "x8")), None);
+    assert_eq!(read(&strict, &chunk("a", "x9")), Some("a".into()));
+    assert_eq!(read(&strict, &chunk("a", "x8")), None);
 }
 
 #[test]
@@ -82,8 +87,8 @@ fn what_cannot_be_learned() {
     // Padding that is not a string is compared as it is.
     let number = r#"{"choices":[{"delta":{"content":"a"}}],"p":1}"#;
     let template = EventTemplate::learn(number, CONTENT, &["p"]).unwrap();
-    assert_eq!(template.fragment(&number.replace("\"a\"", "\"b\"")), Some("b"));
-    assert_eq!(template.fragment(&number.replace(":1}", ":2}")), None);
+    assert_eq!(read(&template, &number.replace("\"a\"", "\"b\"")), Some("b".into()));
+    assert_eq!(read(&template, &number.replace(":1}", ":2}")), None);
 }
 
 /// A JSON string of printable ASCII, escapes and non-ASCII text.
@@ -155,20 +160,17 @@ proptest! {
         let data = build(&extra, padding_first, &learned, "ab");
         let template = EventTemplate::learn(&data, CONTENT, &["p"]).unwrap();
         let next_data = build(&extra, padding_first, &next, &padding);
-        let raw = template.fragment(&next_data);
-        prop_assert!(raw.is_some(), "{data}\n{next_data}");
-        let decoded: String = serde_json::from_str(&format!("\"{}\"", raw.unwrap())).unwrap();
-        prop_assert_eq!(&decoded, &next);
+        let decoded = read(&template, &next_data);
+        prop_assert_eq!(decoded.as_ref(), Some(&next), "{}\n{}", data, next_data);
 
         let mut bytes = next_data.clone().into_bytes();
         let at = flip.0 % bytes.len();
         bytes[at] = flip.1 & 0x7f;
         let Ok(mutated) = String::from_utf8(bytes) else { return Ok(()) };
-        if let Some(raw) = template.fragment(&mutated) {
+        if let Some(decoded) = read(&template, &mutated) {
             let parsed: Value = serde_json::from_str(&mutated).unwrap();
             let mut expected: Value = serde_json::from_str(&data).unwrap();
-            expected["choices"][0]["delta"]["content"] =
-                serde_json::from_str(&format!("\"{raw}\"")).unwrap();
+            expected["choices"][0]["delta"]["content"] = json!(decoded);
             expected["p"] = parsed["p"].clone();
             prop_assert_eq!(parsed, expected, "{}", mutated);
         }
