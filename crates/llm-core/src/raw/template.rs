@@ -42,6 +42,9 @@ pub struct EventTemplate {
     /// The string literals that may differ (quotes included), in order, and whether each is
     /// the fragment (exactly one is).
     holes: Box<[(Range<usize>, bool)]>,
+    /// The learned text's length without the fragment's literal: what an event has besides
+    /// its fragment, when its padding is as long as the learned one's.
+    around: usize,
 }
 
 impl EventTemplate {
@@ -62,7 +65,9 @@ impl EventTemplate {
             return None;
         }
         holes.sort_by_key(|(range, _)| range.start);
-        Some(EventTemplate { text: data.into(), holes: holes.into() })
+        let fragment_len = holes.iter().find(|(_, f)| *f).map_or(0, |(range, _)| range.len());
+        let around = data.len() - fragment_len + 2;
+        Some(EventTemplate { text: data.into(), holes: holes.into(), around })
     }
 
     /// The fragment, decoded, when `data` is the learned event with other strings in the
@@ -83,7 +88,9 @@ impl EventTemplate {
                     return None;
                 }
                 // Decoded in the same pass that finds its end.
-                let (decoded, quote) = decode_literal(data.get(at + 1..)?).ok()?;
+                let (decoded, quote) =
+                    decode_literal(data.get(at + 1..)?, data.len().saturating_sub(self.around))
+                        .ok()?;
                 fragment = Some(decoded);
                 at += quote + 2;
             } else {

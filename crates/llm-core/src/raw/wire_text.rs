@@ -199,7 +199,7 @@ impl<'de> Deserialize<'de> for WireValue {
         // scan, not copied), then decode a string once, straight into its `String`.
         let raw = <&'de RawValue>::deserialize(d)?.get();
         match raw.strip_prefix('"') {
-            Some(rest) => match decode_literal(rest) {
+            Some(rest) => match decode_literal(rest, rest.len()) {
                 Ok((text, end)) if end + 1 == rest.len() => Ok(WireValue::Text(text)),
                 Ok(_) => Err(de::Error::custom("text after a string")),
                 Err(e) => Err(de::Error::custom(e)),
@@ -244,15 +244,22 @@ pub(crate) fn find_string_end(hay: &[u8]) -> Option<usize> {
 /// for [`WireText`]: escapes per RFC 8259, a surrogate pair joined, a lone low half at the very
 /// start and a lone high half at the very end kept aside, any other lone half U+FFFD. Returns
 /// the text and the index of the closing quote in `text`; fails on a control character, an
-/// escape that is not one of RFC 8259's, or no closing quote. One pass and one allocation.
-pub(crate) fn decode_literal(text: &str) -> Result<(WireText, usize), &'static str> {
+/// escape that is not one of RFC 8259's, or no closing quote. One pass and one allocation when
+/// `capacity` (the literal's length, as far as the caller knows it) is at least the text's.
+pub(crate) fn decode_literal(
+    text: &str,
+    capacity: usize,
+) -> Result<(WireText, usize), &'static str> {
     let bytes = text.as_bytes();
     let mut i = find_string_end(bytes).ok_or("unfinished string")?;
     if bytes.get(i) == Some(&b'"') {
         return Ok((WireText::from(text.get(..i).unwrap_or_default()), i));
     }
-    // The decoded text is never longer than its literal, which ends in `text`.
-    let mut out = WireText { text: String::with_capacity(text.len()), lead: None, trail: None };
+    // The decoded text is never longer than its literal. Not the whole of `text`: a larger
+    // block than the text needs is freed under the allocator's lock of the thread that made
+    // it, where many small ones are not.
+    let capacity = capacity.min(text.len());
+    let mut out = WireText { text: String::with_capacity(capacity), lead: None, trail: None };
     // A high half read and not yet paired: it is pushed as U+FFFD (or kept as the trail)
     // once what follows it is known.
     let mut high: Option<u16> = None;
