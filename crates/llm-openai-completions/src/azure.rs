@@ -29,6 +29,9 @@ pub(crate) fn route(
     provider: &str,
 ) -> Result<Option<Route>, Error> {
     let base = model.base_url.trim().trim_end_matches('/');
+    if model.provider != "azure-openai" && !may_name_azure(base) {
+        return Ok(None);
+    }
     let Ok(mut url) = Url::parse(base) else { return Ok(None) };
     let azure_host = url.host_str().is_some_and(azure::is_resource_host);
     if !azure_host && model.provider != "azure-openai" {
@@ -48,6 +51,14 @@ pub(crate) fn route(
         url.query_pairs_mut().append_pair("api-version", &version);
     }
     Ok(Some(Route { url: url.to_string(), auth }))
+}
+
+/// Whether `base` may name an Azure host, so that only then is it parsed (a URL parse costs
+/// more than the rest of a request's conversion). A parse decodes percent escapes and maps
+/// other scripts in a host before it is compared, so either sends the URL to the parse too.
+fn may_name_azure(base: &str) -> bool {
+    base.bytes().any(|b| b == b'%' || !b.is_ascii())
+        || base.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"azure"))
 }
 
 #[cfg(test)]

@@ -65,3 +65,23 @@ fn other_hosts_are_not_azure_unless_the_provider_says_so() {
     let blank = route(&gateway, &options(json!({"azureAuth": "  "})), "o").unwrap().unwrap();
     assert_eq!(blank.auth, AzureAuth::ApiKey);
 }
+
+#[test]
+fn an_azure_host_spelled_in_escapes_or_other_scripts_is_still_one() {
+    // The oracle is the URL parser: each of these parses to an Azure resource host.
+    for base in [
+        "https://R.OpenAI.Azure.COM/openai/v1",
+        "https://r.openai.azure%2Ecom/openai/v1",
+        "https://r.openai.\u{FF41}zure.com/openai/v1",
+    ] {
+        let host = Url::parse(base).unwrap().host_str().unwrap().to_owned();
+        assert!(llm_http::azure::is_resource_host(&host), "{base} -> {host}");
+        let r = route(&model(base, "openai"), &options(json!({})), "openai").unwrap();
+        assert_eq!(r.map(|r| r.auth), Some(AzureAuth::ApiKey), "{base}");
+    }
+    assert_eq!(
+        route(&model("https://api.openai.com/v1", "openai"), &options(json!({})), "openai")
+            .unwrap(),
+        None
+    );
+}
