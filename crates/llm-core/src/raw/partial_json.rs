@@ -907,7 +907,7 @@ impl PartialJson {
                                 if !carried {
                                     self.feed_raw(bytes, from, backslash, &mut colon);
                                 }
-                                self.path.feed(VALID_ESCAPE);
+                                self.path.feed_valid_escape();
                                 from = i + 5;
                                 self.esc = Esc::None;
                                 let unit = hex
@@ -943,7 +943,7 @@ impl PartialJson {
                                 }
                                 self.sbuf.push('\\');
                             } else {
-                                self.path.feed(VALID_ESCAPE);
+                                self.path.feed_valid_escape();
                                 from = i + 1;
                                 self.sbuf.push(match b {
                                     b'b' => '\u{8}',
@@ -959,7 +959,7 @@ impl PartialJson {
                             if !carried {
                                 self.feed_raw(bytes, from, backslash, &mut colon);
                             }
-                            self.path.feed(VALID_ESCAPE);
+                            self.path.feed_valid_escape();
                             from = i + 1;
                             self.sbuf.push(char::from(b));
                             self.esc = Esc::None;
@@ -986,7 +986,7 @@ impl PartialJson {
                             continue;
                         }
                         self.esc = Esc::None;
-                        self.path.feed(VALID_ESCAPE);
+                        self.path.feed_valid_escape();
                         from = i;
                         let unit = digits
                             .iter()

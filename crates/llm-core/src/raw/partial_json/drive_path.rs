@@ -112,8 +112,10 @@ impl WinPath {
     #[inline]
     pub(super) fn feed_hinted(&mut self, run: &[u8], may_have_colon: bool) {
         let Some((&last, head)) = run.split_last() else { return };
-        let before = self.len;
         self.len += utf16_len(run);
+        // Positions are counted back from the end: the part after a position found by the
+        // backward scan is short, the part before it is most of the run.
+        let at = |k: usize| self.len - utf16_len(run.get(k..).unwrap_or_default());
         // One backward pass finds the last code marker and the last drive-resetting character.
         let (mut marker, mut reset) = (None, None);
         let mut want =
@@ -136,7 +138,7 @@ impl WinPath {
             end = k;
         }
         if let Some(m) = marker {
-            self.marker_at = before + utf16_len(run.get(..=m).unwrap_or_default());
+            self.marker_at = at(m + 1);
         }
         match reset {
             None => {
@@ -162,8 +164,7 @@ impl WinPath {
                             Some(&next) if class(next) == C_SEP => DRIVE_IN_SEGMENT,
                             Some(_) => DRIVE_NONE,
                         };
-                        self.letter_at = (before + utf16_len(run.get(..k).unwrap_or_default()))
-                            .saturating_sub(1);
+                        self.letter_at = at(k).saturating_sub(1);
                         self.letter_ok = !p2.is_ascii_alphanumeric();
                     }
                 }
@@ -171,6 +172,16 @@ impl WinPath {
         }
         self.p2 = head.last().copied().unwrap_or(self.p1);
         self.p1 = last;
+    }
+
+    /// [`Self::feed`] of [`VALID_ESCAPE`], the one character that ends any candidate and
+    /// is no code marker: done per escape, so without the scans.
+    #[inline]
+    pub(super) fn feed_valid_escape(&mut self) {
+        self.len += 1;
+        self.drive = DRIVE_NONE;
+        self.p2 = self.p1;
+        self.p1 = VALID_ESCAPE;
     }
 
     #[inline]
@@ -210,7 +221,7 @@ pub(super) fn utf16_len(bytes: &[u8]) -> u64 {
 /// What a valid escape sequence that stays decoded (`\\ \" \/ \uXXXX`, or a control escape
 /// the rule did not keep) counts as for the drive-path rule: one character that ends any
 /// candidate. A path written with `\\` separators is correctly escaped JSON and never repaired.
-pub(super) const VALID_ESCAPE: &[u8] = b"\"";
+pub(super) const VALID_ESCAPE: u8 = b'"';
 
 /// Flag: a code marker (`( ) = ; { } ' , < > |`).
 pub(super) const F_MARKER: u8 = 1;

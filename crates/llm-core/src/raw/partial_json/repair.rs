@@ -59,7 +59,7 @@ pub fn repair_json(input: &str) -> Cow<'_, str> {
                 }
                 Some(b'u') => match bytes.get(i + 2..i + 6) {
                     Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => {
-                        path.feed(VALID_ESCAPE);
+                        path.feed_valid_escape();
                         i += 6;
                     }
                     _ => {
@@ -74,7 +74,7 @@ pub fn repair_json(input: &str) -> Cow<'_, str> {
                     i += 1;
                 }
                 Some(&n) if is_control_escape(n) || matches!(n, b'"' | b'/' | b'\\') => {
-                    path.feed(VALID_ESCAPE);
+                    path.feed_valid_escape();
                     i += 2;
                 }
                 Some(_) => {

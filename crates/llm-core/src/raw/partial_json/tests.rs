@@ -38,6 +38,15 @@ proptest::proptest! {
                     (byte_fed.letter_at, byte_fed.letter_ok)
                 );
             }
+            // An escape fed by its shortcut leaves the state the byte-wise feed leaves.
+            let mut escaped = run_fed.clone();
+            escaped.feed_valid_escape();
+            let mut reference = byte_fed.clone();
+            reference.feed_bytewise(&[VALID_ESCAPE]);
+            proptest::prop_assert_eq!(
+                (escaped.len, escaped.marker_at, escaped.drive, escaped.p1, escaped.p2),
+                (reference.len, reference.marker_at, reference.drive, reference.p1, reference.p2)
+            );
         }
     }
 }
