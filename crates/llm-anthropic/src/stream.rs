@@ -25,7 +25,7 @@ use llm_core::raw::partial_json::PartialJson;
 use llm_core::raw::sse::SseEvent;
 use llm_core::{
     Error, ErrorKind, ProviderContent, StopReason, Usage,
-    raw::{Channel, Delta, SurrogateJoiner, WireText},
+    raw::{Channel, Delta, EventTemplates, Step, SurrogateJoiner, WireText},
 };
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
@@ -163,6 +163,90 @@ struct WireDelta<'a> {
     stop_details: Option<Value>,
 }
 
+/// What the one fragment of a `content_block_delta` read through a template is, and the
+/// index of its block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fragment {
+    /// `delta.text` of a `text_delta`.
+    Text(u64),
+    /// `delta.thinking` of a `thinking_delta`.
+    Thinking(u64),
+    /// `delta.partial_json` of an `input_json_delta`.
+    Json(u64),
+}
+
+impl Fragment {
+    /// The event the full parse gives for a `content_block_delta` of this fragment.
+    fn event(self, text: WireText) -> WireEvent<'static> {
+        let (index, kind, delta) = match self {
+            Fragment::Text(index) => {
+                (index, "text_delta", WireDelta { text: Some(text), ..WireDelta::default() })
+            }
+            Fragment::Thinking(index) => (
+                index,
+                "thinking_delta",
+                WireDelta { thinking: Some(text), ..WireDelta::default() },
+            ),
+            Fragment::Json(index) => (
+                index,
+                "input_json_delta",
+                WireDelta { partial_json: Some(text), ..WireDelta::default() },
+            ),
+        };
+        WireEvent {
+            kind: Some(Cow::Borrowed("content_block_delta")),
+            index: Some(Num(index)),
+            delta: Some(WireDelta { kind: Some(Cow::Borrowed(kind)), ..delta }),
+            ..WireEvent::default()
+        }
+    }
+
+    /// The fragment of `event`, when it is a `content_block_delta` of one text, thinking or
+    /// argument fragment and nothing else, with its path.
+    fn of<'e>(event: &'e WireEvent<'_>) -> Option<(Self, &'e WireText, [Step<'static>; 2])> {
+        let WireEvent {
+            kind: Some(kind),
+            message: None,
+            index: Some(Num(index)),
+            content_block: None,
+            delta: Some(delta),
+            usage: None,
+            error: None,
+        } = event
+        else {
+            return None;
+        };
+        let WireDelta {
+            kind: Some(delta_kind),
+            signature: None,
+            citation: None,
+            content: None,
+            encrypted_content: None,
+            stop_reason: None,
+            stop_details: None,
+            ..
+        } = delta
+        else {
+            return None;
+        };
+        if kind != "content_block_delta" {
+            return None;
+        }
+        let (fragment, text, field) =
+            match (delta_kind.as_ref(), &delta.text, &delta.thinking, &delta.partial_json) {
+                ("text_delta", Some(text), None, None) => (Fragment::Text(*index), text, "text"),
+                ("thinking_delta", None, Some(text), None) => {
+                    (Fragment::Thinking(*index), text, "thinking")
+                }
+                ("input_json_delta", None, None, Some(text)) => {
+                    (Fragment::Json(*index), text, "partial_json")
+                }
+                _ => return None,
+            };
+        Some((fragment, text, [Step::Key("delta"), Step::Key(field)]))
+    }
+}
+
 /// Token counts as last reported; `message_delta` overwrites only the fields it carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Tokens {
@@ -254,6 +338,9 @@ pub struct Decoder {
     finished: bool,
     /// Surrogate pairs split across text, thinking and argument deltas.
     surrogates: SurrogateJoiner,
+    /// `content_block_delta` events of one fragment learned: the next one that differs only
+    /// in its fragment (and its closing padding) is read by its bytes.
+    templates: EventTemplates<Fragment>,
 }
 
 impl fmt::Debug for Decoder {
@@ -289,6 +376,7 @@ impl Decoder {
             tool_calls: 0,
             finished: false,
             surrogates: SurrogateJoiner::new(),
+            templates: EventTemplates::default(),
         }
     }
 
@@ -665,7 +753,16 @@ impl Decoder {
             self.fail(error, out);
             return;
         }
-        let parsed: Result<WireEvent<'_>, _> = serde_json::from_str(&event.data);
+        // Fastest path: the event repeats a learned one around a new fragment.
+        let repeated = self.templates.read(&event.data);
+        let parsed: Result<WireEvent<'_>, _> = match repeated {
+            Some((fragment, text)) => Ok(fragment.event(text)),
+            None => serde_json::from_str(&event.data).inspect(|wire| {
+                if let Some((fragment, text, path)) = Fragment::of(wire) {
+                    self.templates.learn(&event.data, &path, &[], fragment, text);
+                }
+            }),
+        };
         let mut wire = match parsed {
             Ok(w) => w,
             Err(e) => {

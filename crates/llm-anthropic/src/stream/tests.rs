@@ -790,3 +790,104 @@ fn a_block_start_that_is_not_an_object_is_ignored() {
     let AssistantEvent::Done { message, .. } = events.last().unwrap() else { panic!("{events:?}") };
     assert!(message.content.is_empty(), "{message:?}");
 }
+
+/// Runs raw events (name, data) through a decoder, with or without its templates.
+fn decode_events(events: &[(&str, String)], templates: bool) -> (Vec<Delta>, bool) {
+    let mut decoder = Decoder::new();
+    if !templates {
+        decoder.templates = EventTemplates::off();
+    }
+    let mut out = Vec::new();
+    for (name, data) in events {
+        let event = SseEvent { event: Some((*name).to_owned()), data: data.clone(), id: None };
+        decoder.event(event, &mut out);
+    }
+    decoder.end(&mut out);
+    (out, decoder.templates.matched())
+}
+
+/// `content_block_delta` data around a fragment already written as a JSON literal.
+fn raw_delta(index: u64, kind: &str, field: &str, text: &str, padding: usize) -> String {
+    format!(
+        r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"{kind}","{field}":"{text}"}}{}}}"#,
+        " ".repeat(padding)
+    )
+}
+
+/// A JSON string literal's inside, built from pieces that stress the string scan and the
+/// surrogate joiner.
+fn literal() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    proptest::collection::vec(
+        prop_oneof![
+            Just("ab"),
+            Just("\\\""),
+            Just("\\\\"),
+            Just("\\n"),
+            Just("\\ud83d"),
+            Just("\\ude00"),
+            Just("é"),
+            Just("{\\\"k\\\":"),
+            Just("1}"),
+        ],
+        0..5,
+    )
+    .prop_map(|pieces| pieces.concat())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// The oracle is the decoder's own full parse of every event: templates change nothing
+    /// a consumer sees, whatever the events are.
+    #[test]
+    fn templates_change_no_delta(steps in proptest::collection::vec(
+        (0u8..9, 0u64..3, literal(), 0usize..4),
+        0..40,
+    )) {
+        let mut events = vec![(
+            "message_start",
+            r#"{"type":"message_start","message":{"id":"msg_1","model":"claude","usage":{"input_tokens":1}}}"#.to_owned(),
+        )];
+        for (kind, index, text, padding) in steps {
+            events.push(match kind {
+                0 => ("content_block_start", format!(r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"text","text":""}}}}"#)),
+                1 => ("content_block_start", format!(r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"tool_use","id":"t{index}","name":"f","input":{{}}}}}}"#)),
+                2 => ("content_block_start", format!(r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"thinking","thinking":""}}}}"#)),
+                3 => ("content_block_delta", raw_delta(index, "text_delta", "text", &text, padding)),
+                4 => ("content_block_delta", raw_delta(index, "input_json_delta", "partial_json", &text, padding)),
+                5 => ("content_block_delta", raw_delta(index, "thinking_delta", "thinking", &text, padding)),
+                6 => ("content_block_delta", raw_delta(index, "text_delta", "thinking", &text, padding)),
+                7 => ("content_block_stop", format!(r#"{{"type":"content_block_stop","index":{index}}}"#)),
+                _ => ("error", raw_delta(index, "text_delta", "text", &text, padding)),
+            });
+        }
+        events.push(("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}"#.to_owned()));
+        events.push(("message_stop", r#"{"type":"message_stop"}"#.to_owned()));
+        proptest::prop_assert_eq!(decode_events(&events, true).0, decode_events(&events, false).0);
+    }
+}
+
+#[test]
+fn deltas_read_through_a_template_decode_as_the_full_parse() {
+    let mut events = vec![
+        ("message_start", r#"{"type":"message_start","message":{"id":"msg_1","model":"claude"}}"#.to_owned()),
+        ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#.to_owned()),
+    ];
+    for (i, text) in [r#"{\"a\""#, r#":\"\\ud83d"#, r#"\\ude00\"}"#].iter().enumerate() {
+        events.push((
+            "content_block_delta",
+            raw_delta(0, "input_json_delta", "partial_json", text, i * 3),
+        ));
+    }
+    events.push(("content_block_stop", r#"{"type":"content_block_stop","index":0}"#.to_owned()));
+    events.push((
+        "message_delta",
+        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#.to_owned(),
+    ));
+    events.push(("message_stop", r#"{"type":"message_stop"}"#.to_owned()));
+    let (with, used) = decode_events(&events, true);
+    let (without, unused) = decode_events(&events, false);
+    assert!(used && !unused);
+    assert_eq!(with, without);
+}

@@ -45,6 +45,10 @@ pub struct EventTemplate {
     /// The learned text's length without the fragment's literal: what an event has besides
     /// its fragment, when its padding is as long as the learned one's.
     around: usize,
+    /// Where the whitespace before the closing brace of the top-level object starts, if the
+    /// text ends with one: that run may differ too (Anthropic pads events with a random run of
+    /// spaces there).
+    closing: Option<usize>,
 }
 
 impl EventTemplate {
@@ -67,7 +71,8 @@ impl EventTemplate {
         holes.sort_by_key(|(range, _)| range.start);
         let fragment_len = holes.iter().find(|(_, f)| *f).map_or(0, |(range, _)| range.len());
         let around = data.len() - fragment_len + 2;
-        Some(EventTemplate { text: data.into(), holes: holes.into(), around })
+        let closing = closing_whitespace(data.as_bytes());
+        Some(EventTemplate { text: data.into(), holes: holes.into(), around, closing })
     }
 
     /// The fragment, decoded, when `data` is the learned event with other strings in the
@@ -98,11 +103,26 @@ impl EventTemplate {
             }
             learned_at = range.end;
         }
-        if bytes.get(at..)? != text.get(learned_at..)? {
+        let rest = bytes.get(at..)?;
+        if let Some(closing) = self.closing.filter(|&c| c >= learned_at) {
+            // Compared up to the closing whitespace, whose length may differ.
+            let literal = text.get(learned_at..closing)?;
+            let after = rest.strip_prefix(literal)?;
+            if closing_whitespace(after) != Some(0) {
+                return None;
+            }
+        } else if rest != text.get(learned_at..)? {
             return None;
         }
         fragment
     }
+}
+
+/// Where the run of JSON whitespace before a final `}` starts, if `text` ends with `}`.
+fn closing_whitespace(text: &[u8]) -> Option<usize> {
+    let body = text.strip_suffix(b"}")?;
+    let spaces = body.iter().rev().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    Some(body.len() - spaces.count())
 }
 
 /// Templates kept: a text and a call, or two calls streaming in turn.

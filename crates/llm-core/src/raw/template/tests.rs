@@ -176,3 +176,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn whitespace_before_the_closing_brace_may_differ() {
+    let padded = |text: &str, spaces: usize| {
+        format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"input_json_delta","partial_json":{}}}{}}}"#,
+            serde_json::to_string(text).unwrap(),
+            " ".repeat(spaces)
+        )
+    };
+    let path = [Step::Key("delta"), Step::Key("partial_json")];
+    for learned_spaces in [0, 3] {
+        let template = EventTemplate::learn(&padded("{\"a", learned_spaces), &path, &[]).unwrap();
+        for spaces in [0, 1, 17] {
+            assert_eq!(read(&template, &padded("\":1}", spaces)).as_deref(), Some("\":1}"));
+        }
+        let next = padded("x", 2);
+        assert_eq!(read(&template, &next.replace("  }", " x}")), None);
+        assert_eq!(read(&template, &next.replace("  }", "\n\t}")).as_deref(), Some("x"));
+        assert_eq!(read(&template, &format!("{next} ")), None);
+        // Whitespace elsewhere is compared like the rest (a parse reads it the same; the
+        // template does not need to).
+        assert_eq!(read(&template, &next.replace(r#""x"}"#, r#""x" }"#)), None);
+    }
+}
