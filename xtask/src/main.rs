@@ -27,7 +27,7 @@ commands:
       cargo-fuzz targets in fuzz/ (needs `cargo install cargo-fuzz --locked`):
       build and run each target (or T) for N seconds (default 60; --smoke: every
       target, 5 s each); --update-corpus rewrites the fixture seeds in fuzz/corpus/
-  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N] [--svg DIR] [--peer PATH]
+  bench [--provider NAME,..] [--scenario text|one-call|three-calls,..] [--sizes 1,4,16] [--reps N] [--svg DIR] [--peer PATH]
       every provider end to end over loopback HTTP on generated streams (100-byte
       deltas): CPU ms per MiB with and without a partial read after every delta,
       the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);

@@ -143,10 +143,10 @@ pub fn generated_content(scenario: Scenario, size: usize) -> Vec<(Option<usize>,
 /// `cargo xtask bench` options.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Only this provider (fixture folder name).
-    pub provider: Option<String>,
-    /// Only this scenario.
-    pub scenario: Option<Scenario>,
+    /// Only these providers (fixture folder names).
+    pub provider: Option<Vec<String>>,
+    /// Only these scenarios.
+    pub scenario: Option<Vec<Scenario>>,
     /// Stream sizes in MiB.
     pub sizes: Vec<usize>,
     /// Runs per case (the minimum CPU time and the largest peak are kept).
@@ -158,7 +158,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// Parses `[--provider NAME] [--scenario S] [--sizes 1,4,16] [--reps N] [--svg DIR]
+    /// Parses `[--provider NAME,..] [--scenario S,..] [--sizes 1,4,16] [--reps N] [--svg DIR]
     /// [--peer PATH]`.
     pub fn parse(args: &[String]) -> Result<Self> {
         let mut options = Options {
@@ -174,8 +174,18 @@ impl Options {
             let value =
                 iter.next().ok_or_else(|| Error::Msg(format!("{flag} needs a value")))?.as_str();
             match flag.as_str() {
-                "--provider" => options.provider = Some(value.to_owned()),
-                "--scenario" => options.scenario = Some(Scenario::parse(value)?),
+                "--provider" => {
+                    options.provider =
+                        Some(value.split(',').map(|p| p.trim().to_owned()).collect());
+                }
+                "--scenario" => {
+                    options.scenario = Some(
+                        value
+                            .split(',')
+                            .map(|s| Scenario::parse(s.trim()))
+                            .collect::<Result<_>>()?,
+                    );
+                }
                 "--sizes" => {
                     options.sizes = value
                         .split(',')
@@ -449,11 +459,11 @@ fn render_peer(rows: &[Row], sizes: &[usize]) -> String {
 pub fn run(options: &Options) -> Result<String> {
     let mut rows = Vec::new();
     for entry in PROVIDERS {
-        if options.provider.as_deref().is_some_and(|p| p != entry.name) {
+        if options.provider.as_ref().is_some_and(|p| !p.iter().any(|p| p == entry.name)) {
             continue;
         }
         for scenario in Scenario::ALL {
-            if options.scenario.is_some_and(|s| s != scenario) {
+            if options.scenario.as_ref().is_some_and(|s| !s.contains(&scenario)) {
                 continue;
             }
             let mut cells = Vec::new();
@@ -602,13 +612,25 @@ mod tests {
 
     #[test]
     fn bench_options_take_a_peer_program() {
-        let args: Vec<String> = ["--peer", "/p/clawcall-peers", "--sizes", "1,4"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "--peer",
+            "/p/clawcall-peers",
+            "--sizes",
+            "1,4",
+            "--provider",
+            "openai-completions,mistral",
+            "--scenario",
+            "text,one-call",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let options = Options::parse(&args).unwrap();
         assert_eq!(options.peer.as_deref(), Some(std::path::Path::new("/p/clawcall-peers")));
         assert_eq!(options.sizes, [1, 4]);
+        assert_eq!(options.provider.unwrap(), ["openai-completions", "mistral"]);
+        assert_eq!(options.scenario.unwrap(), [Scenario::Text, Scenario::OneCall]);
+        assert!(Options::parse(&["--scenario".to_owned(), "text,nope".to_owned()]).is_err());
         assert!(Options::parse(&["--peer".to_owned()]).is_err());
     }
 }
