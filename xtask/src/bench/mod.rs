@@ -22,8 +22,9 @@
 //!
 //! With `--peer PATH`, the Chat Completions and Mistral rows are also streamed by an outside
 //! program (`PATH async-openai chat-large ADDR BYTES EXPECT`, printing `cpu_ns peak_bytes`
-//! measured as `bench-case` does) from a [`server::BodyServer`] serving the same bytes,
-//! events only, and the table gains clawcall partial / peer at each size.
+//! measured as `bench-case` does), events only, and by `bench-case ... 1 ADDR` (partial
+//! reads), the two alternating, both from one [`server::BodyServer`] in the bench process
+//! serving the same bytes, so only the client differs; a second table gives their ratio.
 
 mod case;
 pub mod charts;
@@ -249,12 +250,8 @@ fn measure_child(
         else {
             return Err(Error::Msg(format!("{what}: unexpected output `{stdout}`")));
         };
-        best = Some(match best {
-            None => Measure { cpu_ns, peak_bytes },
-            Some(b) => {
-                Measure { cpu_ns: b.cpu_ns.min(cpu_ns), peak_bytes: b.peak_bytes.max(peak_bytes) }
-            }
-        });
+        let measure = Measure { cpu_ns, peak_bytes };
+        best = Some(best.map_or(measure, |b| b.best(measure)));
     }
     best.ok_or_else(|| Error::Msg("no run".into()))
 }
@@ -279,8 +276,18 @@ struct Row {
     scenario: Scenario,
     /// One cell per size.
     cells: Vec<Result<Cell>>,
-    /// The peer program's events-only stream at each size (`--peer`, [`PEER_PROVIDERS`]).
-    peer: Option<Vec<Result<Measure>>>,
+    /// Against the peer program at each size (`--peer`, [`PEER_PROVIDERS`]).
+    peer: Option<Vec<Result<PeerCell>>>,
+}
+
+/// One size against the peer program, both clients streaming from the same out-of-process
+/// [`server::BodyServer`].
+#[derive(Debug, Clone, Copy)]
+struct PeerCell {
+    /// clawcall with a partial read after every delta.
+    partial: Measure,
+    /// The peer's events-only stream.
+    peer: Measure,
 }
 
 /// The providers whose streams the peer program reads: Chat Completions-shaped chunks.
@@ -300,7 +307,8 @@ fn peer_expect(scenario: Scenario, size: usize) -> String {
     }
 }
 
-/// The peer program's stream of `size` bytes from `server`, `reps` times in fresh processes.
+/// clawcall's partial case and the peer program's stream of `size` bytes from `server`,
+/// `reps` times each in fresh processes, alternating so both see the same load.
 fn measure_peer(
     peer: &std::path::Path,
     server: &server::BodyServer,
@@ -308,12 +316,23 @@ fn measure_peer(
     scenario: Scenario,
     size: usize,
     reps: usize,
-) -> Result<Measure> {
+) -> Result<PeerCell> {
+    let exe = std::env::current_exe().map_err(|e| Error::Msg(format!("current_exe: {e}")))?;
     let addr = server.addr.to_string();
-    let args =
-        ["async-openai", "chat-large", &addr, &size.to_string(), &peer_expect(scenario, size)];
-    let what = format!("async-openai {name} {} {} MiB", scenario.name(), size / MIB);
-    measure_child(peer, &args, &what, reps)
+    let size_arg = size.to_string();
+    let ours = ["bench-case", name, scenario.name(), &size_arg, Mode::Partial.arg(), &addr];
+    let theirs = ["async-openai", "chat-large", &addr, &size_arg, &peer_expect(scenario, size)];
+    let what = format!("{name} {} {} MiB", scenario.name(), size / MIB);
+    let mut best: Option<PeerCell> = None;
+    for _ in 0..reps {
+        let partial = measure_child(&exe, &ours, &format!("clawcall {what}"), 1)?;
+        let peer = measure_child(peer, &theirs, &format!("async-openai {what}"), 1)?;
+        best = Some(match best {
+            None => PeerCell { partial, peer },
+            Some(b) => PeerCell { partial: b.partial.best(partial), peer: b.peer.best(peer) },
+        });
+    }
+    best.ok_or_else(|| Error::Msg("no run".into()))
 }
 
 fn ms_per_mib(ns: u64, size_mib: usize) -> f64 {
@@ -403,11 +422,11 @@ fn render(rows: &[Row], sizes: &[usize]) -> String {
     out
 }
 
-/// The table against the peer program: clawcall partial, the peer's events-only stream and
-/// their ratio at each size.
+/// The table against the peer program: clawcall partial and the peer's events-only stream,
+/// both from the same out-of-process server, and their ratio at each size.
 fn render_peer(rows: &[Row], sizes: &[usize]) -> String {
     let mut out = String::from(
-        "\nAgainst async-openai (the peer program: events only, argument fragments concatenated per call and parsed once at the end), CPU ms per MiB (client thread):\n",
+        "\nAgainst async-openai (the peer program: events only, argument fragments concatenated per call and parsed once at the end), both streaming from one bench-serve server in the bench process; CPU ms per MiB (client thread):\n",
     );
     let mut head = "| provider | stream |".to_owned();
     let mut rule = "|---|---|".to_owned();
@@ -423,29 +442,29 @@ fn render_peer(rows: &[Row], sizes: &[usize]) -> String {
     for row in rows {
         let Some(peer) = &row.peer else { continue };
         let mut line = format!("| {} | {} |", row.provider, row.scenario.name());
-        for ((cell, peer), size) in row.cells.iter().zip(peer).zip(sizes) {
-            let ours = cell.as_ref().map(|c| ms_per_mib(c.partial.cpu_ns, *size));
-            let theirs = peer.as_ref().map(|m| ms_per_mib(m.cpu_ns, *size));
-            match (ours, theirs) {
-                (Ok(ours), Ok(theirs)) => {
-                    let _ = write!(line, " {ours:.1} / {theirs:.1} | {:.2} |", ours / theirs);
+        for (cell, size) in peer.iter().zip(sizes) {
+            match cell {
+                Ok(cell) => {
+                    let _ = write!(
+                        line,
+                        " {:.1} / {:.1} | {:.2} |",
+                        ms_per_mib(cell.partial.cpu_ns, *size),
+                        ms_per_mib(cell.peer.cpu_ns, *size),
+                        cell.partial.cpu_ns as f64 / cell.peer.cpu_ns.max(1) as f64
+                    );
                 }
-                (ours, theirs) => {
-                    let show = |r: std::result::Result<f64, &Error>| match r {
-                        Ok(v) => format!("{v:.1}"),
-                        Err(e) => format!("failed: {e}"),
-                    };
-                    let _ = write!(line, " {} / {} | - |", show(ours), show(theirs));
+                Err(e) => {
+                    let _ = write!(line, " failed: {e} | - |");
                 }
             }
         }
-        match (row.cells.last(), peer.last()) {
-            (Some(Ok(cell)), Some(Ok(theirs))) => {
+        match peer.last() {
+            Some(Ok(cell)) => {
                 let _ = write!(
                     line,
                     " {:.1} / {:.1} MiB |",
                     cell.partial.peak_bytes as f64 / MIB as f64,
-                    theirs.peak_bytes as f64 / MIB as f64
+                    cell.peer.peak_bytes as f64 / MIB as f64
                 );
             }
             _ => line.push_str(" - |"),
@@ -522,7 +541,7 @@ fn peer_row(
     name: &str,
     scenario: Scenario,
     options: &Options,
-) -> Vec<Result<Measure>> {
+) -> Vec<Result<PeerCell>> {
     let server = match server::BodyServer::start(name, scenario) {
         Ok(server) => server,
         Err(e) => {
@@ -537,10 +556,12 @@ fn peer_row(
             let measure = measure_peer(peer, &server, name, scenario, size_mib * MIB, options.reps);
             match &measure {
                 Ok(m) => eprintln!(
-                    "{name} {} {size_mib} MiB: async-openai {:.1} ms, peak {:.1} MiB",
+                    "{name} {} {size_mib} MiB from bench-serve: partial {:.1} ms, async-openai {:.1} ms, peak {:.1} / {:.1} MiB",
                     scenario.name(),
-                    m.cpu_ns as f64 / 1e6,
-                    m.peak_bytes as f64 / MIB as f64
+                    m.partial.cpu_ns as f64 / 1e6,
+                    m.peer.cpu_ns as f64 / 1e6,
+                    m.partial.peak_bytes as f64 / MIB as f64,
+                    m.peer.peak_bytes as f64 / MIB as f64
                 ),
                 Err(e) => eprintln!("{name} {} {size_mib} MiB: {e}", scenario.name()),
             }

@@ -99,15 +99,22 @@ fn read_request(socket: &mut TcpStream) -> std::io::Result<String> {
     }
 }
 
-/// The stream size a request line names in its `bytes` query parameter
-/// (`POST /chat/completions?bytes=1048576 HTTP/1.1`).
+/// The path prefix that names a stream size to a [`BodyServer`], for clients that append
+/// their own path to a base URL and send no query of ours (`bytes/1048576`).
+pub(super) fn sized_path(size: usize) -> String {
+    format!("bytes/{size}")
+}
+
+/// The stream size a request line names: its `bytes` query parameter
+/// (`POST /chat/completions?bytes=1048576 HTTP/1.1`) or a `/bytes/N/` path prefix.
 fn requested_bytes(request_line: &str) -> std::result::Result<usize, String> {
     let target = request_line.split(' ').nth(1).unwrap_or_default();
-    let query = target.split_once('?').map(|(_, q)| q).unwrap_or_default();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let value = query
         .split('&')
         .find_map(|pair| pair.strip_prefix("bytes="))
-        .ok_or_else(|| format!("no `bytes` query parameter in `{request_line}`"))?;
+        .or_else(|| path.strip_prefix("/bytes/").map(|rest| rest.split('/').next().unwrap_or("")))
+        .ok_or_else(|| format!("no `bytes` query parameter or path prefix in `{request_line}`"))?;
     let bytes: usize = value.parse().map_err(|e| format!("bytes `{value}`: {e}"))?;
     if bytes == 0 || bytes > MAX_SERVED_BYTES {
         return Err(format!("bytes {bytes}: from 1 to {MAX_SERVED_BYTES}"));
@@ -266,9 +273,11 @@ mod tests {
             for scenario in Scenario::ALL {
                 let server = BodyServer::start(entry.name, scenario).unwrap();
                 // Two sizes from one server, as the peer's warm-up and measured stream.
-                for size in [16 * 1024, 200_000] {
-                    let (status, served) =
-                        fetch(server.addr, &format!("/chat/completions?stream=1&bytes={size}"));
+                for (size, target) in [
+                    (16 * 1024, "/chat/completions?stream=1&bytes=16384".to_owned()),
+                    (200_000, format!("/{}/chat/completions", sized_path(200_000))),
+                ] {
+                    let (status, served) = fetch(server.addr, &target);
                     assert_eq!(status, "HTTP/1.1 200 OK", "{} {}", entry.name, scenario.name());
                     let expected = bench_case_bytes(entry.name, scenario, size);
                     assert!(
@@ -292,6 +301,8 @@ mod tests {
             "/chat/completions?bytes=".to_owned(),
             "/chat/completions?bytes=-1".to_owned(),
             "/chat/completions?bytes=0".to_owned(),
+            "/bytes//chat/completions".to_owned(),
+            "/bytes/x/chat/completions".to_owned(),
             format!("/chat/completions?bytes={}", MAX_SERVED_BYTES + 1),
             "/chat/completions?bytes=99999999999999999999999".to_owned(),
         ] {
