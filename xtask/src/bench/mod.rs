@@ -23,7 +23,7 @@
 //! With `--peer PATH`, the Chat Completions and Mistral rows are also streamed by an outside
 //! program (`PATH async-openai chat-large ADDR BYTES EXPECT`, printing `cpu_ns peak_bytes`
 //! measured as `bench-case` does), events only, and by `bench-case ... 1 ADDR` (partial
-//! reads), the two alternating, both from one [`server::BodyServer`] in the bench process
+//! reads), the two alternating, both from one `server::BodyServer` in the bench process
 //! serving the same bytes, so only the client differs; a second table gives their ratio.
 
 mod case;

@@ -200,8 +200,10 @@ impl Drop for BodyServer {
     }
 }
 
-/// `xtask bench-serve PROVIDER SCENARIO`: runs a [`BodyServer`] after printing its
-/// address, until standard input ends (for the peer program and for profiling by hand).
+/// `xtask bench-serve PROVIDER SCENARIO`: runs the body server (every request gets the
+/// stream `bench-case` streams, at the size it names in a `bytes` query parameter or a
+/// `/bytes/N/` path prefix) after printing its address, until standard input ends (for the
+/// peer program and for profiling by hand).
 pub fn serve_until_stdin_ends(args: &[String]) -> Result<()> {
     let [provider, scenario] = args else {
         return Err(Error::Msg("bench-serve PROVIDER SCENARIO".into()));
