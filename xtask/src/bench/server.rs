@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::content::{Body, wire};
 use super::{CHUNK, IO_TIMEOUT, MIB, Scenario};
@@ -14,6 +14,8 @@ use crate::{Error, Result};
 const MAX_REQUEST: usize = MIB;
 /// The largest stream a request may name (the bench's sizes go to 16 MiB).
 pub(super) const MAX_SERVED_BYTES: usize = 256 * MIB;
+/// Connections a [`BodyServer`] serves at once (a thread each); more are refused with `503`.
+const MAX_CONNECTIONS: usize = 64;
 
 /// Reads one request (head and `content-length` body) and answers with `body`, generated
 /// while it is written, chunked, with the body's content type.
@@ -171,17 +173,28 @@ impl BodyServer {
         let stop = Arc::new(AtomicBool::new(false));
         let provider = provider.to_owned();
         let stopping = Arc::clone(&stop);
+        let live = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::spawn(move || {
             for socket in listener.incoming() {
                 if stopping.load(Ordering::SeqCst) {
                     break;
                 }
-                let Ok(socket) = socket else { continue };
+                let Ok(mut socket) = socket else { continue };
+                if live.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    live.fetch_sub(1, Ordering::SeqCst);
+                    let _ = socket.set_write_timeout(Some(IO_TIMEOUT));
+                    let _ = socket.write_all(
+                        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    continue;
+                }
                 let provider = provider.clone();
+                let live = Arc::clone(&live);
                 std::thread::spawn(move || {
                     if let Err(e) = answer(socket, &provider, scenario, addr) {
                         eprintln!("bench-serve: {e}");
                     }
+                    live.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
@@ -227,15 +240,17 @@ mod tests {
     fn fetch(addr: SocketAddr, target: &str) -> (String, Vec<u8>) {
         let mut socket = TcpStream::connect(addr).unwrap();
         socket.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        socket
-            .write_all(
-                format!("POST {target} HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{{}}")
-                    .as_bytes(),
-            )
-            .unwrap();
         let mut raw = Vec::new();
-        socket.read_to_end(&mut raw).unwrap();
-        let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        // A refused connection may be reset (the server closes it with the request unread):
+        // what was read before the reset is kept.
+        let sent = socket.write_all(
+            format!("POST {target} HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{{}}")
+                .as_bytes(),
+        );
+        let read = socket.read_to_end(&mut raw);
+        let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return (format!("no response: {sent:?} {read:?}"), raw);
+        };
         let head = String::from_utf8(raw[..end].to_vec()).unwrap();
         let mut rest = &raw[end + 4..];
         if !head.to_lowercase().contains("transfer-encoding: chunked") {
@@ -318,6 +333,32 @@ mod tests {
         assert_eq!(status, "HTTP/1.1 200 OK");
         assert!(body.len() > 1000);
         drop(silent);
+    }
+
+    #[test]
+    fn bench_serve_refuses_connections_past_its_limit_until_they_close() {
+        let server = BodyServer::start("openai-completions", Scenario::Text).unwrap();
+        let silent: Vec<_> =
+            (0..MAX_CONNECTIONS).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+        // The acceptor counts them in order; a refused request is answered at once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (status, _) = fetch(server.addr, "/x?bytes=1000");
+            if status == "HTTP/1.1 503 Service Unavailable" || status.starts_with("no response") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "never refused: {status}");
+        }
+        drop(silent);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (status, _) = fetch(server.addr, "/x?bytes=1000");
+            if status == "HTTP/1.1 200 OK" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "not served again: {status}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     #[test]
