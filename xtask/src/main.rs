@@ -27,12 +27,18 @@ commands:
       cargo-fuzz targets in fuzz/ (needs `cargo install cargo-fuzz --locked`):
       build and run each target (or T) for N seconds (default 60; --smoke: every
       target, 5 s each); --update-corpus rewrites the fixture seeds in fuzz/corpus/
-  bench [--provider NAME] [--scenario text|one-call|three-calls] [--sizes 1,4,16] [--reps N] [--svg DIR]
+  bench [--provider NAME,..] [--scenario text|one-call|three-calls,..] [--sizes 1,4,16] [--reps N] [--svg DIR] [--peer PATH]
       every provider end to end over loopback HTTP on generated streams (100-byte
       deltas): CPU ms per MiB with and without a partial read after every delta,
       the serde_json floor, ratios and peak RSS as a table (docs/benchmarks.md);
       builds and runs itself with --release; not part of ci; --svg DIR also draws
-      the CPU per MiB as charts (cpu-per-mib-plain.svg, cpu-per-mib-partial.svg)
+      the CPU per MiB as charts (cpu-per-mib-plain.svg, cpu-per-mib-partial.svg);
+      --peer PATH also streams the Chat Completions and Mistral rows through the
+      peer program (async-openai, events only) and prints partial / peer per size
+  bench-serve PROVIDER SCENARIO
+      the bench's body server on loopback: every request gets the stream bench-case
+      streams, at the size of its `bytes` query parameter; prints its address,
+      serves until standard input ends
   bench --concurrent 100,1000,10000 [--provider NAME] [--reps N] [--modes M,..] [--peer PATH] [--svg DIR]
       N paced small streams at once per provider (transport floor, streams, two-turn
       agent runs, peers through PATH): CPU per stream and event, time to first
@@ -186,6 +192,12 @@ fn run(args: &[String]) -> xtask::Result<ExitCode> {
         // One measured case of `bench --concurrent`, in its own process.
         "bench-concurrent-case" => {
             xtask::bench::concurrent::run_case(rest)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        // The body server of `bench`, every request at the size it names (`?bytes=N`), for
+        // the peer program or a profiler: prints its address, serves until stdin ends.
+        "bench-serve" => {
+            xtask::bench::serve_until_stdin_ends(rest)?;
             Ok(ExitCode::SUCCESS)
         }
         // One measured case of `bench`, in its own process.

@@ -1,6 +1,6 @@
 //! One measured case in its own process, and what it measures with.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -12,7 +12,7 @@ use llm_core::{
 use serde_json::{Value, json};
 
 use super::content::{Source, event_payloads, sources, wire};
-use super::server::serve;
+use super::server::{serve, sized_path};
 use super::{MAX_EVENT_BYTES, Scenario};
 use crate::providers::BENCHED as PROVIDERS;
 use crate::{Error, Result};
@@ -50,6 +50,16 @@ fn status_bytes(field: &str) -> Result<u64> {
 pub(super) struct Measure {
     pub(super) cpu_ns: u64,
     pub(super) peak_bytes: u64,
+}
+
+impl Measure {
+    /// Of two runs of a case: the smaller CPU time and the larger peak.
+    pub(super) fn best(self, other: Measure) -> Measure {
+        Measure {
+            cpu_ns: self.cpu_ns.min(other.cpu_ns),
+            peak_bytes: self.peak_bytes.max(other.peak_bytes),
+        }
+    }
 }
 
 /// How a case consumes the response.
@@ -98,7 +108,8 @@ fn context() -> Context {
     }
 }
 
-/// Streams one response; returns the final message and the client thread's CPU time.
+/// Streams one response, from a server thread of this process or, with `remote`, from a
+/// `bench-serve` server there; returns the final message and the client thread's CPU time.
 fn stream_once(
     runtime: &tokio::runtime::Runtime,
     provider: &Arc<dyn Provider>,
@@ -106,12 +117,23 @@ fn stream_once(
     scenario: Scenario,
     size: usize,
     partial: bool,
+    remote: Option<SocketAddr>,
 ) -> Result<(AssistantMessage, u64)> {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Error::Msg(format!("cannot bind the loopback server: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| Error::Msg(e.to_string()))?;
-    let (body, model) = wire(name, scenario, size, addr)?;
-    let server = std::thread::spawn(move || serve(listener, body));
+    let (server, model) = match remote {
+        Some(addr) => {
+            let (_, mut model) = wire(name, scenario, size, addr)?;
+            // The provider appends its own path; the server reads the size from this prefix.
+            model.base_url = format!("http://{addr}/{}", sized_path(size));
+            (None, model)
+        }
+        None => {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .map_err(|e| Error::Msg(format!("cannot bind the loopback server: {e}")))?;
+            let addr = listener.local_addr().map_err(|e| Error::Msg(e.to_string()))?;
+            let (body, model) = wire(name, scenario, size, addr)?;
+            (Some(std::thread::spawn(move || serve(listener, body))), model)
+        }
+    };
     let context = context();
     let options = StreamOptions {
         api_key: Some(ApiKey::new("bench-key")),
@@ -151,10 +173,12 @@ fn stream_once(
         last
     });
     let cpu = thread_cpu_ns()?.saturating_sub(start);
-    let served = server.join().map_err(|_| Error::Msg("the bench server panicked".into()))?;
+    if let Some(server) = server {
+        let served = server.join().map_err(|_| Error::Msg("the bench server panicked".into()))?;
+        served.map_err(|e| Error::Msg(format!("bench server: {e}")))?;
+    }
     let message =
         message.ok_or_else(|| Error::Msg("the stream ended without a terminal event".into()))?;
-    served.map_err(|e| Error::Msg(format!("bench server: {e}")))?;
     Ok((message, cpu))
 }
 
@@ -258,11 +282,23 @@ fn verify(message: &AssistantMessage, scenario: Scenario, size: usize) -> Result
     Ok(())
 }
 
-/// `xtask bench-case PROVIDER SCENARIO BYTES MODE` (MODE `0` plain, `1` partial reads,
-/// `transport`): one measured case in this process; prints `cpu_ns peak_bytes`.
+/// `xtask bench-case PROVIDER SCENARIO BYTES MODE [ADDR]` (MODE `0` plain, `1` partial
+/// reads, `transport`): one measured case in this process; prints `cpu_ns peak_bytes`. With
+/// ADDR (`0` and `1` only) the streams come from the `bench-serve` server there, as the peer
+/// program's do, instead of a server thread of this process.
 pub fn run_case(args: &[String]) -> Result<()> {
-    let [name, scenario, size, mode] = args else {
-        return Err(Error::Msg("bench-case PROVIDER SCENARIO BYTES 0|1|transport".into()));
+    let (name, scenario, size, mode, remote) = match args {
+        [name, scenario, size, mode] => (name, scenario, size, mode, None),
+        [name, scenario, size, mode, addr] => {
+            let addr: SocketAddr =
+                addr.parse().map_err(|e| Error::Msg(format!("ADDR `{addr}`: {e}")))?;
+            (name, scenario, size, mode, Some(addr))
+        }
+        _ => {
+            return Err(Error::Msg(
+                "bench-case PROVIDER SCENARIO BYTES 0|1|transport [ADDR]".into(),
+            ));
+        }
     };
     let scenario = Scenario::parse(scenario)?;
     let size: usize = size.parse().map_err(|e| Error::Msg(format!("size: {e}")))?;
@@ -275,6 +311,9 @@ pub fn run_case(args: &[String]) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::Msg(format!("tokio runtime: {e}")))?;
+    if mode == Mode::Transport && remote.is_some() {
+        return Err(Error::Msg("bench-case: the transport mode has its own server".into()));
+    }
     if mode == Mode::Transport {
         // Warm-up as below; the event count shows the whole body was framed.
         transport_once(&runtime, name, scenario, 16 * 1024)?;
@@ -292,13 +331,14 @@ pub fn run_case(args: &[String]) -> Result<()> {
     let partial = mode == Mode::Partial;
     let provider = (entry.make)();
     // Warm-up: connection setup and lazy statics are not what is measured.
-    let (warm, _) = stream_once(&runtime, &provider, name, scenario, 16 * 1024, partial)?;
+    let (warm, _) = stream_once(&runtime, &provider, name, scenario, 16 * 1024, partial, remote)?;
     verify(&warm, scenario, 16 * 1024)?;
     drop(warm);
     // Peak resident set from here on, relative to the resident set here.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base = status_bytes("VmRSS:")?;
-    let (message, cpu_ns) = stream_once(&runtime, &provider, name, scenario, size, partial)?;
+    let (message, cpu_ns) =
+        stream_once(&runtime, &provider, name, scenario, size, partial, remote)?;
     let peak = status_bytes("VmHWM:")?.saturating_sub(base);
     verify(&message, scenario, size)?;
     println!("{cpu_ns} {peak}");
@@ -351,15 +391,48 @@ mod tests {
     }
 
     #[test]
+    fn every_provider_streams_every_scenario_from_a_bench_serve_server() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for entry in PROVIDERS {
+            let provider = (entry.make)();
+            for scenario in Scenario::ALL {
+                let server = super::super::server::BodyServer::start(entry.name, scenario).unwrap();
+                // Two sizes from one server, as a case's warm-up and measured stream.
+                for size in [16 * 1024, 64 * 1024] {
+                    let (message, _) = stream_once(
+                        &runtime,
+                        &provider,
+                        entry.name,
+                        scenario,
+                        size,
+                        true,
+                        Some(server.addr),
+                    )
+                    .unwrap();
+                    verify(&message, scenario, size)
+                        .unwrap_or_else(|e| panic!("{} {}: {e}", entry.name, scenario.name()));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn every_provider_streams_every_scenario_end_to_end() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         for entry in PROVIDERS {
             let provider = (entry.make)();
             for scenario in Scenario::ALL {
                 for partial in [false, true] {
-                    let (message, cpu) =
-                        stream_once(&runtime, &provider, entry.name, scenario, 64 * 1024, partial)
-                            .unwrap();
+                    let (message, cpu) = stream_once(
+                        &runtime,
+                        &provider,
+                        entry.name,
+                        scenario,
+                        64 * 1024,
+                        partial,
+                        None,
+                    )
+                    .unwrap();
                     verify(&message, scenario, 64 * 1024)
                         .unwrap_or_else(|e| panic!("{} {}: {e}", entry.name, scenario.name()));
                     assert!(cpu > 0);

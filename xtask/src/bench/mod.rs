@@ -19,6 +19,12 @@
 //! Streams (100-byte deltas): `text` (one text block), `one-call` (one `write_file` call),
 //! `three-calls` (three calls in a row, a third of the bytes each). Sizes count argument
 //! (or text) bytes as sent: the arguments' JSON text.
+//!
+//! With `--peer PATH`, the Chat Completions and Mistral rows are also streamed by an outside
+//! program (`PATH async-openai chat-large ADDR BYTES EXPECT`, printing `cpu_ns peak_bytes`
+//! measured as `bench-case` does), events only, and by `bench-case ... 1 ADDR` (partial
+//! reads), the two alternating, both from one `server::BodyServer` in the bench process
+//! serving the same bytes, so only the client differs; a second table gives their ratio.
 
 mod case;
 pub mod charts;
@@ -32,6 +38,7 @@ use std::process::Command;
 pub use case::run_case;
 pub(crate) use case::thread_cpu_ns;
 use case::{Measure, Mode, floor_ns};
+pub use server::serve_until_stdin_ends;
 
 use crate::providers::BENCHED as PROVIDERS;
 use crate::{Error, Result};
@@ -137,30 +144,49 @@ pub fn generated_content(scenario: Scenario, size: usize) -> Vec<(Option<usize>,
 /// `cargo xtask bench` options.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Only this provider (fixture folder name).
-    pub provider: Option<String>,
-    /// Only this scenario.
-    pub scenario: Option<Scenario>,
+    /// Only these providers (fixture folder names).
+    pub provider: Option<Vec<String>>,
+    /// Only these scenarios.
+    pub scenario: Option<Vec<Scenario>>,
     /// Stream sizes in MiB.
     pub sizes: Vec<usize>,
     /// Runs per case (the minimum CPU time and the largest peak are kept).
     pub reps: usize,
     /// Where to draw the table as charts (`--svg DIR`).
     pub svg: Option<std::path::PathBuf>,
+    /// The peer program streaming the Chat Completions and Mistral rows (`--peer PATH`).
+    pub peer: Option<std::path::PathBuf>,
 }
 
 impl Options {
-    /// Parses `[--provider NAME] [--scenario S] [--sizes 1,4,16] [--reps N] [--svg DIR]`.
+    /// Parses `[--provider NAME,..] [--scenario S,..] [--sizes 1,4,16] [--reps N] [--svg DIR]
+    /// [--peer PATH]`.
     pub fn parse(args: &[String]) -> Result<Self> {
-        let mut options =
-            Options { provider: None, scenario: None, sizes: vec![1, 4, 16], reps: 3, svg: None };
+        let mut options = Options {
+            provider: None,
+            scenario: None,
+            sizes: vec![1, 4, 16],
+            reps: 3,
+            svg: None,
+            peer: None,
+        };
         let mut iter = args.iter();
         while let Some(flag) = iter.next() {
             let value =
                 iter.next().ok_or_else(|| Error::Msg(format!("{flag} needs a value")))?.as_str();
             match flag.as_str() {
-                "--provider" => options.provider = Some(value.to_owned()),
-                "--scenario" => options.scenario = Some(Scenario::parse(value)?),
+                "--provider" => {
+                    options.provider =
+                        Some(value.split(',').map(|p| p.trim().to_owned()).collect());
+                }
+                "--scenario" => {
+                    options.scenario = Some(
+                        value
+                            .split(',')
+                            .map(|s| Scenario::parse(s.trim()))
+                            .collect::<Result<_>>()?,
+                    );
+                }
                 "--sizes" => {
                     options.sizes = value
                         .split(',')
@@ -172,6 +198,7 @@ impl Options {
                     options.reps = value.parse().map_err(|e| Error::Msg(format!("--reps: {e}")))?;
                 }
                 "--svg" => options.svg = Some(std::path::PathBuf::from(value)),
+                "--peer" => options.peer = Some(std::path::PathBuf::from(value)),
                 other => return Err(Error::Msg(format!("unknown bench argument `{other}`"))),
             }
         }
@@ -192,31 +219,39 @@ fn measure(
     reps: usize,
 ) -> Result<Measure> {
     let exe = std::env::current_exe().map_err(|e| Error::Msg(format!("current_exe: {e}")))?;
+    let args = ["bench-case", name, scenario.name(), &size.to_string(), mode.arg()];
+    measure_child(&exe, &args, &format!("{name} {} {} MiB", scenario.name(), size / MIB), reps)
+}
+
+/// Runs `program args` `reps` times; each prints `cpu_ns peak_bytes`: the minimum CPU time
+/// and the largest peak.
+fn measure_child(
+    program: &std::path::Path,
+    args: &[&str],
+    what: &str,
+    reps: usize,
+) -> Result<Measure> {
     let mut best: Option<Measure> = None;
     for _ in 0..reps {
-        let output = Command::new(&exe)
-            .args(["bench-case", name, scenario.name(), &size.to_string(), mode.arg()])
+        let output = Command::new(program)
+            .args(args)
             .output()
-            .map_err(|e| Error::Msg(format!("cannot run {}: {e}", exe.display())))?;
+            .map_err(|e| Error::Msg(format!("cannot run {}: {e}", program.display())))?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             return Err(Error::Msg(format!(
-                "{name} {} {} MiB: {}",
-                scenario.name(),
-                size / MIB,
+                "{what}: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             )));
         }
         let mut fields = stdout.split_whitespace().map(str::parse::<u64>);
-        let (Some(Ok(cpu_ns)), Some(Ok(peak_bytes))) = (fields.next(), fields.next()) else {
-            return Err(Error::Msg(format!("unexpected bench-case output `{stdout}`")));
+        let (Some(Ok(cpu_ns)), Some(Ok(peak_bytes)), None) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            return Err(Error::Msg(format!("{what}: unexpected output `{stdout}`")));
         };
-        best = Some(match best {
-            None => Measure { cpu_ns, peak_bytes },
-            Some(b) => {
-                Measure { cpu_ns: b.cpu_ns.min(cpu_ns), peak_bytes: b.peak_bytes.max(peak_bytes) }
-            }
-        });
+        let measure = Measure { cpu_ns, peak_bytes };
+        best = Some(best.map_or(measure, |b| b.best(measure)));
     }
     best.ok_or_else(|| Error::Msg("no run".into()))
 }
@@ -241,6 +276,63 @@ struct Row {
     scenario: Scenario,
     /// One cell per size.
     cells: Vec<Result<Cell>>,
+    /// Against the peer program at each size (`--peer`, [`PEER_PROVIDERS`]).
+    peer: Option<Vec<Result<PeerCell>>>,
+}
+
+/// One size against the peer program, both clients streaming from the same out-of-process
+/// [`server::BodyServer`].
+#[derive(Debug, Clone, Copy)]
+struct PeerCell {
+    /// clawcall with a partial read after every delta.
+    partial: Measure,
+    /// The peer's events-only stream.
+    peer: Measure,
+}
+
+/// The providers whose streams the peer program reads: Chat Completions-shaped chunks.
+const PEER_PROVIDERS: [&str; 2] = ["openai-completions", "mistral"];
+
+/// What the peer checks a stream against: `text=N` (the text's length) or `calls=N0,..`
+/// (call `k`'s `content` length; its path is `src/gen_k.rs`).
+fn peer_expect(scenario: Scenario, size: usize) -> String {
+    let lens: Vec<String> = content::sources(scenario, size)
+        .into_iter()
+        .map(|(call, target)| content::Source::expected_content_len(call, target).to_string())
+        .collect();
+    if scenario == Scenario::Text {
+        format!("text={}", lens.join(","))
+    } else {
+        format!("calls={}", lens.join(","))
+    }
+}
+
+/// clawcall's partial case and the peer program's stream of `size` bytes from `server`,
+/// `reps` times each in fresh processes, alternating so both see the same load.
+fn measure_peer(
+    peer: &std::path::Path,
+    server: &server::BodyServer,
+    name: &str,
+    scenario: Scenario,
+    size: usize,
+    reps: usize,
+) -> Result<PeerCell> {
+    let exe = std::env::current_exe().map_err(|e| Error::Msg(format!("current_exe: {e}")))?;
+    let addr = server.addr.to_string();
+    let size_arg = size.to_string();
+    let ours = ["bench-case", name, scenario.name(), &size_arg, Mode::Partial.arg(), &addr];
+    let theirs = ["async-openai", "chat-large", &addr, &size_arg, &peer_expect(scenario, size)];
+    let what = format!("{name} {} {} MiB", scenario.name(), size / MIB);
+    let mut best: Option<PeerCell> = None;
+    for _ in 0..reps {
+        let partial = measure_child(&exe, &ours, &format!("clawcall {what}"), 1)?;
+        let peer = measure_child(peer, &theirs, &format!("async-openai {what}"), 1)?;
+        best = Some(match best {
+            None => PeerCell { partial, peer },
+            Some(b) => PeerCell { partial: b.partial.best(partial), peer: b.peer.best(peer) },
+        });
+    }
+    best.ok_or_else(|| Error::Msg("no run".into()))
 }
 
 fn ms_per_mib(ns: u64, size_mib: usize) -> f64 {
@@ -324,6 +416,61 @@ fn render(rows: &[Row], sizes: &[usize]) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
+    if rows.iter().any(|r| r.peer.is_some()) {
+        out.push_str(&render_peer(rows, sizes));
+    }
+    out
+}
+
+/// The table against the peer program: clawcall partial and the peer's events-only stream,
+/// both from the same out-of-process server, and their ratio at each size.
+fn render_peer(rows: &[Row], sizes: &[usize]) -> String {
+    let mut out = String::from(
+        "\nAgainst async-openai (the peer program: events only, argument fragments concatenated per call and parsed once at the end), both streaming from one bench-serve server in the bench process; CPU ms per MiB (client thread):\n",
+    );
+    let mut head = "| provider | stream |".to_owned();
+    let mut rule = "|---|---|".to_owned();
+    for size in sizes {
+        let _ = write!(head, " {size} MiB clawcall partial / async-openai | ratio at {size} MiB |");
+        rule.push_str("---|---|");
+    }
+    if let Some(last) = sizes.last() {
+        let _ = write!(head, " peak RSS at {last} MiB clawcall / async-openai |");
+        rule.push_str("---|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+    for row in rows {
+        let Some(peer) = &row.peer else { continue };
+        let mut line = format!("| {} | {} |", row.provider, row.scenario.name());
+        for (cell, size) in peer.iter().zip(sizes) {
+            match cell {
+                Ok(cell) => {
+                    let _ = write!(
+                        line,
+                        " {:.1} / {:.1} | {:.2} |",
+                        ms_per_mib(cell.partial.cpu_ns, *size),
+                        ms_per_mib(cell.peer.cpu_ns, *size),
+                        cell.partial.cpu_ns as f64 / cell.peer.cpu_ns.max(1) as f64
+                    );
+                }
+                Err(e) => {
+                    let _ = write!(line, " failed: {e} | - |");
+                }
+            }
+        }
+        match peer.last() {
+            Some(Ok(cell)) => {
+                let _ = write!(
+                    line,
+                    " {:.1} / {:.1} MiB |",
+                    cell.partial.peak_bytes as f64 / MIB as f64,
+                    cell.peer.peak_bytes as f64 / MIB as f64
+                );
+            }
+            _ => line.push_str(" - |"),
+        }
+        let _ = writeln!(out, "{line}");
+    }
     out
 }
 
@@ -331,11 +478,11 @@ fn render(rows: &[Row], sizes: &[usize]) -> String {
 pub fn run(options: &Options) -> Result<String> {
     let mut rows = Vec::new();
     for entry in PROVIDERS {
-        if options.provider.as_deref().is_some_and(|p| p != entry.name) {
+        if options.provider.as_ref().is_some_and(|p| !p.iter().any(|p| p == entry.name)) {
             continue;
         }
         for scenario in Scenario::ALL {
-            if options.scenario.is_some_and(|s| s != scenario) {
+            if options.scenario.as_ref().is_some_and(|s| !s.contains(&scenario)) {
                 continue;
             }
             let mut cells = Vec::new();
@@ -371,7 +518,13 @@ pub fn run(options: &Options) -> Result<String> {
                 }
                 cells.push(cell);
             }
-            rows.push(Row { provider: entry.name, scenario, cells });
+            let peer = match &options.peer {
+                Some(peer) if PEER_PROVIDERS.contains(&entry.name) => {
+                    Some(peer_row(peer, entry.name, scenario, options))
+                }
+                _ => None,
+            };
+            rows.push(Row { provider: entry.name, scenario, cells, peer });
         }
     }
     if let Some(dir) = &options.svg {
@@ -380,6 +533,41 @@ pub fn run(options: &Options) -> Result<String> {
         }
     }
     Ok(render(&rows, &options.sizes))
+}
+
+/// The peer program's stream at every size, from one [`server::BodyServer`].
+fn peer_row(
+    peer: &std::path::Path,
+    name: &str,
+    scenario: Scenario,
+    options: &Options,
+) -> Vec<Result<PeerCell>> {
+    let server = match server::BodyServer::start(name, scenario) {
+        Ok(server) => server,
+        Err(e) => {
+            let e = e.to_string();
+            return options.sizes.iter().map(|_| Err(Error::Msg(e.clone()))).collect();
+        }
+    };
+    options
+        .sizes
+        .iter()
+        .map(|&size_mib| {
+            let measure = measure_peer(peer, &server, name, scenario, size_mib * MIB, options.reps);
+            match &measure {
+                Ok(m) => eprintln!(
+                    "{name} {} {size_mib} MiB from bench-serve: partial {:.1} ms, async-openai {:.1} ms, peak {:.1} / {:.1} MiB",
+                    scenario.name(),
+                    m.partial.cpu_ns as f64 / 1e6,
+                    m.peer.cpu_ns as f64 / 1e6,
+                    m.partial.peak_bytes as f64 / MIB as f64,
+                    m.peer.peak_bytes as f64 / MIB as f64
+                ),
+                Err(e) => eprintln!("{name} {} {size_mib} MiB: {e}", scenario.name()),
+            }
+            measure
+        })
+        .collect()
 }
 
 /// The table as charts: CPU per MiB against the stream's size, plain and with partial
@@ -415,4 +603,55 @@ fn cpu_charts(rows: &[Row], sizes: &[usize]) -> Vec<(&'static str, charts::Chart
             chart("CPU per MiB, a partial read after every delta", series(|c| c.partial.cpu_ns)),
         ),
     ]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peer_is_told_the_lengths_the_stream_decodes_to() {
+        let size = 300_000;
+        for scenario in Scenario::ALL {
+            // The oracle: the generated text, or each call's arguments parsed by serde_json.
+            let lens: Vec<String> = generated_content(scenario, size)
+                .into_iter()
+                .map(|(call, text)| match call {
+                    None => text.len().to_string(),
+                    Some(k) => {
+                        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        assert_eq!(value["path"], format!("src/gen_{k}.rs"));
+                        value["content"].as_str().unwrap().len().to_string()
+                    }
+                })
+                .collect();
+            let kind = if scenario == Scenario::Text { "text" } else { "calls" };
+            assert_eq!(peer_expect(scenario, size), format!("{kind}={}", lens.join(",")));
+        }
+    }
+
+    #[test]
+    fn bench_options_take_a_peer_program() {
+        let args: Vec<String> = [
+            "--peer",
+            "/p/clawcall-peers",
+            "--sizes",
+            "1,4",
+            "--provider",
+            "openai-completions,mistral",
+            "--scenario",
+            "text,one-call",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let options = Options::parse(&args).unwrap();
+        assert_eq!(options.peer.as_deref(), Some(std::path::Path::new("/p/clawcall-peers")));
+        assert_eq!(options.sizes, [1, 4]);
+        assert_eq!(options.provider.unwrap(), ["openai-completions", "mistral"]);
+        assert_eq!(options.scenario.unwrap(), [Scenario::Text, Scenario::OneCall]);
+        assert!(Options::parse(&["--scenario".to_owned(), "text,nope".to_owned()]).is_err());
+        assert!(Options::parse(&["--peer".to_owned()]).is_err());
+    }
 }
