@@ -209,6 +209,7 @@ where
         span: span.clone(),
         last_usage: None,
         seen: Seen::default(),
+        idle_timer: None,
     };
     let deltas = futures_util::stream::unfold(driver, |mut d| async move {
         // Entered while the request works, so the HTTP exchange can name its server on it.
@@ -299,6 +300,8 @@ struct Driver<C, N, D: StreamDecoder> {
     span: tracing::Span,
     last_usage: Option<crate::types::Usage>,
     seen: Seen,
+    /// The idle timer of the response being read (see `read_before`).
+    idle_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 enum Outcome {
@@ -359,12 +362,15 @@ where
                 Phase::Body { mut body, mut framing, mut decoder } => {
                     let limit = min_opt(self.timeouts.idle, self.remaining());
                     let next = match limit {
-                        Some(limit) => match tokio::time::timeout(limit, body.next()).await {
-                            Ok(n) => n,
-                            Err(_) => {
-                                Some(Err(self.timeout_error("waiting for stream data", limit)))
+                        Some(limit) => {
+                            let deadline = tokio::time::Instant::now() + limit;
+                            match self.read_before(&mut body, deadline).await {
+                                Some(n) => n,
+                                None => {
+                                    Some(Err(self.timeout_error("waiting for stream data", limit)))
+                                }
                             }
-                        },
+                        }
                         None => body.next().await,
                     };
                     let mut events = Vec::new();
@@ -639,6 +645,34 @@ where
             usage: self.last_usage.as_ref(),
         });
         batch
+    }
+
+    /// The body's next item, or `None` when `deadline` passes first. One timer serves the
+    /// whole response: a read leaves it armed, and it is moved on only when it fires before
+    /// the current deadline (arming and dropping a timer per read took tokio's timer-wheel
+    /// lock twice per read, which the runtime's other worker contends for).
+    async fn read_before(
+        &mut self,
+        body: &mut ByteStream,
+        deadline: tokio::time::Instant,
+    ) -> Option<Option<Result<Bytes, Error>>> {
+        let timer =
+            self.idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.deadline() > deadline {
+            timer.as_mut().reset(deadline);
+        }
+        let mut read = body.next();
+        loop {
+            match futures_util::future::select(&mut read, timer.as_mut()).await {
+                futures_util::future::Either::Left((item, _)) => return Some(item),
+                futures_util::future::Either::Right(_) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return None;
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+            }
+        }
     }
 
     fn remaining(&self) -> Option<Duration> {

@@ -4,6 +4,8 @@ mod args_done;
 mod changed_path;
 mod drive_path_rule;
 mod fidelity;
+#[cfg(feature = "tokio")]
+mod idle;
 mod lone_surrogates;
 mod partial_json;
 mod sse;
