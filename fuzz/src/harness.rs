@@ -714,7 +714,7 @@ pub fn check_transcript(events: &[AssistantEvent]) {
                 }
             }
             (AssistantEvent::ProviderContent { content, .. }, Some(b)) => assert!(
-                matches!(b, AssistantContent::ProviderContent(p) if p == content),
+                matches!(b, AssistantContent::ProviderContent(p) if *p == **content),
                 "provider_content differs from the message"
             ),
             (

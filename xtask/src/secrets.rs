@@ -209,7 +209,7 @@ async fn replay(job: &Job, trace: &Buffer) -> Result<Outcome> {
         if let AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } = event
         {
             let mut transcript = fixture.context.messages.clone();
-            transcript.push(Message::Assistant(Box::new(message.clone())));
+            transcript.push(Message::Assistant(message.clone()));
             surfaces.push((
                 "the saved transcript JSON",
                 serde_json::to_string_pretty(&transcript).unwrap_or_default(),

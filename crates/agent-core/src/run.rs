@@ -1016,7 +1016,7 @@ impl AgentRun {
                 AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. },
             ))) => {
                 telemetry::record_output(response.stream.span(), &message);
-                Input::ResponseEnded(message)
+                Input::ResponseEnded(*message)
             }
             Ok(Poll::Ready(Some(event))) => return Some(Input::ResponseEvent(event)),
             Ok(Poll::Ready(None)) => Input::ResponseEnded(response.stream.partial().to_message()),

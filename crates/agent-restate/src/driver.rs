@@ -750,7 +750,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                         }
                     }
                     drop(attempt);
-                    last.unwrap_or_else(|| stream.partial().to_message())
+                    last.unwrap_or_else(|| Box::new(stream.partial().to_message()))
                 }
             }));
             let message = match started {
@@ -782,7 +782,7 @@ impl<'a, 'ctx> Driver<'a, 'ctx> {
                     message.error_message.as_deref().unwrap_or("unknown")
                 ));
             }
-            Ok(RecordedResponse::Message(Box::new(message)))
+            Ok(RecordedResponse::Message(message))
         };
         let result = self
             .ctx

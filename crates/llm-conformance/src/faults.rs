@@ -1251,7 +1251,7 @@ async fn base(entry: ProviderEntry, root: &std::path::Path) -> Result<Base, Stri
                 ));
             }
         };
-        streams.insert(source, (Arc::new(recorded), message));
+        streams.insert(source, (Arc::new(recorded), *message));
     }
     Ok(Base { entry, streams })
 }

@@ -188,7 +188,7 @@ impl MessageAssembler {
                     _ => {}
                 }
             }
-            *message = self.message.clone();
+            **message = self.message.clone();
             message.content = content;
         }
         Some(event)
@@ -330,8 +330,10 @@ impl MessageAssembler {
                 let index = self.message.content.len();
                 self.message.content.push(AssistantContent::ProviderContent(content.clone()));
                 self.slots.push(Slot::InMessage);
-                self.events
-                    .push_back(AssistantEvent::ProviderContent { content_index: index, content });
+                self.events.push_back(AssistantEvent::ProviderContent {
+                    content_index: index,
+                    content: Box::new(content),
+                });
             }
             Delta::BlockEnd { key } => self.close_block(key),
             Delta::Usage(mut usage) => {
@@ -507,8 +509,7 @@ impl MessageAssembler {
             return;
         }
         // The message is moved in by `next_event`.
-        self.events
-            .push_back(AssistantEvent::Done { reason, message: AssistantMessage::default() });
+        self.events.push_back(AssistantEvent::Done { reason, message: Box::default() });
     }
 
     fn finish_err(&mut self, error: Error) {
@@ -535,8 +536,8 @@ impl MessageAssembler {
         // The message is moved in by `next_event`.
         self.events.push_back(AssistantEvent::Error {
             reason,
-            message: AssistantMessage::default(),
-            error,
+            message: Box::default(),
+            error: Box::new(error),
         });
     }
 }
@@ -935,7 +936,10 @@ mod tests {
         assert!(matches!(&events[3], AssistantEvent::TextEnd { content_index: 0, .. }));
         assert_eq!(
             events[4],
-            AssistantEvent::ProviderContent { content_index: 1, content: content.clone() }
+            AssistantEvent::ProviderContent {
+                content_index: 1,
+                content: Box::new(content.clone())
+            }
         );
         let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
         assert_eq!(message.content[1], AssistantContent::ProviderContent(content));
@@ -1070,7 +1074,7 @@ mod tests {
         let events = drain(&mut a);
         let Some(AssistantEvent::Done { message, .. }) = events.last() else { panic!() };
         // The last snapshot, taken before `done` was read, is the final message.
-        assert_eq!(snapshots.last(), Some(message));
+        assert_eq!(snapshots.last(), Some(&**message));
         let calls: Vec<&ToolCall> = message.tool_calls().collect();
         assert_eq!(calls[0].arguments, json!({"x": [1, 2]}));
         assert_eq!(calls[1].arguments, json!({"given": true}));

@@ -644,12 +644,12 @@ impl StructuredStream {
                     self.done = true;
                     let parsed = self.streamed_answer(&message);
                     let outcome = outcome_parsed(&self.format, &message, None, parsed);
-                    return Some(StructuredEvent::Done { outcome, message: Box::new(message) });
+                    return Some(StructuredEvent::Done { outcome, message });
                 }
                 AssistantEvent::Error { message, error, .. } => {
                     self.done = true;
                     let outcome = outcome(&self.format, &message, Some(&error));
-                    return Some(StructuredEvent::Done { outcome, message: Box::new(message) });
+                    return Some(StructuredEvent::Done { outcome, message });
                 }
                 _ => continue,
             };

@@ -109,7 +109,7 @@ impl AssistantStream {
         while let Some(event) = self.next().await {
             match event {
                 AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. } => {
-                    last = Some(message)
+                    last = Some(*message)
                 }
                 _ => {}
             }

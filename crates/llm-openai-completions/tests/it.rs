@@ -136,8 +136,8 @@ async fn collect(stream: llm_core::AssistantStream) -> Vec<AssistantEvent> {
 
 fn terminal(events: &[AssistantEvent]) -> (StopReason, llm_core::AssistantMessage) {
     match events.last().unwrap() {
-        AssistantEvent::Done { reason, message } => (*reason, message.clone()),
-        AssistantEvent::Error { reason, message, .. } => (*reason, message.clone()),
+        AssistantEvent::Done { reason, message } => (*reason, *message.clone()),
+        AssistantEvent::Error { reason, message, .. } => (*reason, *message.clone()),
         other => panic!("not terminal: {other:?}"),
     }
 }

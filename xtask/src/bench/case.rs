@@ -179,7 +179,7 @@ fn stream_once(
     }
     let message =
         message.ok_or_else(|| Error::Msg("the stream ended without a terminal event".into()))?;
-    Ok((message, cpu))
+    Ok((*message, cpu))
 }
 
 /// Receives the response of `scenario` with the HTTP client the providers use (reqwest) and

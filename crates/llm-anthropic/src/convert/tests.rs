@@ -735,7 +735,7 @@ fn decode_server_blocks() -> AssistantMessage {
     }
     let events: Vec<_> = std::iter::from_fn(|| assembler.next_event()).collect();
     match events.last() {
-        Some(llm_core::AssistantEvent::Done { message, .. }) => message.clone(),
+        Some(llm_core::AssistantEvent::Done { message, .. }) => *message.clone(),
         other => panic!("{other:?}"),
     }
 }

@@ -58,7 +58,7 @@ fn assemble(deltas: Vec<Delta>) -> llm_core::AssistantMessage {
     let events: Vec<AssistantEvent> = std::iter::from_fn(|| assembler.next_event()).collect();
     match events.last() {
         Some(AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. }) => {
-            message.clone()
+            *message.clone()
         }
         other => panic!("not terminal: {other:?}"),
     }

@@ -49,7 +49,7 @@ fn assemble(deltas: Vec<Delta>) -> (Vec<AssistantEvent>, AssistantMessage) {
         }
         other => panic!("no terminal event: {other:?}"),
     };
-    (events, message)
+    (events, *message)
 }
 
 fn run(body: &str) -> (Vec<AssistantEvent>, AssistantMessage) {

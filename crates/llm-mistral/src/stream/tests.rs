@@ -42,7 +42,7 @@ fn events(sse: &str) -> Vec<AssistantEvent> {
 fn final_message(sse: &str) -> llm_core::AssistantMessage {
     match events(sse).pop() {
         Some(AssistantEvent::Done { message, .. } | AssistantEvent::Error { message, .. }) => {
-            message
+            *message
         }
         other => panic!("no terminal event: {other:?}"),
     }

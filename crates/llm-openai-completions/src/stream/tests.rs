@@ -67,9 +67,9 @@ fn tc(index: Option<u64>, id: Option<&str>, name: Option<&str>, args: &str) -> V
 
 fn last(events: &[AssistantEvent]) -> (StopReason, llm_core::AssistantMessage, Option<Error>) {
     match events.last().unwrap() {
-        AssistantEvent::Done { reason, message } => (*reason, message.clone(), None),
+        AssistantEvent::Done { reason, message } => (*reason, *message.clone(), None),
         AssistantEvent::Error { reason, message, error } => {
-            (*reason, message.clone(), Some(error.clone()))
+            (*reason, *message.clone(), Some(*error.clone()))
         }
         other => panic!("not terminal: {other:?}"),
     }
