@@ -127,6 +127,10 @@ fn closing_whitespace(text: &[u8]) -> Option<usize> {
 
 /// Templates kept: a text and a call, or two calls streaming in turn.
 const KEPT: usize = 2;
+/// The longest event a set learns: a template keeps the event's text, and the events worth
+/// reading by comparison are many small ones (a server that sends one large fragment gains
+/// nothing from it, and must not double what it makes us hold).
+const MAX_LEARNED_BYTES: usize = 8 * 1024;
 /// Templates that may be learned and dropped unmatched before a set stops learning: a stream
 /// whose events never repeat pays the learning a bounded number of times.
 const UNMATCHED: u32 = 8;
@@ -180,7 +184,7 @@ impl<F: Copy> EventTemplates<F> {
         what: F,
         text: &WireText,
     ) {
-        if !self.learning() {
+        if !self.learning() || data.len() > MAX_LEARNED_BYTES {
             return;
         }
         let Some(template) = EventTemplate::learn(data, fragment, padding) else { return };

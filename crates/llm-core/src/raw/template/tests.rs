@@ -201,3 +201,30 @@ fn whitespace_before_the_closing_brace_may_differ() {
         assert_eq!(read(&template, &next.replace(r#""x"}"#, r#""x" }"#)), None);
     }
 }
+
+#[test]
+fn a_set_learns_small_events_only_and_stops_after_unmatched_ones() {
+    let text = |t: &str| crate::raw::WireText::from(t);
+    // A large event is not kept: the set would hold its text.
+    let mut set = super::EventTemplates::<u8>::default();
+    let big = chunk(&"x".repeat(super::MAX_LEARNED_BYTES), "");
+    set.learn(&big, ARGUMENTS, &["obfuscation"], 1, &text(&"x".repeat(super::MAX_LEARNED_BYTES)));
+    assert!(set.read(&big).is_none());
+    // A small one is, and is read back with what it is.
+    set.learn(&chunk("ab", ""), ARGUMENTS, &["obfuscation"], 2, &text("ab"));
+    assert_eq!(
+        set.read(&chunk("cd", "p")).map(|(what, t)| (what, t.into_string())),
+        Some((2, "cd".into()))
+    );
+    // A template whose fragment is not the text the parse read is not kept.
+    set.learn(&chunk("ef", "").replace("chatcmpl-1", "chatcmpl-9"), ARGUMENTS, &[], 3, &text("zz"));
+    assert!(set.read(&chunk("gh", "").replace("chatcmpl-1", "chatcmpl-9")).is_none());
+    // Learning stops once enough templates were dropped without a match.
+    let mut set = super::EventTemplates::<u8>::default();
+    for i in 0..64 {
+        let id = format!("chatcmpl-{i}");
+        set.learn(&chunk("a", "").replace("chatcmpl-1", &id), ARGUMENTS, &[], 0, &text("a"));
+    }
+    assert!(!set.learning());
+    assert!(super::EventTemplates::<u8>::off().read(&chunk("a", "")).is_none());
+}
