@@ -24,5 +24,5 @@ pub use crate::assembler::MessageAssembler;
 pub use crate::error::{duration_from_secs, is_retryable_status, parse_retry_after};
 pub use crate::event::{BlockKey, Delta};
 pub use scripted::{ScriptedProvider, ScriptedTurn};
-pub use template::{EventTemplate, EventTemplates, Step};
+pub use template::{CHAT_ARGUMENTS, CHAT_CONTENT, EventTemplate, EventTemplates, Step};
 pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue, replace_lone_surrogates};

@@ -20,7 +20,10 @@ use llm_core::raw::sse::SseEvent;
 use llm_core::transform::{IdRules, normalize_tool_call_id};
 use llm_core::{
     Error, ErrorKind, StopReason, Usage,
-    raw::{BlockKey, Channel, Delta, EventTemplates, Step, SurrogateJoiner, WireValue},
+    raw::{
+        BlockKey, CHAT_ARGUMENTS, CHAT_CONTENT, Channel, Delta, EventTemplates, SurrogateJoiner,
+        WireValue,
+    },
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -35,19 +38,6 @@ enum TextKind {
     Thinking,
 }
 
-/// Where a chunk of one text fragment has it.
-const CONTENT_PATH: &[Step<'static>] =
-    &[Step::Key("choices"), Step::Only, Step::Key("delta"), Step::Key("content")];
-/// Where a chunk of one argument fragment has it.
-const ARGUMENTS_PATH: &[Step<'static>] = &[
-    Step::Key("choices"),
-    Step::Only,
-    Step::Key("delta"),
-    Step::Key("tool_calls"),
-    Step::Only,
-    Step::Key("function"),
-    Step::Key("arguments"),
-];
 /// The random padding Mistral adds at the top level of chunks; nothing reads it.
 const PADDING: &[&str] = &["p"];
 
@@ -202,7 +192,7 @@ impl Decoder {
             return;
         };
         let (fragment, text, path) = match (&delta.content, delta.tool_calls.as_deref()) {
-            (Some(WireValue::Text(text)), None) => (Fragment::Content, text, CONTENT_PATH),
+            (Some(WireValue::Text(text)), None) => (Fragment::Content, text, CHAT_CONTENT),
             (
                 None,
                 Some(
@@ -218,7 +208,7 @@ impl Decoder {
             ) if id.as_deref().is_none_or(|id| !is_real_id(id))
                 && name.as_deref().is_none_or(str::is_empty) =>
             {
-                (Fragment::Arguments(*index), text, ARGUMENTS_PATH)
+                (Fragment::Arguments(*index), text, CHAT_ARGUMENTS)
             }
             _ => return,
         };

@@ -11,7 +11,10 @@ use llm_core::raw::drive::WireDecoder;
 use llm_core::raw::sse::SseEvent;
 use llm_core::{
     Error, ErrorKind, StopReason,
-    raw::{BlockKey, Channel, Delta, EventTemplates, Step, SurrogateJoiner, WireValue},
+    raw::{
+        BlockKey, CHAT_ARGUMENTS, CHAT_CONTENT, Channel, Delta, EventTemplates, SurrogateJoiner,
+        WireValue,
+    },
 };
 use serde_json::Value;
 
@@ -70,19 +73,6 @@ pub(crate) const NO_FINISH_REASON: &str = "Stream ended without finish_reason";
 /// The message of the error for an unusable call under a tool-use stop.
 pub(crate) const MALFORMED_CALL: &str = "Provider returned an incomplete or malformed tool call";
 
-/// Where a chunk of one text fragment has it.
-const CONTENT_PATH: &[Step<'static>] =
-    &[Step::Key("choices"), Step::Only, Step::Key("delta"), Step::Key("content")];
-/// Where a chunk of one argument fragment has it.
-const ARGUMENTS_PATH: &[Step<'static>] = &[
-    Step::Key("choices"),
-    Step::Only,
-    Step::Key("delta"),
-    Step::Key("tool_calls"),
-    Step::Only,
-    Step::Key("function"),
-    Step::Key("arguments"),
-];
 /// A random string OpenAI adds at the top level of every chunk; nothing reads it.
 const PADDING: &[&str] = &["obfuscation"];
 /// What the one fragment of a chunk read through a template is.
@@ -268,7 +258,7 @@ impl Decoder {
             return;
         }
         let (fragment, text, path) = match (&delta.content, delta.tool_calls.as_deref()) {
-            (Some(WireValue::Text(text)), None) => (Fragment::Content, text, CONTENT_PATH),
+            (Some(WireValue::Text(text)), None) => (Fragment::Content, text, CHAT_CONTENT),
             (
                 None,
                 Some(
@@ -284,7 +274,7 @@ impl Decoder {
                         },
                     ],
                 ),
-            ) => (Fragment::Arguments(*index), text, ARGUMENTS_PATH),
+            ) => (Fragment::Arguments(*index), text, CHAT_ARGUMENTS),
             _ => return,
         };
         self.templates.learn(data, path, PADDING, fragment, text);

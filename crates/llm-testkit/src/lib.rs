@@ -5,7 +5,8 @@
 //! - [`server`]: the one loopback replay server (hand-written HTTP/1.1 on tokio TCP:
 //!   no axum, no hyper server), recording requests and cutting streams into writes;
 //! - [`replay`]: replaying a recorded multi-turn session (`claw`'s offline mode, the
-//!   end-to-end tests).
+//!   end-to-end tests);
+//! - `strategies` (feature `strategies`): property-test strategies for decoder tests.
 //!
 //! `cargo xtask conformance`, `cargo xtask faults`, the provider crates' tests and
 //! `claw` use it; it depends on llm-core only.
@@ -23,6 +24,8 @@ pub mod eventstream;
 pub mod fixture;
 pub mod replay;
 pub mod server;
+#[cfg(feature = "strategies")]
+pub mod strategies;
 
 /// A test-kit failure: what failed and where.
 #[derive(Debug)]

@@ -814,27 +814,6 @@ fn raw_delta(index: u64, kind: &str, field: &str, text: &str, padding: usize) ->
     )
 }
 
-/// A JSON string literal's inside, built from pieces that stress the string scan and the
-/// surrogate joiner.
-fn literal() -> impl proptest::strategy::Strategy<Value = String> {
-    use proptest::prelude::*;
-    proptest::collection::vec(
-        prop_oneof![
-            Just("ab"),
-            Just("\\\""),
-            Just("\\\\"),
-            Just("\\n"),
-            Just("\\ud83d"),
-            Just("\\ude00"),
-            Just("é"),
-            Just("{\\\"k\\\":"),
-            Just("1}"),
-        ],
-        0..5,
-    )
-    .prop_map(|pieces| pieces.concat())
-}
-
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
@@ -842,7 +821,7 @@ proptest::proptest! {
     /// a consumer sees, whatever the events are.
     #[test]
     fn templates_change_no_delta(steps in proptest::collection::vec(
-        (0u8..9, 0u64..3, literal(), 0usize..4),
+        (0u8..9, 0u64..3, llm_testkit::strategies::json_string_literal(), 0usize..4),
         0..40,
     )) {
         let mut events = vec![(

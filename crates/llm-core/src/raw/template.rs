@@ -30,6 +30,23 @@ pub enum Step<'a> {
     Only,
 }
 
+/// Where a Chat Completions-style chunk (OpenAI's, and the servers that copy its shape) carries
+/// one text fragment: `choices[0].delta.content` of its one choice.
+pub const CHAT_CONTENT: &[Step<'static>] =
+    &[Step::Key("choices"), Step::Only, Step::Key("delta"), Step::Key("content")];
+
+/// Where a Chat Completions-style chunk carries one argument fragment:
+/// `choices[0].delta.tool_calls[0].function.arguments` of its one choice and one call.
+pub const CHAT_ARGUMENTS: &[Step<'static>] = &[
+    Step::Key("choices"),
+    Step::Only,
+    Step::Key("delta"),
+    Step::Key("tool_calls"),
+    Step::Only,
+    Step::Key("function"),
+    Step::Key("arguments"),
+];
+
 /// The deepest nesting a learned event may have (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 128;
 

@@ -494,27 +494,6 @@ fn chunks_read_through_a_template_decode_as_the_full_parse() {
     assert!(with.contains(&Delta::ToolCallArgs { key: 1, fragment: ":1}".into() }), "{with:?}");
 }
 
-/// A JSON string literal's inside, built from pieces that stress the string scan and the
-/// surrogate joiner.
-fn literal() -> impl proptest::strategy::Strategy<Value = String> {
-    use proptest::prelude::*;
-    proptest::collection::vec(
-        prop_oneof![
-            Just("ab"),
-            Just("\\\""),
-            Just("\\\\"),
-            Just("\\n"),
-            Just("\\ud83d"),
-            Just("\\ude00"),
-            Just("é"),
-            Just("{\\\"k\\\":"),
-            Just("1}"),
-        ],
-        0..5,
-    )
-    .prop_map(|pieces| pieces.concat())
-}
-
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
@@ -522,7 +501,7 @@ proptest::proptest! {
     /// a consumer sees, whatever the chunks are.
     #[test]
     fn templates_change_no_delta(steps in proptest::collection::vec(
-        (0u8..8, 0u64..3, literal(), proptest::option::of("[a-z0-9]{0,6}"), proptest::bool::weighted(0.1)),
+        (0u8..8, 0u64..3, llm_testkit::strategies::json_string_literal(), proptest::option::of("[a-z0-9]{0,6}"), proptest::bool::weighted(0.1)),
         0..40,
     )) {
         let mut chunks = Vec::new();

@@ -626,27 +626,14 @@ fn chunks_read_through_a_template_decode_as_the_full_parse() {
     assert_eq!(args, r#"{"a":1,"b":"\ud83d\ude00"}"#);
 }
 
-/// A JSON string literal's inside, built from pieces that stress the string scan and the
-/// surrogate joiner.
+/// A fragment's literal, sometimes ending in a reasoning tag (split off from `content`).
 fn literal() -> impl proptest::strategy::Strategy<Value = String> {
-    use proptest::prelude::*;
-    proptest::collection::vec(
-        prop_oneof![
-            Just("ab"),
-            Just("\\\""),
-            Just("\\\\"),
-            Just("\\n"),
-            Just("\\ud83d"),
-            Just("\\ude00"),
-            Just("é"),
-            Just("{\\\"k\\\":"),
-            Just("1}"),
-            Just("<think>"),
-            Just("</think>"),
-        ],
-        0..5,
+    use proptest::strategy::Strategy;
+    (
+        llm_testkit::strategies::json_string_literal(),
+        proptest::sample::select(vec!["", "<think>", "</think>"]),
     )
-    .prop_map(|pieces| pieces.concat())
+        .prop_map(|(text, tag)| text + tag)
 }
 
 proptest::proptest! {

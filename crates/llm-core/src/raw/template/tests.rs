@@ -3,17 +3,8 @@ use serde_json::{Value, json};
 
 use super::{EventTemplate, Step};
 
-const CONTENT: &[Step<'static>] =
-    &[Step::Key("choices"), Step::Only, Step::Key("delta"), Step::Key("content")];
-const ARGUMENTS: &[Step<'static>] = &[
-    Step::Key("choices"),
-    Step::Only,
-    Step::Key("delta"),
-    Step::Key("tool_calls"),
-    Step::Only,
-    Step::Key("function"),
-    Step::Key("arguments"),
-];
+const CONTENT: &[Step<'static>] = super::CHAT_CONTENT;
+const ARGUMENTS: &[Step<'static>] = super::CHAT_ARGUMENTS;
 
 /// The fragment read, as a string.
 fn read(template: &EventTemplate, data: &str) -> Option<String> {
