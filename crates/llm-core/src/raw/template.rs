@@ -10,7 +10,8 @@
 //! Why it reads the same as a full parse: JSON parses left to right, so text that equals the
 //! learned event byte for byte, except that other string literals stand where the learned one
 //! had string literals (the fragment and padding, found by a structural walk of the learned
-//! event), parses to the learned value with those strings replaced. A decoder learns only from
+//! event) and another run of whitespace stands before the final closing brace (Anthropic's
+//! padding), parses to the learned value with those strings replaced. A decoder learns only from
 //! an event whose every other field it either does not read or reads with no effect the second
 //! time, and treats a match as that event with the new fragment. Anything else (another shape,
 //! a duplicate key, an escape in a key, a control character or a bad escape in a string) is no
