@@ -912,7 +912,36 @@ fn render(rows: &[Row]) -> String {
             }
         }
     }
+    for line in peer_ratios(rows) {
+        let _ = writeln!(out, "{line}");
+    }
     out
+}
+
+/// Per N and provider, the clawcall stream's CPU per stream over the best peer's.
+fn peer_ratios(rows: &[Row]) -> Vec<String> {
+    let per_stream =
+        |r: &Row| r.report.as_ref().ok().map(|r| r.cpu_ns as f64 / r.streams.max(1) as f64);
+    let mut lines = Vec::new();
+    for row in rows.iter().filter(|r| r.client == "clawcall stream") {
+        let Some(ours) = per_stream(row) else { continue };
+        let best = rows
+            .iter()
+            .filter(|r| {
+                r.n == row.n && r.provider == row.provider && !r.client.starts_with("clawcall")
+            })
+            .filter_map(|r| Some((per_stream(r)?, r.client.as_str())))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((theirs, peer)) = best {
+            lines.push(format!(
+                "N = {}, {}: clawcall stream / best peer ({peer}) = {:.2}",
+                row.n,
+                row.provider,
+                ours / theirs
+            ));
+        }
+    }
+    lines
 }
 
 /// `cargo xtask bench --concurrent ...`: prints the table (see the module docs).
@@ -964,11 +993,23 @@ pub fn run(options: &Options) -> Result<String> {
                     ));
                 }
             }
-            for (client, program, args) in clients {
-                let report = (0..options.reps)
-                    .map(|_| run_child(&program, &args))
-                    .collect::<Result<Vec<_>>>()
-                    .and_then(|r| median(r).ok_or_else(|| Error::Msg("no run".into())));
+            // Reps go round the clients (one run of each, then the next round), so a drift of
+            // the machine during a cell weighs on every client alike.
+            let mut runs: Vec<Result<Vec<Report>>> =
+                clients.iter().map(|_| Ok(Vec::new())).collect();
+            for _ in 0..options.reps {
+                for ((_, program, args), reports) in clients.iter().zip(runs.iter_mut()) {
+                    if let Ok(done) = reports {
+                        match run_child(program, args) {
+                            Ok(report) => done.push(report),
+                            Err(e) => *reports = Err(e),
+                        }
+                    }
+                }
+            }
+            for ((client, _, _), reports) in clients.into_iter().zip(runs) {
+                let report =
+                    reports.and_then(|r| median(r).ok_or_else(|| Error::Msg("no run".into())));
                 match &report {
                     Ok(r) => eprintln!(
                         "{n} {} {client}: {:.2} ms CPU per stream, first delta p50 {:.1} ms p99 {:.1} ms, {:.1} KiB per stream",
@@ -1055,6 +1096,49 @@ mod tests {
         };
         assert_eq!(Report::parse(&report.line()).unwrap(), report);
         assert!(Report::parse("garbage").is_err());
+    }
+
+    #[test]
+    fn the_ratio_is_to_the_cheapest_peer_at_the_same_n() {
+        let row = |n, client: &str, cpu_ns| Row {
+            n,
+            provider: "openai-completions",
+            client: client.to_owned(),
+            report: Ok(Report {
+                cpu_ns,
+                events: 1,
+                streams: 10,
+                ttfe_p50_us: 0,
+                ttfe_p99_us: 0,
+                peak_bytes: 0,
+                fds_before: 0,
+                fds_after: 0,
+                tasks_before: 0,
+                tasks_after: 0,
+                wall_us: 0,
+            }),
+        };
+        let rows = [
+            row(100, "clawcall transport", 10),
+            row(100, "clawcall stream", 40),
+            row(100, "async-openai", 50),
+            row(100, "genai", 80),
+            row(1000, "clawcall stream", 90),
+            row(1000, "genai", 60),
+            Row {
+                n: 1000,
+                provider: "openai-completions",
+                client: "async-openai".into(),
+                report: Err(Error::Msg("failed".into())),
+            },
+        ];
+        assert_eq!(
+            peer_ratios(&rows),
+            [
+                "N = 100, openai-completions: clawcall stream / best peer (async-openai) = 0.80",
+                "N = 1000, openai-completions: clawcall stream / best peer (genai) = 1.50",
+            ]
+        );
     }
 
     #[test]
