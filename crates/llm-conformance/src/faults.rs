@@ -843,19 +843,18 @@ async fn replay(
     target: Target,
     tweak: impl FnOnce(&mut StreamOptions),
 ) -> Result<Observed> {
-    let (server, addr, _hole) = match target {
+    let (server, addr, _hole, _closed) = match target {
         Target::Server(scripts) => {
             let server = RawServer::start(scripts)
                 .await
                 .map_err(|e| Error::Msg(format!("cannot start the fault server: {e}")))?;
             let addr = server.addr;
-            (Some(server), addr, None)
+            (Some(server), addr, None, None)
         }
         Target::Refused => {
-            let addr = rawserver::closed_port()
-                .await
+            let closed = rawserver::closed_port()
                 .map_err(|e| Error::Msg(format!("cannot find a closed port: {e}")))?;
-            (None, addr, None)
+            (None, closed.addr, None, Some(closed))
         }
         Target::Blackhole => {
             let hole = rawserver::blackhole()
@@ -864,7 +863,7 @@ async fn replay(
                 .ok_or_else(|| {
                     Error::Msg("this system accepts connections beyond the listen backlog: cannot simulate a connect timeout".to_owned())
                 })?;
-            (None, hole.addr, Some(hole))
+            (None, hole.addr, Some(hole), None)
         }
     };
     Ok(replay_at(entry, recorded, server, addr, tweak).await)

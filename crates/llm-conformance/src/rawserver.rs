@@ -299,10 +299,29 @@ pub fn status_response(status: u16, headers: &[(&str, &str)], body: &str) -> Byt
     Bytes::from(out)
 }
 
-/// A 127.0.0.1 port with nothing listening (bound, then released).
-pub async fn closed_port() -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    listener.local_addr()
+/// A 127.0.0.1 port where a connection is refused. The port stays bound (without
+/// listening and without `SO_REUSEADDR`) while this value lives: a released port
+/// is handed to the next listener that binds port 0, often another replay's
+/// server, which then answers a run that expected a refusal. Keep it alive while
+/// it is used.
+pub struct ClosedPort {
+    /// Where a connection attempt is refused.
+    pub addr: SocketAddr,
+    _socket: tokio::net::TcpSocket,
+}
+
+impl std::fmt::Debug for ClosedPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClosedPort").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+/// Makes a [`ClosedPort`].
+pub fn closed_port() -> std::io::Result<ClosedPort> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(([127, 0, 0, 1], 0).into())?;
+    let addr = socket.local_addr()?;
+    Ok(ClosedPort { addr, _socket: socket })
 }
 
 /// A listener whose accept queue is full, so a new connection attempt hangs in
@@ -338,4 +357,21 @@ pub async fn blackhole() -> std::io::Result<Option<Blackhole>> {
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_closed_port_refuses_and_stays_taken_while_it_lives() {
+        let closed = closed_port().unwrap();
+        let refused = TcpStream::connect(closed.addr).await.unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        // Servers bind port 0 with SO_REUSEADDR; not even that may take this one.
+        let other = tokio::net::TcpSocket::new_v4().unwrap();
+        other.set_reuseaddr(true).unwrap();
+        assert!(other.bind(closed.addr).is_err(), "another listener took the closed port");
+        assert!(TcpListener::bind(closed.addr).await.is_err());
+    }
 }
