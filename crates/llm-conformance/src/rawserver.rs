@@ -361,6 +361,7 @@ pub async fn blackhole() -> std::io::Result<Option<Blackhole>> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     #[tokio::test]
