@@ -1187,9 +1187,15 @@ impl PartialJson {
         if append_current {
             let frame = self.stack.get(deepest);
             let member = match (node, frame) {
-                (Value::Object(map), Some(frame)) => {
-                    frame.key.as_deref().and_then(|k| map.get_mut(k))
-                }
+                (Value::Object(map), Some(frame)) => frame.key.as_deref().and_then(|k| {
+                    // The string streaming is nearly always the member put last: reached
+                    // without hashing its key per fragment (a repeated key sits earlier).
+                    if map.keys().next_back().is_some_and(|last| last == k) {
+                        map.values_mut().next_back()
+                    } else {
+                        map.get_mut(k)
+                    }
+                }),
                 (Value::Array(items), Some(frame)) => items.get_mut(frame.next_index),
                 _ => None,
             };

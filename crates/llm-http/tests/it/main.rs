@@ -242,6 +242,67 @@ fn debug_redacts_every_credential_header() {
     assert!(is_secret_header("Proxy-Authorization") && !is_secret_header("content-type"));
 }
 
+/// The documented rule, written plainly: the name in lower case is `cookie` or `set-cookie`,
+/// or contains one of the parts.
+fn secret_by_rule(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "cookie"
+        || name == "set-cookie"
+        || ["key", "token", "secret", "auth", "signature", "credential"]
+            .iter()
+            .any(|part| name.contains(part))
+}
+
+#[test]
+fn secret_headers_follow_the_documented_rule() {
+    let named = [
+        "authorization",
+        "Proxy-Authorization",
+        "cookie",
+        "Set-Cookie",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "x-amz-security-token",
+        "X-Amz-Signature",
+        "aws-credential",
+        "x-client-secret",
+        "KEY",
+        "monkey",
+        "tokens",
+        "oauth2",
+        "content-type",
+        "accept",
+        "cookies",
+        "set-cookie2",
+        "x-request-id",
+        "user-agent",
+        "k",
+        "ke",
+        "",
+        "secre",
+        "x-sig",
+        "credentia",
+        "ÄUTH",
+        "x-äpi-key",
+        "authé",
+    ];
+    for name in named {
+        assert_eq!(is_secret_header(name), secret_by_rule(name), "{name:?}");
+    }
+    // Every short name over an alphabet of the parts' letters, in both cases, and others.
+    let alphabet = ['k', 'E', 'y', 't', 'o', 'a', 'U', 'h', 's', 'c', '-', 'é'];
+    let mut names = vec![String::new()];
+    for _ in 0..4 {
+        let longer: Vec<String> =
+            names.iter().flat_map(|n| alphabet.iter().map(move |c| format!("{n}{c}"))).collect();
+        for name in &longer {
+            assert_eq!(is_secret_header(name), secret_by_rule(name), "{name:?}");
+        }
+        names = longer;
+    }
+}
+
 #[test]
 fn one_client_per_distinct_transport_configuration() {
     let transport = HttpTransport::new();

@@ -674,3 +674,65 @@ proptest::proptest! {
         proptest::prop_assert_eq!(decode_chunks(&chunks, true).0, decode_chunks(&chunks, false).0);
     }
 }
+
+/// The argument scanner's rule, one byte at a time: where a second top-level object starts
+/// (`Some`), or the state after all of `text`.
+fn scan_by_rule(text: &[u8]) -> (Option<usize>, super::tool_calls::Scan) {
+    use super::tool_calls::Scan;
+    let mut scan = Scan::Start;
+    for (i, &b) in text.iter().enumerate() {
+        scan = match scan {
+            Scan::Start if b == b'{' => Scan::Object { depth: 1, in_string: false, escape: false },
+            Scan::Start if b.is_ascii_whitespace() => Scan::Start,
+            Scan::Start | Scan::NonObject => return (None, Scan::NonObject),
+            Scan::Object { depth, in_string: true, escape } => Scan::Object {
+                depth,
+                in_string: escape || b != b'"',
+                escape: !escape && b == b'\\',
+            },
+            Scan::Object { depth, .. } => match b {
+                b'"' => Scan::Object { depth, in_string: true, escape: false },
+                b'{' | b'[' => Scan::Object { depth: depth + 1, in_string: false, escape: false },
+                b'}' | b']' if depth <= 1 => Scan::Closed,
+                b'}' | b']' => Scan::Object { depth: depth - 1, in_string: false, escape: false },
+                _ => scan,
+            },
+            Scan::Closed if b == b'{' => return (Some(i), scan),
+            Scan::Closed if b.is_ascii_whitespace() => Scan::Closed,
+            Scan::Closed | Scan::Trailing => return (None, Scan::Trailing),
+        };
+    }
+    (None, scan)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// However the arguments are cut into fragments, the scanner finds the second object
+    /// where the byte-by-byte rule does and ends in the same state.
+    #[test]
+    fn the_argument_scanner_follows_the_bytewise_rule(
+        text in "[{}\\[\\]\"\\\\a ]{0,40}",
+        cuts in proptest::collection::vec(0usize..41, 0..6),
+    ) {
+        let (split, end) = scan_by_rule(text.as_bytes());
+        let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= text.len()).collect();
+        cuts.push(0);
+        cuts.push(text.len());
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut scan = super::tool_calls::Scan::Start;
+        let mut found = None;
+        for pair in cuts.windows(2) {
+            let (from, to) = (pair[0], pair[1]);
+            if let Some(at) = scan.feed(&text[from..to]) {
+                found = Some(from + at);
+                break;
+            }
+        }
+        proptest::prop_assert_eq!(found, split);
+        if split.is_none() {
+            proptest::prop_assert_eq!(scan, end);
+        }
+    }
+}

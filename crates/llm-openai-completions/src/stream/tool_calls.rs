@@ -66,22 +66,26 @@ impl Scan {
                 }
                 Scan::Object { depth, in_string, escape } => {
                     if *in_string {
+                        // The string up to its closing quote in one go: plain runs skipped
+                        // eight bytes at a time, each escape's two bytes stepped over here.
                         if *escape {
                             *escape = false;
-                        } else {
-                            // Skip the plain run of the string in one go.
+                            i += 1;
+                        }
+                        loop {
                             let rest = bytes.get(i..).unwrap_or_default();
-                            match find_any(rest, [b'"', b'\\']) {
-                                Some(p) => {
-                                    i += p;
-                                    if bytes.get(i) == Some(&b'\\') {
-                                        *escape = true;
-                                    } else {
-                                        *in_string = false;
-                                    }
-                                }
-                                None => return None,
+                            let p = find_any(rest, [b'"', b'\\'])?;
+                            i += p;
+                            if bytes.get(i) == Some(&b'"') {
+                                *in_string = false;
+                                break;
                             }
+                            if i + 1 >= bytes.len() {
+                                // The escaped byte comes with the next fragment.
+                                *escape = true;
+                                return None;
+                            }
+                            i += 2;
                         }
                     } else {
                         match b {

@@ -248,6 +248,17 @@ fn duplicate_keys_keep_first_position_last_value() {
     let strict: Value = serde_json::from_str(input).unwrap();
     assert_eq!(feed_chars(input).value(), &strict);
     assert_eq!(strict, json!({"a": "x", "b": 2}));
+    // A repeated key's string streams into the member's first position, not into the member
+    // put last.
+    let input = r#"{"a":"first","b":"second","a":"third and longer"}"#;
+    let mut p = PartialJson::new();
+    for (i, c) in input.char_indices() {
+        p.push(&c.to_string());
+        if input.get(..=i) == Some(r#"{"a":"first","b":"second","a":"third an"#) {
+            assert_eq!(p.value(), &json!({"a": "third an", "b": "second"}));
+        }
+    }
+    assert_eq!(p.value(), &serde_json::from_str::<Value>(input).unwrap());
 }
 
 #[test]
