@@ -17,7 +17,6 @@
 //! retryable while nothing was emitted; one with the same id is ignored.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 
 use llm_core::raw::drive::WireDecoder;
@@ -25,7 +24,7 @@ use llm_core::raw::partial_json::PartialJson;
 use llm_core::raw::sse::SseEvent;
 use llm_core::{
     Error, ErrorKind, ProviderContent, StopReason, Usage,
-    raw::{Channel, Delta, EventTemplates, Step, SurrogateJoiner, WireText},
+    raw::{Channel, Delta, EventTemplates, HotMap, Step, SurrogateJoiner, WireText},
 };
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
@@ -176,8 +175,9 @@ enum Fragment {
 }
 
 impl Fragment {
-    /// The event the full parse gives for a `content_block_delta` of this fragment.
-    fn event(self, text: WireText) -> WireEvent<'static> {
+    /// The block index and the delta the full parse gives for a `content_block_delta` of
+    /// this fragment.
+    fn delta(self, text: WireText) -> (u64, WireDelta<'static>) {
         let (index, kind, delta) = match self {
             Fragment::Text(index) => {
                 (index, "text_delta", WireDelta { text: Some(text), ..WireDelta::default() })
@@ -193,12 +193,7 @@ impl Fragment {
                 WireDelta { partial_json: Some(text), ..WireDelta::default() },
             ),
         };
-        WireEvent {
-            kind: Some(Cow::Borrowed("content_block_delta")),
-            index: Some(Num(index)),
-            delta: Some(WireDelta { kind: Some(Cow::Borrowed(kind)), ..delta }),
-            ..WireEvent::default()
-        }
+        (index, WireDelta { kind: Some(Cow::Borrowed(kind)), ..delta })
     }
 
     /// The fragment of `event`, when it is a `content_block_delta` of one text, thinking or
@@ -327,7 +322,7 @@ impl Block {
 /// data becomes a `decode` error delta, an `event: error` an error delta of the matching kind.
 pub struct Decoder {
     tool_names: ToolNames,
-    blocks: HashMap<u64, Block>,
+    blocks: HotMap<Block>,
     tokens: Tokens,
     /// The id of the message this body carries, once `message_start` came.
     message_id: Option<Option<String>>,
@@ -368,7 +363,7 @@ impl Decoder {
     pub(crate) fn with_tool_names(tool_names: ToolNames) -> Self {
         Decoder {
             tool_names,
-            blocks: HashMap::new(),
+            blocks: HotMap::new(),
             tokens: Tokens::default(),
             message_id: None,
             emitted_content: false,
@@ -416,7 +411,7 @@ impl Decoder {
                     .blocks
                     .iter()
                     .filter(|(_, b)| matches!(b, Block::Opaque { .. }))
-                    .map(|(k, _)| *k)
+                    .map(|(k, _)| k)
                     .collect();
                 pending.sort_unstable();
                 for key in pending {
@@ -478,7 +473,7 @@ impl Decoder {
 
     fn start_block(&mut self, key: u64, raw: &RawValue, out: &mut Vec<Delta>) {
         // A start for a key that is still open closes the old block first.
-        if self.blocks.contains_key(&key) {
+        if self.blocks.contains_key(key) {
             self.stop_block(key, out);
         }
         let raw = raw.get();
@@ -575,7 +570,7 @@ impl Decoder {
     }
 
     fn block_delta(&mut self, key: u64, delta: WireDelta<'_>, out: &mut Vec<Delta>) {
-        let Some(block) = self.blocks.get_mut(&key) else { return };
+        let Some(block) = self.blocks.get_mut(key) else { return };
         let surrogates = &mut self.surrogates;
         match (delta.kind.as_deref(), block) {
             (Some("text_delta"), Block::Text { open, .. }) => {
@@ -656,7 +651,7 @@ impl Decoder {
     }
 
     fn stop_block(&mut self, key: u64, out: &mut Vec<Delta>) {
-        let Some(block) = self.blocks.remove(&key) else { return };
+        let Some(block) = self.blocks.remove(key) else { return };
         match block {
             Block::Text { open: true, citations } if !citations.is_empty() => {
                 let mut signature = serde_json::Map::new();
@@ -753,16 +748,20 @@ impl Decoder {
             self.fail(error, out);
             return;
         }
-        // Fastest path: the event repeats a learned one around a new fragment.
-        let repeated = self.templates.read(&event.data);
-        let parsed: Result<WireEvent<'_>, _> = match repeated {
-            Some((fragment, text)) => Ok(fragment.event(text)),
-            None => serde_json::from_str(&event.data).inspect(|wire| {
-                if let Some((fragment, text, path)) = Fragment::of(wire) {
-                    self.templates.learn(&event.data, &path, &[], fragment, text);
-                }
-            }),
-        };
+        // Fastest path: the event repeats a learned one around a new fragment, and goes
+        // straight to its block (no whole event is built and moved).
+        if let Some((fragment, text)) = self.templates.read(&event.data) {
+            let (index, delta) = fragment.delta(text);
+            let before = out.len();
+            self.block_delta(index, delta, out);
+            self.note_content(out.get(before..).unwrap_or_default());
+            return;
+        }
+        let parsed = serde_json::from_str::<WireEvent<'_>>(&event.data).inspect(|wire| {
+            if let Some((fragment, text, path)) = Fragment::of(wire) {
+                self.templates.learn(&event.data, &path, &[], fragment, text);
+            }
+        });
         let mut wire = match parsed {
             Ok(w) => w,
             Err(e) => {
@@ -788,8 +787,13 @@ impl Decoder {
         }
         let before = out.len();
         self.handle(&kind, wire, out);
+        self.note_content(out.get(before..).unwrap_or_default());
+    }
+
+    /// Notes whether `added` holds a content delta (anything the driver would show).
+    fn note_content(&mut self, added: &[Delta]) {
         if !self.emitted_content {
-            self.emitted_content = out.get(before..).unwrap_or_default().iter().any(|d| {
+            self.emitted_content = added.iter().any(|d| {
                 !matches!(
                     d,
                     Delta::Metadata { .. }

@@ -18,12 +18,10 @@
 //! `content_filtered` stop reasons are `refused` errors that name the reason instead of
 //! "An unknown error occurred".
 
-use std::collections::HashMap;
-
 use llm_core::raw::drive::StreamDecoder;
 use llm_core::{
     Error, ErrorKind, StopReason, Usage,
-    raw::{Channel, Delta, SurrogateJoiner, WireText},
+    raw::{Channel, Delta, HotMap, SurrogateJoiner, WireText},
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -119,7 +117,7 @@ enum Block {
 /// The wire state machine (one per attempt).
 #[derive(Debug, Default)]
 pub struct Decoder {
-    blocks: HashMap<u64, Block>,
+    blocks: HotMap<Block>,
     surrogates: SurrogateJoiner,
     /// The outcome `messageStop` announced, emitted at `metadata` or the end of the body.
     stop: Option<Result<StopReason, Error>>,
@@ -327,7 +325,7 @@ impl Decoder {
         let Some(delta) = delta else { return };
         let surrogates = &mut self.surrogates;
         if let Some(text) = delta.text {
-            let block = self.blocks.entry(key).or_insert(Block::Text);
+            let block = self.blocks.get_or_insert(key, Block::Text);
             if *block == Block::Text {
                 let text = surrogates.join(key, Channel::Text, text);
                 if !text.is_empty() {
@@ -336,7 +334,7 @@ impl Decoder {
             }
         } else if let Some(input) = delta.tool_use.map(|t| t.input.unwrap_or_default()) {
             // Input for a block that never started is dropped (no call without an id).
-            if self.blocks.get(&key) == Some(&Block::Tool) {
+            if self.blocks.get_mut(key).is_some_and(|b| *b == Block::Tool) {
                 let fragment = surrogates.join(key, Channel::ToolArgs, input);
                 if !fragment.is_empty() {
                     out.push(Delta::ToolCallArgs { key, fragment });
@@ -346,7 +344,7 @@ impl Decoder {
             let redacted = reasoning.redacted_content.filter(|r| !r.is_empty());
             let fresh =
                 if redacted.is_some() { Block::Redacted(String::new()) } else { Block::Thinking };
-            match self.blocks.entry(key).or_insert(fresh) {
+            match self.blocks.get_or_insert(key, fresh) {
                 Block::Thinking => {
                     if let Some(text) = reasoning
                         .text
@@ -370,7 +368,7 @@ impl Decoder {
     }
 
     fn block_stop(&mut self, key: u64, out: &mut Vec<Delta>) {
-        match self.blocks.remove(&key) {
+        match self.blocks.remove(key) {
             Some(Block::Redacted(data)) => {
                 out.push(Delta::RedactedThinking { key, data });
                 out.push(Delta::BlockEnd { key });

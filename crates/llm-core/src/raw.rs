@@ -12,6 +12,7 @@
 #[cfg(feature = "tokio")]
 pub mod drive;
 pub mod framing;
+pub mod hot_map;
 pub mod partial_json;
 pub mod printer;
 pub mod scripted;
@@ -23,6 +24,7 @@ pub mod wire_text;
 pub use crate::assembler::MessageAssembler;
 pub use crate::error::{duration_from_secs, is_retryable_status, parse_retry_after};
 pub use crate::event::{BlockKey, Delta};
+pub use hot_map::HotMap;
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use template::{CHAT_ARGUMENTS, CHAT_CONTENT, EventTemplate, EventTemplates, Step};
 pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue, replace_lone_surrogates};

@@ -325,8 +325,13 @@ impl SseDecoder {
             }
             return Ok(());
         }
-        let (name, value) = match text.split_once(':') {
-            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
+        // The field name is short: a plain byte search finds its colon sooner than
+        // `split_once`'s searcher is set up.
+        let (name, value) = match text.bytes().position(|b| b == b':') {
+            Some(colon) => {
+                let value = text.get(colon + 1..).unwrap_or_default();
+                (text.get(..colon).unwrap_or_default(), value.strip_prefix(' ').unwrap_or(value))
+            }
             None => (text, ""),
         };
         let known = match name {
