@@ -10,6 +10,7 @@
 use llm_core::output::OutputMode;
 use std::collections::BTreeSet;
 
+use llm_core::raw::object;
 use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
@@ -154,7 +155,8 @@ pub(crate) fn build_request(
             tools.push(tool);
             forced = Some(json!({"type": "tool", "name": format.name}));
         } else {
-            format_config = Some(json!({"type": "json_schema", "schema": plan.schema}));
+            format_config =
+                Some(object([("type", Value::from("json_schema")), ("schema", plan.schema)]));
         }
     }
     let has_tools = !tools.is_empty();
@@ -318,7 +320,11 @@ fn project_schema(parameters: &Value) -> Option<Value> {
         }
         Some(_) => return None,
     };
-    Some(json!({ "type": "object", "properties": properties, "required": required }))
+    Some(object([
+        ("type", Value::from("object")),
+        ("properties", properties),
+        ("required", required),
+    ]))
 }
 
 /// Wire tools: `{name, description, input_schema}`, `eager_input_streaming` when supported,
@@ -712,7 +718,7 @@ fn convert_messages(
                 WireContent::Text(t) => Value::String(t),
                 WireContent::Blocks(b) => Value::Array(b.into_iter().map(Value::Object).collect()),
             };
-            json!({ "role": m.role, "content": content })
+            object([("role", Value::from(m.role)), ("content", content)])
         })
         .collect()
 }

@@ -28,3 +28,12 @@ pub use hot_map::HotMap;
 pub use scripted::{ScriptedProvider, ScriptedTurn};
 pub use template::{CHAT_ARGUMENTS, CHAT_CONTENT, EventTemplate, EventTemplates, Step};
 pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue, replace_lone_surrogates};
+
+/// A JSON object of `members` in order, their values moved in.
+///
+/// `serde_json::json!` serializes every value written into it again: a schema, a message's
+/// content or a tool's result put into a request that way is copied whole, node by node, on
+/// every request. Build those members with this instead.
+pub fn object<const N: usize>(members: [(&str, serde_json::Value); N]) -> serde_json::Value {
+    serde_json::Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}

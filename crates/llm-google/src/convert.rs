@@ -6,6 +6,7 @@
 use llm_http::{HeaderMap, HttpRequest, insert_header};
 use serde_json::{Map, Value, json};
 
+use llm_core::raw::object;
 use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
     AssistantContent, AssistantMessage, Context, Error, ErrorKind, Message, Model, ReasoningLevel,
@@ -194,7 +195,7 @@ pub(crate) fn convert_tools(tools: &[Tool], use_parameters: bool) -> Option<Valu
             Value::Object(d)
         })
         .collect();
-    Some(json!([{"functionDeclarations": declarations}]))
+    Some(Value::Array(vec![object([("functionDeclarations", Value::Array(declarations))])]))
 }
 
 fn tool_config(choice: &ToolChoice) -> Value {
@@ -355,7 +356,10 @@ pub(crate) fn convert_messages(
                 let parts: Vec<Value> =
                     user.content.blocks().iter().filter_map(user_part).collect();
                 if !parts.is_empty() {
-                    contents.push(json!({"role": "user", "parts": parts}));
+                    contents.push(object([
+                        ("role", Value::from("user")),
+                        ("parts", Value::Array(parts)),
+                    ]));
                 }
             }
             Message::Assistant(assistant) => {
@@ -379,7 +383,10 @@ pub(crate) fn convert_messages(
                 });
                 match merged {
                     Some(parts) => parts.push(part),
-                    None => contents.push(json!({"role": "user", "parts": [part]})),
+                    None => contents.push(object([
+                        ("role", Value::from("user")),
+                        ("parts", Value::Array(vec![part])),
+                    ])),
                 }
                 if let Some(images) = images {
                     held_images.push(images);
@@ -468,7 +475,8 @@ fn assistant_content(message: &AssistantMessage, model: &Model, send_ids: bool) 
             AssistantContent::ProviderContent(_) => {}
         }
     }
-    (!parts.is_empty()).then(|| json!({"role": "model", "parts": parts}))
+    (!parts.is_empty())
+        .then(|| object([("role", Value::from("model")), ("parts", Value::Array(parts))]))
 }
 
 /// A tool result as a `functionResponse` part, plus the separate image turn for
@@ -501,7 +509,8 @@ fn function_response(
     };
     let mut fr = Map::new();
     fr.insert("name".to_owned(), Value::String(result.tool_name.clone()));
-    let response = if result.is_error { json!({"error": value}) } else { json!({"output": value}) };
+    let response =
+        object([(if result.is_error { "error" } else { "output" }, Value::String(value))]);
     fr.insert("response".to_owned(), response);
     let mut held = None;
     if !images.is_empty() {
@@ -510,13 +519,13 @@ fn function_response(
         } else {
             let mut parts = vec![json!({"text": "Tool result image:"})];
             parts.extend(images);
-            held = Some(json!({"role": "user", "parts": parts}));
+            held = Some(object([("role", Value::from("user")), ("parts", Value::Array(parts))]));
         }
     }
     if send_ids {
         fr.insert("id".to_owned(), Value::String(result.tool_call_id.clone()));
     }
-    (json!({"functionResponse": fr}), held)
+    (object([("functionResponse", Value::Object(fr))]), held)
 }
 
 #[cfg(test)]

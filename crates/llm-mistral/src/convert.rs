@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use llm_core::raw::object;
 use llm_core::transform::{IdRules, normalize_tool_call_id, transform_messages};
 use llm_core::{
     AssistantContent, Context, Error, ErrorKind, Message, Model, ReasoningLevel, StreamOptions,
@@ -191,7 +192,7 @@ pub(crate) fn build_body(
         schema.insert("strict".into(), Value::Bool(plan.strict));
         body.insert(
             "response_format".into(),
-            serde_json::json!({"type": "json_schema", "json_schema": schema}),
+            object([("type", Value::from("json_schema")), ("json_schema", Value::Object(schema))]),
         );
     }
     Ok(Value::Object(body))
@@ -397,11 +398,17 @@ pub(crate) fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
                                 Value::Object(_) => call.arguments.to_string(),
                                 _ => "{}".to_owned(),
                             };
-                            calls.push(json!({
-                                "id": ids.map(&call.id),
-                                "type": "function",
-                                "function": {"name": call.name, "arguments": arguments},
-                            }));
+                            calls.push(object([
+                                ("id", Value::String(ids.map(&call.id))),
+                                ("type", Value::from("function")),
+                                (
+                                    "function",
+                                    object([
+                                        ("name", Value::from(call.name.as_str())),
+                                        ("arguments", Value::String(arguments)),
+                                    ]),
+                                ),
+                            ]));
                         }
                         _ => {}
                     }
@@ -442,16 +449,19 @@ pub(crate) fn convert_messages(model: &Model, context: &Context) -> Vec<Value> {
                 let content = if images.is_empty() || !supports_images {
                     Value::String(text)
                 } else {
-                    let mut chunks = vec![json!({"type": "text", "text": text})];
+                    let mut chunks = vec![object([
+                        ("type", Value::from("text")),
+                        ("text", Value::String(text)),
+                    ])];
                     chunks.extend(images);
                     Value::Array(chunks)
                 };
-                out.push(json!({
-                    "role": "tool",
-                    "tool_call_id": ids.map(&result.tool_call_id),
-                    "name": result.tool_name,
-                    "content": content,
-                }));
+                out.push(object([
+                    ("role", Value::from("tool")),
+                    ("tool_call_id", Value::String(ids.map(&result.tool_call_id))),
+                    ("name", Value::from(result.tool_name.as_str())),
+                    ("content", content),
+                ]));
             }
         }
     }
@@ -474,7 +484,7 @@ fn user_message(content: &UserMessageContent, supports_images: bool) -> Option<V
                 })
                 .collect();
             if !parts.is_empty() {
-                Some(json!({"role": "user", "content": parts}))
+                Some(object([("role", Value::from("user")), ("content", Value::Array(parts))]))
             } else if had_images && !supports_images {
                 Some(json!({"role": "user", "content": IMAGE_OMITTED}))
             } else {

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use llm_core::raw::object;
 use llm_core::transform::{IdRules, transform_messages};
 use llm_core::{
     AssistantContent, AssistantMessage, CacheRetention, Context, Error, ErrorKind, Message, Model,
@@ -237,7 +238,7 @@ fn response_format(
     if compat.supports_strict_mode {
         schema.insert("strict".into(), Value::Bool(plan.strict));
     }
-    json!({"type": "json_schema", "json_schema": schema})
+    object([("type", Value::from("json_schema")), ("json_schema", Value::Object(schema))])
 }
 
 /// The wire name of a reasoning level (`max` is OpenAI's `xhigh`).
@@ -537,7 +538,7 @@ pub(crate) fn convert_messages(
                         Value::Array(parts)
                     }
                 };
-                out.push(json!({"role": "user", "content": content}));
+                out.push(object([("role", Value::from("user")), ("content", content)]));
                 after_tool_result = false;
             }
             Message::Assistant(assistant) => {
@@ -564,7 +565,10 @@ pub(crate) fn convert_messages(
                     }
                     let mut parts = vec![json!({"type": "text", "text": TOOL_IMAGES_TEXT})];
                     parts.extend(images);
-                    out.push(json!({"role": "user", "content": parts}));
+                    out.push(object([
+                        ("role", Value::from("user")),
+                        ("content", Value::Array(parts)),
+                    ]));
                     after_tool_result = false;
                 }
             }
@@ -679,11 +683,19 @@ fn assistant_message(message: &AssistantMessage, compat: &ResolvedCompat) -> Opt
         let tool_calls: Vec<Value> = calls
             .iter()
             .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": serde_json::to_string(&c.arguments).unwrap_or_else(|_| "{}".to_owned())}
-                })
+                let arguments =
+                    serde_json::to_string(&c.arguments).unwrap_or_else(|_| "{}".to_owned());
+                object([
+                    ("id", Value::from(c.id.as_str())),
+                    ("type", Value::from("function")),
+                    (
+                        "function",
+                        object([
+                            ("name", Value::from(c.name.as_str())),
+                            ("arguments", Value::String(arguments)),
+                        ]),
+                    ),
+                ])
             })
             .collect();
         wire.insert("tool_calls".into(), Value::Array(tool_calls));

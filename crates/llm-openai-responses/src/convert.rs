@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use llm_core::raw::object;
 use llm_core::raw::strict::{StrictPlan, ToolListStrictness, resolve_tool_list};
 use llm_core::transform::{IdRules, normalize_tool_call_id, transform_messages};
 use llm_core::{
@@ -233,7 +234,7 @@ pub(crate) fn build_body(
         }
         wire.insert("schema".into(), plan.schema);
         wire.insert("strict".into(), Value::Bool(plan.strict));
-        body.insert("text".into(), json!({"format": wire}));
+        body.insert("text".into(), object([("format", Value::Object(wire))]));
     }
     Ok((Value::Object(body), strict_plans))
 }
@@ -527,7 +528,13 @@ fn user_item(user: &UserMessage) -> Option<Value> {
             UserContent::Image(image) => Some(image_part(&image.data, &image.mime_type)),
         })
         .collect();
-    (!content.is_empty()).then(|| json!({"type": "message", "role": "user", "content": content}))
+    (!content.is_empty()).then(|| {
+        object([
+            ("type", Value::from("message")),
+            ("role", Value::from("user")),
+            ("content", Value::Array(content)),
+        ])
+    })
 }
 
 fn tool_result_item(result: &ToolResultMessage, call_id: String, model: &Model) -> Value {
@@ -543,7 +550,8 @@ fn tool_result_item(result: &ToolResultMessage, call_id: String, model: &Model) 
     let output = if !images.is_empty() && model.supports_images() {
         let mut parts = Vec::with_capacity(images.len() + 1);
         if !text.is_empty() {
-            parts.push(json!({"type": "input_text", "text": text}));
+            parts
+                .push(object([("type", Value::from("input_text")), ("text", Value::String(text))]));
         }
         parts.extend(images);
         Value::Array(parts)
@@ -552,7 +560,11 @@ fn tool_result_item(result: &ToolResultMessage, call_id: String, model: &Model) 
     } else {
         Value::from(text)
     };
-    json!({"type": "function_call_output", "call_id": call_id, "output": output})
+    object([
+        ("type", Value::from("function_call_output")),
+        ("call_id", Value::String(call_id)),
+        ("output", output),
+    ])
 }
 
 /// A replayed assistant turn: reasoning items (same model, from the stored item JSON),
