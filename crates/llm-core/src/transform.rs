@@ -388,18 +388,20 @@ pub fn transform_messages(
     let mut id_map: HashMap<String, String> = HashMap::new();
     let mut transformed = Vec::with_capacity(messages.len());
     for message in messages {
+        // An assistant message is rebuilt from the original (one copy, not two).
+        if let Message::Assistant(assistant) = message {
+            transformed.push(transform_assistant(assistant, target, id_rules, &mut id_map).into());
+            continue;
+        }
         let message = if vision { message.clone() } else { downgrade_images(message) };
         let message = match message {
-            Message::User(_) => message,
             Message::ToolResult(mut result) => {
                 if let Some(mapped) = id_map.get(&result.tool_call_id) {
                     result.tool_call_id = mapped.clone();
                 }
                 Message::ToolResult(result)
             }
-            Message::Assistant(assistant) => {
-                transform_assistant(&assistant, target, id_rules, &mut id_map).into()
-            }
+            other => other,
         };
         transformed.push(message);
     }
