@@ -211,7 +211,8 @@ where
         seen: Seen::default(),
         idle_timer: None,
     };
-    let deltas = futures_util::stream::unfold(driver, |mut d| async move {
+    // The driver is boxed: the unfold's state and its future would each reserve room for it.
+    let deltas = futures_util::stream::unfold(Box::new(driver), |mut d| async move {
         // Entered while the request works, so the HTTP exchange can name its server on it.
         let span = d.span.clone();
         let batch = tracing::Instrument::instrument(d.step(), span).await?;
@@ -273,8 +274,18 @@ struct Seen {
 
 enum Phase<F, D> {
     Connect,
-    Body { body: ByteStream, framing: F, decoder: D },
+    /// Boxed: the step moves the phase out while it awaits a read, and a body state held
+    /// inline would be reserved twice in every stream's allocation (in the driver and in
+    /// the step's future).
+    Body(Box<BodyState<F, D>>),
     Finished,
+}
+
+/// A response being read.
+struct BodyState<F, D> {
+    body: ByteStream,
+    framing: F,
+    decoder: D,
 }
 
 struct Driver<C, N, D: StreamDecoder> {
@@ -342,11 +353,11 @@ where
                             self.span
                                 .record("http.response.status_code", i64::from(response.status));
                             self.ended = false;
-                            self.phase = Phase::Body {
+                            self.phase = Phase::Body(Box::new(BodyState {
                                 body: response.body,
                                 framing: D::framing(self.max_event_bytes),
                                 decoder: (self.new_decoder)(),
-                            };
+                            }));
                         }
                         Err(error) => {
                             if let Some(status) = error.status {
@@ -359,12 +370,13 @@ where
                         }
                     }
                 }
-                Phase::Body { mut body, mut framing, mut decoder } => {
+                Phase::Body(mut state) => {
+                    let BodyState { body, framing, decoder } = &mut *state;
                     let limit = min_opt(self.timeouts.idle, self.remaining());
                     let next = match limit {
                         Some(limit) => {
                             let deadline = tokio::time::Instant::now() + limit;
-                            match self.read_before(&mut body, deadline).await {
+                            match self.read_before(body, deadline).await {
                                 Some(n) => n,
                                 None => {
                                     Some(Err(self.timeout_error("waiting for stream data", limit)))
@@ -384,7 +396,7 @@ where
                             // are freed and reused while they are still cheap to reuse.
                             for piece in bytes.chunks(FRAMING_PIECE) {
                                 let framed = framing.push(piece, &mut events);
-                                self.decode(&mut decoder, &mut events, &mut out);
+                                self.decode(decoder, &mut events, &mut out);
                                 if let Err(e) = framed {
                                     out.push(Delta::Error(framing_error(&self.provider, e)));
                                     break;
@@ -402,10 +414,10 @@ where
                         }
                         None => {
                             let framed = framing.finish(&mut events);
-                            self.decode(&mut decoder, &mut events, &mut out);
+                            self.decode(decoder, &mut events, &mut out);
                             match framed {
                                 Err(e) => out.push(Delta::Error(framing_error(&self.provider, e))),
-                                Ok(()) if !self.ended => decode_end(&mut decoder, &mut out),
+                                Ok(()) if !self.ended => decode_end(decoder, &mut out),
                                 Ok(()) => {}
                             }
                             true
@@ -418,7 +430,7 @@ where
                             if terminal || ended {
                                 return Some(self.finish(batch));
                             }
-                            self.phase = Phase::Body { body, framing, decoder };
+                            self.phase = Phase::Body(state);
                             if !batch.is_empty() {
                                 return Some(batch);
                             }
