@@ -448,8 +448,9 @@ async fn one_stream(
     salt: u32,
 ) -> StreamSeen {
     let start = Instant::now();
-    let context = context_for(salt);
-    let mut stream = provider.stream(&model, &context, &options());
+    // The request is dropped once the stream is made, as the peers' clients take theirs by
+    // value: a context kept for the whole stream would count against clawcall's memory.
+    let mut stream = provider.stream(&model, &context_for(salt), &options());
     let mut seen = StreamSeen::default();
     let mut last = None;
     while let Some(event) = stream.next().await {
