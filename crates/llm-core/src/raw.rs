@@ -37,3 +37,50 @@ pub use wire_text::{Channel, SurrogateJoiner, WireText, WireValue, replace_lone_
 pub fn object<const N: usize>(members: [(&str, serde_json::Value); N]) -> serde_json::Value {
     serde_json::Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
+
+/// Reads a JSON array (or `null`) and keeps its first element that `keep` accepts, without
+/// collecting the elements into a vector: for the `choices` or `candidates` of a chunk, of
+/// which one is read. Every element is still parsed, so one of an unexpected shape fails the
+/// read as a vector's would.
+pub fn first_element<'de, D, T>(d: D, keep: fn(&T) -> bool) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    struct Elements<T> {
+        keep: fn(&T) -> bool,
+    }
+    impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Elements<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array or null")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut first = None;
+            while let Some(element) = seq.next_element::<T>()? {
+                if first.is_none() && (self.keep)(&element) {
+                    first = Some(element);
+                }
+            }
+            Ok(first)
+        }
+    }
+    d.deserialize_option(Elements { keep })
+}

@@ -248,8 +248,47 @@ fn empty_object_schema() -> Value {
     Value::Object(m)
 }
 
+/// Whether a key the rewrite acts on (`$ref`, `$defs`, `definitions`, a meta keyword)
+/// appears at any depth, data positions included: without one the rewrite is a copy.
+fn has_rewritten_keys(node: &Value) -> bool {
+    match node {
+        Value::Object(map) => map.iter().any(|(key, value)| {
+            key.starts_with('$')
+                && (key == "$ref" || key == "$defs" || META.contains(&key.as_str()))
+                || key == "definitions"
+                || has_rewritten_keys(value)
+        }),
+        Value::Array(items) => items.iter().any(has_rewritten_keys),
+        _ => false,
+    }
+}
+
 /// The schema for `parametersJsonSchema`: see the module docs.
 pub(crate) fn for_json_schema(schema: &Value) -> Value {
+    if !schema.is_object() || schema.as_object().is_some_and(Map::is_empty) {
+        return empty_object_schema();
+    }
+    // Most tools' schemas hold no reference and no meta keyword: one scan and a copy,
+    // instead of a map rebuilt (and every key hashed) per node on every request.
+    if !has_rewritten_keys(schema) {
+        let mut out = schema.clone();
+        add_object_type(&mut out);
+        return out;
+    }
+    rewrite_for_json_schema(schema)
+}
+
+/// A root with `properties` and no `type` is an object.
+fn add_object_type(out: &mut Value) {
+    if let Value::Object(map) = out {
+        if !map.contains_key("type") && map.contains_key("properties") {
+            map.insert("type".to_owned(), Value::String("object".to_owned()));
+        }
+    }
+}
+
+/// [`for_json_schema`] by the full rewrite, whatever the schema holds.
+pub(crate) fn rewrite_for_json_schema(schema: &Value) -> Value {
     if !schema.is_object() || schema.as_object().is_some_and(Map::is_empty) {
         return empty_object_schema();
     }
@@ -285,10 +324,8 @@ pub(crate) fn for_json_schema(schema: &Value) -> Value {
         if !defs.is_empty() {
             map.insert("$defs".to_owned(), Value::Object(defs));
         }
-        if !map.contains_key("type") && map.contains_key("properties") {
-            map.insert("type".to_owned(), Value::String("object".to_owned()));
-        }
     }
+    add_object_type(&mut out);
     strip_meta(&mut out);
     out
 }

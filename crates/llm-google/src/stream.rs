@@ -26,8 +26,10 @@
 //! - `{"error": ...}` inside the 200 stream, and `promptFeedback.blockReason` without
 //!   candidates, end the stream with an error.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -67,6 +69,63 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     })
 }
 
+/// [`lenient_string`] borrowed from the event's data when it holds no escape: `responseId`
+/// and `modelVersion` repeat on every chunk and are kept from the first one only.
+fn lenient_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    struct Lenient;
+    impl<'de> Visitor<'de> for Lenient {
+        type Value = Option<Cow<'de, str>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_owned())))
+        }
+
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v)))
+        }
+
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            // Rendered as `lenient_string` renders it (serde_json's number, `1.0` not `1`).
+            Ok(serde_json::Number::from_f64(v).map(|n| Cow::Owned(n.to_string())))
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Lenient)
+}
+
 /// A string (a lone surrogate half at either end kept for the next part), or a number/bool
 /// rendered as one; anything else is absent.
 fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WireText>, D::Error> {
@@ -91,14 +150,20 @@ fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Chunk<'a> {
-    #[serde(borrow)]
-    candidates: Option<Vec<Candidate<'a>>>,
+    /// The first candidate (the only one read).
+    #[serde(borrow, deserialize_with = "first_candidate")]
+    candidates: Option<Candidate<'a>>,
     usage_metadata: Option<UsageMetadata>,
-    #[serde(deserialize_with = "lenient_string")]
-    model_version: Option<String>,
-    #[serde(deserialize_with = "lenient_string")]
-    response_id: Option<String>,
+    #[serde(borrow, deserialize_with = "lenient_str")]
+    model_version: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "lenient_str")]
+    response_id: Option<Cow<'a, str>>,
     prompt_feedback: Option<PromptFeedback>,
+}
+
+/// `candidates`: the first, without collecting them into a vector.
+fn first_candidate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Candidate<'de>>, D::Error> {
+    llm_core::raw::first_element(d, |_| true)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -284,13 +349,13 @@ impl Decoder {
         out: &mut Vec<Delta>,
     ) {
         if self.response_id.is_none() && chunk.response_id.is_some() {
-            self.response_id = chunk.response_id.clone();
+            self.response_id = chunk.response_id.as_deref().map(str::to_owned);
         }
         if !self.metadata_sent && (chunk.response_id.is_some() || chunk.model_version.is_some()) {
             self.metadata_sent = true;
             out.push(Delta::Metadata {
-                response_id: chunk.response_id,
-                response_model: chunk.model_version,
+                response_id: chunk.response_id.map(Cow::into_owned),
+                response_model: chunk.model_version.map(Cow::into_owned),
             });
         }
         if let Some(usage) = chunk.usage_metadata.filter(UsageMetadata::has_counts) {
@@ -305,8 +370,7 @@ impl Decoder {
         if self.finish.is_some() {
             return;
         }
-        let candidate = chunk.candidates.and_then(|c| c.into_iter().next());
-        let Some(candidate) = candidate else {
+        let Some(candidate) = chunk.candidates else {
             if let Some(reason) = chunk
                 .prompt_feedback
                 .and_then(|f| f.block_reason.map(|r| (r, f.block_reason_message)))

@@ -509,40 +509,7 @@ fn is_first(choice: &WireChoice<'_>) -> bool {
 fn first_choice<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<WireChoice<'de>>, D::Error> {
-    struct Choices;
-    impl<'de> serde::de::Visitor<'de> for Choices {
-        type Value = Option<WireChoice<'de>>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an array of choices or null")
-        }
-
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(self)
-        }
-
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut first = None;
-            while let Some(choice) = seq.next_element::<WireChoice<'de>>()? {
-                if first.is_none() && is_first(&choice) {
-                    first = Some(choice);
-                }
-            }
-            Ok(first)
-        }
-    }
-    d.deserialize_option(Choices)
+    llm_core::raw::first_element(d, is_first)
 }
 
 impl<'a> WireChunk<'a> {

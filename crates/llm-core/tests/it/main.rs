@@ -4,6 +4,7 @@ mod args_done;
 mod changed_path;
 mod drive_path_rule;
 mod fidelity;
+mod first_element;
 #[cfg(feature = "tokio")]
 mod idle;
 mod lone_surrogates;

@@ -393,3 +393,91 @@ fn empty_and_non_object_parameters() {
         "object"
     );
 }
+
+mod copy_when_nothing_to_rewrite {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    use super::super::{for_json_schema, rewrite_for_json_schema};
+
+    /// Keys of schema positions and data positions.
+    const PLAIN: &[&str] = &[
+        "type",
+        "properties",
+        "items",
+        "anyOf",
+        "additionalProperties",
+        "description",
+        "default",
+        "enum",
+        "required",
+        "title",
+        "$other",
+    ];
+    /// The same with the keys the rewrite acts on.
+    const ANY: &[&str] = &[
+        "type",
+        "properties",
+        "items",
+        "anyOf",
+        "description",
+        "default",
+        "$ref",
+        "$defs",
+        "definitions",
+        "$comment",
+        "$schema",
+        "$id",
+    ];
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..5).prop_map(Value::from),
+            prop_oneof![
+                Just("string"),
+                Just("object"),
+                Just("#"),
+                Just("#/$defs/a"),
+                Just("#/properties/x")
+            ]
+            .prop_map(Value::from),
+        ]
+    }
+
+    fn schema(keys: &'static [&'static str]) -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(5, 48, 5, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((proptest::sample::select(keys), inner), 0..5).prop_map(
+                    |entries| {
+                        Value::Object(
+                            entries
+                                .into_iter()
+                                .map(|(k, v)| (k.to_owned(), v))
+                                .collect::<Map<_, _>>(),
+                        )
+                    }
+                ),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The copy taken for a schema with no reference and no meta keyword is what the
+        /// full rewrite makes of it.
+        #[test]
+        fn the_copy_equals_the_full_rewrite(schema in schema(PLAIN)) {
+            prop_assert_eq!(for_json_schema(&schema), rewrite_for_json_schema(&schema));
+        }
+
+        /// A schema holding any key the rewrite acts on, at any depth, is rewritten.
+        #[test]
+        fn a_schema_with_references_or_meta_keywords_is_rewritten(schema in schema(ANY)) {
+            prop_assert_eq!(for_json_schema(&schema), rewrite_for_json_schema(&schema));
+        }
+    }
+}

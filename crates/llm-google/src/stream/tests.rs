@@ -642,3 +642,54 @@ fn a_bad_json_path_or_a_skipped_index_is_a_decode_error() {
         );
     }
 }
+
+#[test]
+fn response_id_and_model_read_leniently_escaped_or_not_and_the_first_candidate_only() {
+    let metadata = |chunk: serde_json::Value| {
+        deltas(&sse(&[chunk]), usize::MAX).into_iter().find_map(|d| match d {
+            Delta::Metadata { response_id, response_model } => Some((response_id, response_model)),
+            _ => None,
+        })
+    };
+    let text = |id: Option<&str>, model: Option<&str>| {
+        Some((id.map(str::to_owned), model.map(str::to_owned)))
+    };
+    // Plain strings are borrowed, escaped ones decoded, numbers and booleans rendered as text.
+    assert_eq!(
+        metadata(json!({"responseId": "r-1", "modelVersion": "gemini"})),
+        text(Some("r-1"), Some("gemini"))
+    );
+    let escaped =
+        "data: {\"responseId\": \"r\\u002d\\\"2\\\"\", \"modelVersion\": \"g\\u00e9mini\"}\r\n\r\n";
+    let found = deltas(escaped, usize::MAX).into_iter().find_map(|d| match d {
+        Delta::Metadata { response_id, response_model } => Some((response_id, response_model)),
+        _ => None,
+    });
+    assert_eq!(found, text(Some("r-\"2\""), Some("gémini")));
+    assert_eq!(
+        metadata(json!({"responseId": 12, "modelVersion": true})),
+        text(Some("12"), Some("true"))
+    );
+    assert_eq!(
+        metadata(json!({"responseId": 1.5, "modelVersion": "m"})),
+        text(Some("1.5"), Some("m"))
+    );
+    assert_eq!(
+        metadata(json!({"responseId": {"a": [1]}, "modelVersion": "m"})),
+        text(None, Some("m"))
+    );
+    assert_eq!(metadata(json!({"responseId": null, "modelVersion": ["x"]})), None);
+
+    // The first candidate is the one read; the others are parsed and dropped.
+    let body = sse(&[json!({"candidates": [
+        {"content": {"parts": [{"text": "first"}]}, "finishReason": "STOP"},
+        {"content": {"parts": [{"text": "second"}]}, "finishReason": "STOP"}
+    ]})]);
+    let (_, message) = run(&body);
+    assert_eq!(message.text(), "first");
+    let (events, _) =
+        run("data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"a\"}]}}, 7]}\r\n\r\n");
+    // A candidate of another shape fails the chunk, as it did read into a vector.
+    let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.kind, ErrorKind::Decode);
+}

@@ -3,7 +3,6 @@
 use std::borrow::Cow;
 
 use llm_core::{Usage, raw::WireValue};
-use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -36,37 +35,7 @@ pub(super) struct WireChunk<'a> {
 
 /// `choices`: the first of `index` 0, without collecting them.
 fn first_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<WireChoice>, D::Error> {
-    struct Choices;
-    impl<'de> Visitor<'de> for Choices {
-        type Value = Option<WireChoice>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an array of choices or null")
-        }
-
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(self)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut first = None;
-            while let Some(choice) = seq.next_element::<WireChoice>()? {
-                if first.is_none() && choice.index.unwrap_or(0) == 0 {
-                    first = Some(choice);
-                }
-            }
-            Ok(first)
-        }
-    }
-    d.deserialize_option(Choices)
+    llm_core::raw::first_element(d, |choice: &WireChoice| choice.index.unwrap_or(0) == 0)
 }
 
 #[derive(Debug, Default, Deserialize)]
