@@ -280,10 +280,11 @@ pub(crate) fn for_json_schema(schema: &Value) -> Value {
 
 /// A root with `properties` and no `type` is an object.
 fn add_object_type(out: &mut Value) {
-    if let Value::Object(map) = out {
-        if !map.contains_key("type") && map.contains_key("properties") {
-            map.insert("type".to_owned(), Value::String("object".to_owned()));
-        }
+    if let Value::Object(map) = out
+        && !map.contains_key("type")
+        && map.contains_key("properties")
+    {
+        map.insert("type".to_owned(), Value::String("object".to_owned()));
     }
 }
 
@@ -320,10 +321,10 @@ pub(crate) fn rewrite_for_json_schema(schema: &Value) -> Value {
             defs.insert(name, body);
         }
     }
-    if let Value::Object(map) = &mut out {
-        if !defs.is_empty() {
-            map.insert("$defs".to_owned(), Value::Object(defs));
-        }
+    if let Value::Object(map) = &mut out
+        && !defs.is_empty()
+    {
+        map.insert("$defs".to_owned(), Value::Object(defs));
     }
     add_object_type(&mut out);
     strip_meta(&mut out);

@@ -272,7 +272,7 @@ struct Seen {
     first_chunk: Option<Duration>,
 }
 
-enum Phase<F, D> {
+enum Phase<F: Framing, D> {
     Connect,
     /// Boxed: the step moves the phase out while it awaits a read, and a body state held
     /// inline would be reserved twice in every stream's allocation (in the driver and in
@@ -282,10 +282,12 @@ enum Phase<F, D> {
 }
 
 /// A response being read.
-struct BodyState<F, D> {
+struct BodyState<F: Framing, D> {
     body: ByteStream,
     framing: F,
     decoder: D,
+    /// The frames of one read, empty between reads: kept so a read allocates none.
+    frames: Vec<F::Frame>,
 }
 
 struct Driver<C, N, D: StreamDecoder> {
@@ -357,6 +359,7 @@ where
                                 body: response.body,
                                 framing: D::framing(self.max_event_bytes),
                                 decoder: (self.new_decoder)(),
+                                frames: Vec::new(),
                             }));
                         }
                         Err(error) => {
@@ -371,7 +374,7 @@ where
                     }
                 }
                 Phase::Body(mut state) => {
-                    let BodyState { body, framing, decoder } = &mut *state;
+                    let BodyState { body, framing, decoder, frames: events } = &mut *state;
                     let limit = min_opt(self.timeouts.idle, self.remaining());
                     let next = match limit {
                         Some(limit) => {
@@ -385,7 +388,6 @@ where
                         }
                         None => body.next().await,
                     };
-                    let mut events = Vec::new();
                     let mut out = Vec::new();
                     // Events completed before a framing error (in the same read) are
                     // decoded first, so the content they carry is kept.
@@ -395,8 +397,8 @@ where
                             // so a read's frames are not all alive together: their allocations
                             // are freed and reused while they are still cheap to reuse.
                             for piece in bytes.chunks(FRAMING_PIECE) {
-                                let framed = framing.push(piece, &mut events);
-                                self.decode(decoder, &mut events, &mut out);
+                                let framed = framing.push(piece, events);
+                                self.decode(decoder, events, &mut out);
                                 if let Err(e) = framed {
                                     out.push(Delta::Error(framing_error(&self.provider, e)));
                                     break;
@@ -413,8 +415,8 @@ where
                             true
                         }
                         None => {
-                            let framed = framing.finish(&mut events);
-                            self.decode(decoder, &mut events, &mut out);
+                            let framed = framing.finish(events);
+                            self.decode(decoder, events, &mut out);
                             match framed {
                                 Err(e) => out.push(Delta::Error(framing_error(&self.provider, e))),
                                 Ok(()) if !self.ended => decode_end(decoder, &mut out),

@@ -1,5 +1,7 @@
 //! `raw::first_element`: the element a chunk reads of an array, against `Vec`'s reading.
 
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+
 use serde::Deserialize;
 use serde_json::json;
 
