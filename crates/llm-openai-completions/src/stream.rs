@@ -157,7 +157,9 @@ pub struct Decoder {
     pending_signatures: HashMap<String, String>,
     tags: TagSplitter,
     holding: bool,
-    held: Vec<(Delta, bool)>,
+    held: Vec<Delta>,
+    /// Whether each held delta belongs to a call (dropped if the calls are).
+    held_tool: Vec<bool>,
     id_sent: bool,
     model_sent: bool,
     response_id: String,
@@ -177,6 +179,9 @@ impl Default for Decoder {
         Self::new()
     }
 }
+
+/// Deltas held at once when holding starts (see [`Decoder`]).
+const HELD_FIRST: usize = 32;
 
 impl Decoder {
     /// A decoder with the default settings (provider `openai`, the default
@@ -200,6 +205,7 @@ impl Decoder {
             tags: TagSplitter::default(),
             holding: false,
             held: Vec::new(),
+            held_tool: Vec::new(),
             id_sent: false,
             model_sent: false,
             response_id: String::new(),
@@ -289,7 +295,13 @@ impl Decoder {
     /// Queues a content delta (held back while calls after visible text are pending).
     fn emit(&mut self, delta: Delta, tool: bool, out: &mut Vec<Delta>) {
         if self.holding {
-            self.held.push((delta, tool));
+            if self.held.capacity() == 0 {
+                // Held deltas are a whole call's fragments: room for many at once, not a
+                // doubling per power of two.
+                self.held.reserve(HELD_FIRST);
+            }
+            self.held.push(delta);
+            self.held_tool.push(tool);
         } else {
             out.push(delta);
         }
@@ -297,12 +309,17 @@ impl Decoder {
 
     fn flush_held(&mut self, drop_tools: bool, out: &mut Vec<Delta>) {
         self.holding = false;
-        // A whole call's deltas may be held: one allocation for them, not a doubling per power of two.
-        out.reserve(self.held.len());
-        for (delta, tool) in self.held.drain(..) {
-            if !(drop_tools && tool) {
-                out.push(delta);
-            }
+        if drop_tools {
+            let mut tool = self.held_tool.iter();
+            self.held.retain(|_| !tool.next().copied().unwrap_or(false));
+        }
+        self.held_tool.clear();
+        if out.is_empty() {
+            // The usual case (flushed at the finish reason): the held vector becomes the
+            // batch, with no copy into another.
+            std::mem::swap(out, &mut self.held);
+        } else {
+            out.append(&mut self.held);
         }
     }
 

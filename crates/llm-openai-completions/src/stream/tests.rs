@@ -183,6 +183,24 @@ fn stop_with_calls_after_text_drops_the_calls() {
 }
 
 #[test]
+fn held_text_after_dropped_calls_is_kept_in_order() {
+    // Text, a call (held behind the text), text again (held too, not a call's), then `stop`:
+    // the call's deltas go and the held text stays, after the first.
+    let body = sse(&[
+        chunk(json!({"content": "Let me check."}), None),
+        tc(Some(0), Some("call_1"), Some("f"), "{\"a\":1}"),
+        chunk(json!({"content": " Done."}), None),
+        chunk(json!({}), Some("stop")),
+    ]);
+    let events = run(&body);
+    let (reason, message, _) = last(&events);
+    assert_eq!(reason, StopReason::Stop);
+    assert_eq!(message.tool_calls().count(), 0);
+    assert_eq!(message.text(), "Let me check. Done.");
+    assert!(!events.iter().any(|e| matches!(e, AssistantEvent::ToolCallStart { .. })));
+}
+
+#[test]
 fn tool_calls_after_text_kept_for_tool_calls_finish() {
     let body = sse(&[
         chunk(json!({"content": "Let me check."}), None),
