@@ -7,7 +7,9 @@
 //! ([`partial_json`]), events read by their bytes when only a fragment changed ([`template`]), the neutral [`Delta`]s a decoder emits and the [`MessageAssembler`]
 //! that turns them into events, the request driver ([`drive`], feature `tokio`), OpenAI's
 //! strict schemas ([`strict`]), and for tests a scripted provider ([`scripted`]) and the
-//! one-line event printer of fixtures ([`printer`]).
+//! one-line event printer of fixtures ([`printer`]). Small helpers for the per-chunk and
+//! per-request paths: [`HotMap`] (a decoder's open blocks), [`first_element`] (the one array
+//! element a chunk reads) and [`object`] (a request object built by moving its members in).
 
 #[cfg(feature = "tokio")]
 pub mod drive;

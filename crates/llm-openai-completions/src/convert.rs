@@ -343,11 +343,16 @@ pub(crate) fn project_tools(tools: &[Tool]) -> Vec<(&Tool, Value)> {
             tracing::warn!(tool = %tool.name, "dropping tool: parameters use $dynamicRef / $dynamicAnchor");
             continue;
         }
+        let has_properties = schema.get("properties").is_some_and(Value::is_object);
+        if has_properties && schema.contains_key("type") {
+            // Nothing to add or drop: the copy is the schema sent.
+            out.push((tool, Value::Object(schema)));
+            continue;
+        }
         let mut fixed = Map::new();
         if !schema.contains_key("type") {
             fixed.insert("type".into(), Value::from("object"));
         }
-        let has_properties = schema.get("properties").is_some_and(Value::is_object);
         for (k, v) in schema {
             if k == "properties" && !has_properties {
                 continue;
@@ -388,6 +393,15 @@ pub(crate) fn convert_tools(
 ) -> ConvertedTools {
     let projected = project_tools(tools);
     let setting = compat.supports_strict_mode.then_some(strict == Some(true));
+    if setting != Some(true) {
+        // Not strict: the projected schemas are sent as they are, moved, not copied again.
+        let mut out = ConvertedTools::default();
+        for (tool, parameters) in projected {
+            out.tools.push(function_tool(tool, parameters, setting));
+            out.names.push(tool.name.clone());
+        }
+        return out;
+    }
     let named: Vec<(&str, &Value)> =
         projected.iter().map(|(tool, schema)| (tool.name.as_str(), schema)).collect();
     let resolved = resolve_tool_list(&named, setting);
@@ -397,20 +411,25 @@ pub(crate) fn convert_tools(
     }
     let mut out = ConvertedTools { strict_plans: resolved.plans, ..ConvertedTools::default() };
     for ((tool, _), parameters) in projected.iter().zip(resolved.parameters) {
-        let mut function = Map::new();
-        function.insert("name".into(), Value::from(tool.name.as_str()));
-        function.insert("description".into(), Value::from(tool.description.as_str()));
-        function.insert("parameters".into(), parameters);
-        if let Some(strict) = resolved.strict {
-            function.insert("strict".into(), Value::Bool(strict));
-        }
-        let mut wire = Map::new();
-        wire.insert("type".into(), Value::from("function"));
-        wire.insert("function".into(), Value::Object(function));
-        out.tools.push(Value::Object(wire));
+        out.tools.push(function_tool(tool, parameters, resolved.strict));
         out.names.push(tool.name.clone());
     }
     out
+}
+
+/// `{type:"function", function:{name, description, parameters, strict?}}`.
+fn function_tool(tool: &Tool, parameters: Value, strict: Option<bool>) -> Value {
+    let mut function = Map::new();
+    function.insert("name".into(), Value::from(tool.name.as_str()));
+    function.insert("description".into(), Value::from(tool.description.as_str()));
+    function.insert("parameters".into(), parameters);
+    if let Some(strict) = strict {
+        function.insert("strict".into(), Value::Bool(strict));
+    }
+    let mut wire = Map::new();
+    wire.insert("type".into(), Value::from("function"));
+    wire.insert("function".into(), Value::Object(function));
+    Value::Object(wire)
 }
 
 /// `tool_choice` (OpenClaw's reconciliation against the surviving tools).
