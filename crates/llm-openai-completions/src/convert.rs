@@ -393,24 +393,15 @@ pub(crate) fn convert_tools(
 ) -> ConvertedTools {
     let projected = project_tools(tools);
     let setting = compat.supports_strict_mode.then_some(strict == Some(true));
-    if setting != Some(true) {
-        // Not strict: the projected schemas are sent as they are, moved, not copied again.
-        let mut out = ConvertedTools::default();
-        for (tool, parameters) in projected {
-            out.tools.push(function_tool(tool, parameters, setting));
-            out.names.push(tool.name.clone());
-        }
-        return out;
-    }
-    let named: Vec<(&str, &Value)> =
-        projected.iter().map(|(tool, schema)| (tool.name.as_str(), schema)).collect();
-    let resolved = resolve_tool_list(&named, setting);
+    let (kept, named): (Vec<&Tool>, Vec<(&str, Value)>) =
+        projected.into_iter().map(|(tool, schema)| (tool, (tool.name.as_str(), schema))).unzip();
+    let resolved = resolve_tool_list(named, setting);
     if let Some((index, reason)) = &resolved.downgraded {
-        let name = named.get(*index).map(|(name, _)| *name).unwrap_or_default();
+        let name = kept.get(*index).map(|tool| tool.name.as_str()).unwrap_or_default();
         tracing::info!(tool = %name, %reason, "sending tools non-strict: a schema cannot be strict");
     }
     let mut out = ConvertedTools { strict_plans: resolved.plans, ..ConvertedTools::default() };
-    for ((tool, _), parameters) in projected.iter().zip(resolved.parameters) {
+    for (tool, parameters) in kept.into_iter().zip(resolved.parameters) {
         out.tools.push(function_tool(tool, parameters, resolved.strict));
         out.names.push(tool.name.clone());
     }

@@ -349,10 +349,10 @@ pub(crate) fn convert_tools(
         }
         parameters.push(normalize_parameters(tool)?);
     }
-    let named: Vec<(&str, &Value)> =
-        sorted.iter().zip(&parameters).map(|(tool, schema)| (tool.name.as_str(), schema)).collect();
+    let named: Vec<(&str, Value)> =
+        sorted.iter().zip(parameters).map(|(tool, schema)| (tool.name.as_str(), schema)).collect();
     let ToolListStrictness { strict, parameters, plans, downgraded } =
-        resolve_tool_list(&named, strict_setting);
+        resolve_tool_list(named, strict_setting);
     if let Some((index, reason)) = downgraded {
         let name = sorted.get(index).map(|t| t.name.as_str()).unwrap_or_default();
         tracing::debug!(provider = PROVIDER, tool = name, %reason, "tool schema cannot be strict; sending all tools non-strict");

@@ -314,19 +314,22 @@ pub struct ToolListStrictness {
 /// Some(true)` every schema is converted with [`to_strict`]; if any conversion fails,
 /// every tool is sent `strict: false` with its original parameters. `Some(false)` sends
 /// `strict: false` and `None` leaves the flag out; both keep the parameters unchanged.
-pub fn resolve_tool_list(tools: &[(&str, &Value)], setting: Option<bool>) -> ToolListStrictness {
-    let originals = || tools.iter().map(|(_, schema)| (*schema).clone()).collect::<Vec<_>>();
-    let unchanged = |strict, downgraded| ToolListStrictness {
+///
+/// The schemas are taken by value: those sent unchanged are moved into the result, not
+/// copied (a request would otherwise copy every tool schema once more).
+pub fn resolve_tool_list(tools: Vec<(&str, Value)>, setting: Option<bool>) -> ToolListStrictness {
+    let unchanged = |tools: Vec<(&str, Value)>, strict, downgraded| ToolListStrictness {
         strict,
-        parameters: originals(),
+        parameters: tools.into_iter().map(|(_, schema)| schema).collect(),
         plans: BTreeMap::new(),
         downgraded,
     };
     if setting != Some(true) {
-        return unchanged(setting, None);
+        return unchanged(tools, setting, None);
     }
     let mut parameters = Vec::with_capacity(tools.len());
     let mut plans = BTreeMap::new();
+    let mut refused = None;
     for (index, (name, schema)) in tools.iter().enumerate() {
         match to_strict(schema) {
             Ok(StrictSchema { schema, plan }) => {
@@ -335,10 +338,16 @@ pub fn resolve_tool_list(tools: &[(&str, &Value)], setting: Option<bool>) -> Too
                     plans.insert((*name).to_owned(), Arc::new(plan));
                 }
             }
-            Err(error) => return unchanged(Some(false), Some((index, error))),
+            Err(error) => {
+                refused = Some((index, error));
+                break;
+            }
         }
     }
-    ToolListStrictness { strict: Some(true), parameters, plans, downgraded: None }
+    match refused {
+        Some(refused) => unchanged(tools, Some(false), Some(refused)),
+        None => ToolListStrictness { strict: Some(true), parameters, plans, downgraded: None },
+    }
 }
 
 struct Walker<'a> {

@@ -390,24 +390,24 @@ fn nullable_widening_covers_every_shape() {
 fn whole_list_rule() {
     let good = json!({"type": "object", "properties": {"a": {"type": "string"}}});
     let bad = json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"}]}}});
-    let all_good = resolve_tool_list(&[("f", &good), ("g", &good)], Some(true));
+    let all_good = resolve_tool_list(vec![("f", good.clone()), ("g", good.clone())], Some(true));
     assert_eq!(all_good.strict, Some(true));
     assert_eq!(all_good.parameters[0]["additionalProperties"], json!(false));
     assert_eq!(all_good.plans.keys().collect::<Vec<_>>(), ["f", "g"]);
-    let mixed = resolve_tool_list(&[("f", &good), ("g", &bad)], Some(true));
+    let mixed = resolve_tool_list(vec![("f", good.clone()), ("g", bad.clone())], Some(true));
     assert_eq!(mixed.strict, Some(false));
     assert_eq!(mixed.parameters, vec![good.clone(), bad.clone()]);
     assert!(mixed.plans.is_empty());
     assert_eq!(mixed.downgraded.as_ref().map(|d| d.0), Some(1));
-    assert_eq!(resolve_tool_list(&[("f", &good)], None).strict, None);
-    let off = resolve_tool_list(&[("f", &good)], Some(false));
+    assert_eq!(resolve_tool_list(vec![("f", good.clone())], None).strict, None);
+    let off = resolve_tool_list(vec![("f", good.clone())], Some(false));
     assert_eq!(off.strict, Some(false));
     assert_eq!(off.parameters, vec![good.clone()]);
     assert!(off.plans.is_empty());
     // A tool with nothing to restore gets no plan.
     let required =
         json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]});
-    assert!(resolve_tool_list(&[("r", &required)], Some(true)).plans.is_empty());
+    assert!(resolve_tool_list(vec![("r", required)], Some(true)).plans.is_empty());
 }
 
 // ---- restoring ----
