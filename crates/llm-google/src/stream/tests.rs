@@ -693,3 +693,21 @@ fn response_id_and_model_read_leniently_escaped_or_not_and_the_first_candidate_o
     let Some(AssistantEvent::Error { error, .. }) = events.last() else { panic!("{events:?}") };
     assert_eq!(error.kind, ErrorKind::Decode);
 }
+
+#[test]
+fn a_hostile_response_id_is_skipped_without_recursion_and_the_chunk_still_read() {
+    // Ten thousand nested arrays (past serde_json's recursion limit for values) or nested
+    // objects: any non-text `responseId` is absent, skipped without recursing, and the rest
+    // of the chunk is read.
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let objects = format!("{}1{}", "{\"a\":".repeat(10_000), "}".repeat(10_000));
+    for hostile in [deep, objects] {
+        let body = format!(
+            "data: {{\"responseId\": {hostile}, \"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"ok\"}}]}}, \"finishReason\": \"STOP\"}}]}}\r\n\r\n"
+        );
+        let (events, message) = run(&body);
+        assert!(matches!(events.last(), Some(AssistantEvent::Done { .. })), "{events:?}");
+        assert_eq!(message.text(), "ok");
+        assert_eq!(message.response_id, None);
+    }
+}
