@@ -60,17 +60,12 @@ fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
 
 /// A string, or a number/bool rendered as one; anything else is absent.
 fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let v = Option::<Value>::deserialize(d)?;
-    Ok(match v {
-        Some(Value::String(s)) => Some(s),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(Value::Bool(b)) => Some(b.to_string()),
-        _ => None,
-    })
+    Ok(lenient_str(d)?.map(Cow::into_owned))
 }
 
-/// [`lenient_string`] borrowed from the event's data when it holds no escape: `responseId`
-/// and `modelVersion` repeat on every chunk and are kept from the first one only.
+/// [`lenient_string`] borrowed from the event's data when it holds no escape (`responseId`
+/// and `modelVersion` repeat on every chunk and are kept from the first one only). A value
+/// that is no string, number or boolean is skipped without recursing, however deep.
 fn lenient_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
     struct Lenient;
     impl<'de> Visitor<'de> for Lenient {
