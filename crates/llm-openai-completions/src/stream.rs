@@ -134,7 +134,9 @@ enum Current {
 ///   without calls → stop; stop with calls → toolUse, unless visible text came
 ///   before the calls, in which case the calls are dropped and the reason stays
 ///   stop (to make that possible, calls that start after visible text are held
-///   back until the finish reason is known). Calls cut off by `length` are kept
+///   back until the finish reason is known; the held fragments of one call, or of one
+///   text block, that come one after another are handed on as one delta with the same
+///   text). Calls cut off by `length` are kept
 ///   (the agent answers them with an error result and never runs them).
 /// * A response that stops for tool use with an unnamed call or with
 ///   arguments that are not complete JSON fails with
@@ -180,8 +182,9 @@ impl Default for Decoder {
     }
 }
 
-/// Deltas held at once when holding starts (see [`Decoder`]).
-const HELD_FIRST: usize = 32;
+/// Deltas held at once when holding starts (see [`Decoder`]): a call's start and its
+/// arguments, with room for a second call, before the vector grows.
+const HELD_FIRST: usize = 4;
 
 impl Decoder {
     /// A decoder with the default settings (provider `openai`, the default
@@ -293,15 +296,32 @@ impl Decoder {
     }
 
     /// Queues a content delta (held back while calls after visible text are pending).
+    ///
+    /// A held fragment that continues the held fragment before it (the same call's
+    /// arguments, the same block's text) is appended to it: held deltas reach the consumer
+    /// together at the finish reason, so one delta per run carries the same text, with one
+    /// allocation held instead of one per fragment.
     fn emit(&mut self, delta: Delta, tool: bool, out: &mut Vec<Delta>) {
         if self.holding {
-            if self.held.capacity() == 0 {
-                // Held deltas are a whole call's fragments: room for many at once, not a
-                // doubling per power of two.
-                self.held.reserve(HELD_FIRST);
+            match (self.held.last_mut(), delta) {
+                (
+                    Some(Delta::ToolCallArgs { key: last, fragment: held }),
+                    Delta::ToolCallArgs { key, fragment },
+                )
+                | (
+                    Some(Delta::Text { key: last, text: held }),
+                    Delta::Text { key, text: fragment },
+                ) if *last == key => {
+                    held.push_str(&fragment);
+                }
+                (_, delta) => {
+                    if self.held.capacity() == 0 {
+                        self.held.reserve(HELD_FIRST);
+                    }
+                    self.held.push(delta);
+                    self.held_tool.push(tool);
+                }
             }
-            self.held.push(delta);
-            self.held_tool.push(tool);
         } else {
             out.push(delta);
         }

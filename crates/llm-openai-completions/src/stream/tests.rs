@@ -201,6 +201,50 @@ fn held_text_after_dropped_calls_is_kept_in_order() {
 }
 
 #[test]
+fn held_fragments_of_one_run_arrive_as_one_delta_in_order() {
+    // Calls after visible text are held until the finish reason. A run of fragments of one
+    // call (or of one text block) reaches the consumer as one delta with the same text; runs
+    // of different calls stay apart, in the order they came.
+    let body = sse(&[
+        chunk(json!({"content": "Let me check."}), None),
+        tc(Some(0), Some("call_a"), Some("f"), "{\"a\":"),
+        tc(Some(0), None, None, "\"x\\n"),
+        tc(Some(0), None, None, "y\""),
+        tc(Some(1), Some("call_b"), Some("g"), "{\"b\":"),
+        tc(Some(0), None, None, "}"),
+        tc(Some(1), None, None, "2}"),
+        chunk(json!({"content": " One"}), None),
+        chunk(json!({"content": " two."}), None),
+        chunk(json!({}), Some("tool_calls")),
+    ]);
+    let events = run(&body);
+    let calls: Vec<(usize, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::ToolCallDelta { content_index, delta, .. } => {
+                Some((*content_index, delta.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [(1, "{\"a\":\"x\\ny\""), (2, "{\"b\":"), (1, "}"), (2, "2}")]);
+    let texts: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AssistantEvent::TextDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["Let me check.", " One two."]);
+    let (reason, message, _) = last(&events);
+    assert_eq!(reason, StopReason::ToolUse);
+    let args: Vec<(&str, Value)> =
+        message.tool_calls().map(|c| (c.name.as_str(), c.arguments.clone())).collect();
+    assert_eq!(args, [("f", json!({"a": "x\ny"})), ("g", json!({"b": 2}))]);
+    assert_eq!(message.text(), "Let me check. One two.");
+}
+
+#[test]
 fn tool_calls_after_text_kept_for_tool_calls_finish() {
     let body = sse(&[
         chunk(json!({"content": "Let me check."}), None),
