@@ -210,15 +210,21 @@ where
         last_usage: None,
         seen: Seen::default(),
         idle_timer: None,
+        ready: Vec::new(),
     };
     // The driver is boxed: the unfold's state and its future would each reserve room for it.
     let deltas = futures_util::stream::unfold(Box::new(driver), |mut d| async move {
-        // Entered while the request works, so the HTTP exchange can name its server on it.
-        let span = d.span.clone();
-        let batch = tracing::Instrument::instrument(d.step(), span).await?;
-        Some((futures_util::stream::iter(batch), d))
-    })
-    .flatten();
+        loop {
+            if let Some(delta) = d.ready.pop() {
+                return Some((delta, d));
+            }
+            // Entered while the request works, so the HTTP exchange can name its server on it.
+            let span = d.span.clone();
+            let mut batch = tracing::Instrument::instrument(d.step(), span).await?;
+            batch.reverse();
+            d.ready = batch;
+        }
+    });
     AssistantStream::new(model, &options.cancel, deltas).with_span(span)
 }
 
@@ -315,7 +321,16 @@ struct Driver<C, N, D: StreamDecoder> {
     seen: Seen,
     /// The idle timer of the response being read (see `read_before`).
     idle_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// The deltas of the last step not handed on yet, last first (handed on by `pop`). Once
+    /// empty, its allocation takes the next read's deltas: a stream under way allocates no
+    /// vector per read.
+    ready: Vec<Delta>,
 }
+
+/// The most deltas whose room [`Driver::ready`] keeps from one read to the next: a read that
+/// made more (a large read of many small events) does not hold that room for the rest of
+/// the stream.
+const READY_KEPT: usize = 16;
 
 enum Outcome {
     Emit(Vec<Delta>),
@@ -388,7 +403,10 @@ where
                         }
                         None => body.next().await,
                     };
-                    let mut out = Vec::new();
+                    let mut out = std::mem::take(&mut self.ready);
+                    if out.capacity() > READY_KEPT {
+                        out = Vec::new();
+                    }
                     // Events completed before a framing error (in the same read) are
                     // decoded first, so the content they carry is kept.
                     let ended = match next {
