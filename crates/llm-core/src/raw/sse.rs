@@ -51,8 +51,13 @@ pub enum SseError {
 /// Default maximum size of one event: 16 MiB.
 const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
 /// A line at least this long, assembled from several chunks, is handed over rather than
-/// copied (see `SseDecoder::process_long_line`).
-const LONG_LINE: usize = 64 * 1024;
+/// copied (see `SseDecoder::process_long_line`): from 1 KiB, where glibc's allocator leaves
+/// its per-thread cache, a copy costs a slow allocation, and the buffer kept for the next
+/// line would hold that room for the rest of the stream.
+const LONG_LINE: usize = 1024;
+/// Room past the data of a handed-over line that is given back (a line that reserved room
+/// for the largest event); less stays with the data, which is soon freed.
+const GIVE_BACK: usize = 64 * 1024;
 /// A line that outgrows its buffer past this size reserves room for the largest event at once
 /// (see `SseDecoder::reserve_long_line`).
 const RESERVE_LINE: usize = 1024 * 1024;
@@ -288,7 +293,9 @@ impl SseDecoder {
         text.push('\n');
         // Give back the room reserved for the longest line (no copy: the block shrinks in
         // place, or is remapped).
-        text.shrink_to_fit();
+        if text.capacity() - text.len() > GIVE_BACK {
+            text.shrink_to_fit();
+        }
         self.data = text;
         Ok(())
     }

@@ -417,13 +417,21 @@ fn crlf_inside_one_event_is_one_line_break() {
     assert_eq!(decode(b"data: a\r\ndata: b\r\n\r\n").unwrap(), vec![ev(None, "a\nb", None)]);
 }
 
-/// Long lines (a whole value in one event) arrive in many chunks and are handed over rather
-/// than copied: every way of framing them decodes exactly as the body pushed whole (where no
-/// line is assembled from chunks).
+/// Long lines (a whole value in one event, from 1 KiB) arrive in many chunks and are handed
+/// over rather than copied: every way of framing them decodes exactly as the body pushed
+/// whole (where no line is assembled from chunks), for values around the 1 KiB threshold and
+/// far above it.
 #[test]
 fn long_lines_split_into_chunks_decode_like_the_whole_body() {
-    let value: String = (0..9000).map(|i| format!("{i}:caf\u{e9}\u{1F600} ")).collect();
-    assert!(value.len() > 100 * 1024);
+    let large: String = (0..9000).map(|i| format!("{i}:caf\u{e9}\u{1F600} ")).collect();
+    assert!(large.len() > 100 * 1024);
+    let around_threshold = (1010..1030).map(|n| "v".repeat(n));
+    for value in around_threshold.chain(["\u{1F600}".repeat(500), large]) {
+        long_lines_decode_like_the_whole_body(&value);
+    }
+}
+
+fn long_lines_decode_like_the_whole_body(value: &str) {
     let bodies = [
         // The first line of the stream (byte-order mark handling), no space after `data:`.
         format!("\u{FEFF}data:{value}\n\n"),
@@ -444,7 +452,7 @@ fn long_lines_split_into_chunks_decode_like_the_whole_body() {
     for body in &bodies {
         let whole = decode(body.as_bytes()).unwrap();
         assert!(!whole.is_empty());
-        for size in [1000, 4096, 16 * 1024 + 7] {
+        for size in [300, 1000, 4096, 16 * 1024 + 7] {
             let parts: Vec<&[u8]> = body.as_bytes().chunks(size).collect();
             assert_eq!(decode_parts(&parts).unwrap(), whole, "chunks of {size}");
         }
