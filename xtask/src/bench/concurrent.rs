@@ -163,10 +163,10 @@ fn status_bytes(field: &str) -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
-/// The value at quantile `q` of sorted `values` (nearest rank).
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
+/// The value at quantile `q` of sorted `values` (nearest rank); the default when empty.
+fn quantile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
     if sorted.is_empty() {
-        return Duration::ZERO;
+        return T::default();
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted.get(rank - 1).copied().unwrap_or_default()
@@ -868,6 +868,8 @@ struct Row {
     provider: &'static str,
     client: String,
     report: Result<Report>,
+    /// The CPU of each run, in the order of the rounds (empty if a run failed).
+    rounds: Vec<u64>,
 }
 
 fn render(rows: &[Row]) -> String {
@@ -919,7 +921,10 @@ fn render(rows: &[Row]) -> String {
     out
 }
 
-/// Per N and provider, the clawcall stream's CPU per stream over the best peer's.
+/// Per N and provider, the clawcall stream's CPU per stream over the best peer's: the ratio
+/// of the medians, and, with several rounds, the median and quartiles of the rounds' own
+/// ratios (the two clients of a round ran one after the other, so a drift of the machine
+/// weighs on both; the steadier figure).
 fn peer_ratios(rows: &[Row]) -> Vec<String> {
     let per_stream =
         |r: &Row| r.report.as_ref().ok().map(|r| r.cpu_ns as f64 / r.streams.max(1) as f64);
@@ -931,15 +936,33 @@ fn peer_ratios(rows: &[Row]) -> Vec<String> {
             .filter(|r| {
                 r.n == row.n && r.provider == row.provider && !r.client.starts_with("clawcall")
             })
-            .filter_map(|r| Some((per_stream(r)?, r.client.as_str())))
+            .filter_map(|r| Some((per_stream(r)?, r)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((theirs, peer)) = best {
-            lines.push(format!(
-                "N = {}, {}: clawcall stream / best peer ({peer}) = {:.2}",
+            let mut line = format!(
+                "N = {}, {}: clawcall stream / best peer ({}) = {:.2}",
                 row.n,
                 row.provider,
+                peer.client,
                 ours / theirs
-            ));
+            );
+            if row.rounds.len() > 1 && row.rounds.len() == peer.rounds.len() {
+                let mut ratios: Vec<f64> = row
+                    .rounds
+                    .iter()
+                    .zip(&peer.rounds)
+                    .map(|(&a, &b)| a as f64 / b.max(1) as f64)
+                    .collect();
+                ratios.sort_by(f64::total_cmp);
+                line.push_str(&format!(
+                    "; per round {:.2} (quartiles {:.2}-{:.2} of {})",
+                    quantile(&ratios, 0.5),
+                    quantile(&ratios, 0.25),
+                    quantile(&ratios, 0.75),
+                    ratios.len()
+                ));
+            }
+            lines.push(line);
         }
     }
     lines
@@ -1009,6 +1032,10 @@ pub fn run(options: &Options) -> Result<String> {
                 }
             }
             for ((client, _, _), reports) in clients.into_iter().zip(runs) {
+                let rounds = reports
+                    .as_ref()
+                    .map(|r| r.iter().map(|r| r.cpu_ns).collect())
+                    .unwrap_or_default();
                 let report =
                     reports.and_then(|r| median(r).ok_or_else(|| Error::Msg("no run".into())));
                 match &report {
@@ -1022,7 +1049,7 @@ pub fn run(options: &Options) -> Result<String> {
                     ),
                     Err(e) => eprintln!("{n} {} {client}: {e}", entry.name),
                 }
-                rows.push(Row { n, provider: entry.name, client, report });
+                rows.push(Row { n, provider: entry.name, client, report, rounds });
             }
             drop(server);
         }
@@ -1102,6 +1129,7 @@ mod tests {
     #[test]
     fn the_ratio_is_to_the_cheapest_peer_at_the_same_n() {
         let row = |n, client: &str, cpu_ns| Row {
+            rounds: Vec::new(),
             n,
             provider: "openai-completions",
             client: client.to_owned(),
@@ -1131,6 +1159,7 @@ mod tests {
                 provider: "openai-completions",
                 client: "async-openai".into(),
                 report: Err(Error::Msg("failed".into())),
+                rounds: Vec::new(),
             },
         ];
         assert_eq!(
@@ -1140,6 +1169,22 @@ mod tests {
                 "N = 1000, openai-completions: clawcall stream / best peer (genai) = 1.50",
             ]
         );
+        // With rounds: the rounds' own ratios, round by round (here 0.5, 1.0, 0.9, 0.8 and
+        // 2.0, whose median is 0.9 while the medians' ratio is 40 / 50).
+        let with_rounds = |client: &str, cpu_ns, rounds: &[u64]| Row {
+            rounds: rounds.to_vec(),
+            ..row(100, client, cpu_ns)
+        };
+        let rows = [
+            with_rounds("clawcall stream", 40, &[10, 40, 45, 40, 200]),
+            with_rounds("async-openai", 50, &[20, 40, 50, 50, 100]),
+        ];
+        assert_eq!(
+            peer_ratios(&rows),
+            [
+                "N = 100, openai-completions: clawcall stream / best peer (async-openai) = 0.80; per round 0.90 (quartiles 0.80-1.00 of 5)"
+            ]
+        );
     }
 
     #[test]
@@ -1147,7 +1192,7 @@ mod tests {
         let values: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
         assert_eq!(quantile(&values, 0.5), Duration::from_millis(50));
         assert_eq!(quantile(&values, 0.99), Duration::from_millis(99));
-        assert_eq!(quantile(&[], 0.5), Duration::ZERO);
+        assert_eq!(quantile::<Duration>(&[], 0.5), Duration::ZERO);
     }
 
     /// Many streams at once through every provider and an agent run each: every stream's
