@@ -10,7 +10,10 @@
 //! Each measured case runs in a child process (`xtask bench-concurrent-case ...`), with one
 //! shared client on a 2-thread tokio runtime, and starts all N requests at once:
 //! - `transport`: the same HTTP client as the providers' (reqwest) and the provider's
-//!   framing, nothing parsed: the floor no client can go under;
+//!   framing, nothing parsed: the floor no client on reqwest can go under;
+//! - `transport-hyper`: the same request and framing over hyper's HTTP/1 connection API,
+//!   one connection per stream, without reqwest or hyper-util's pool: what a client of its
+//!   own could save;
 //! - `stream`: the provider's `stream()`, every event read, the final message checked;
 //! - `agent`: an `agent_core` run of two turns with a tool (the first answer calls
 //!   `write_file`, the second is text), the outcome checked.
@@ -477,39 +480,108 @@ async fn one_stream(
 /// One request through the same HTTP client and the provider's framing, nothing parsed.
 async fn one_transport(client: reqwest::Client, model: Arc<Model>, salt: u32) -> StreamSeen {
     let start = Instant::now();
-    let mut seen = StreamSeen::default();
-    let binary = model.provider == "bedrock";
     let result = async {
         let response = client
             .post(format!("{}/bench", model.base_url))
             .header("content-type", "application/json")
-            .body(format!(r#"{{"prompt":"stream {salt:08}"}}"#))
+            .body(transport_body(salt))
             .send()
             .await
             .map_err(|e| e.to_string())?;
         let mut chunks = response.bytes_stream();
-        let mut sse = llm_core::raw::sse::SseDecoder::new();
-        let mut aws = llm_bedrock::AwsEventStreamFraming::default();
-        let (mut sse_out, mut aws_out) = (Vec::new(), Vec::new());
+        let mut framed = FramedCount::new(&model, start);
         while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|e| e.to_string())?;
-            let framed = if binary {
-                aws.push(&chunk, &mut aws_out).map_err(|e| e.to_string())?;
-                std::mem::take(&mut aws_out).len()
-            } else {
-                sse.push(&chunk, &mut sse_out).map_err(|e| e.to_string())?;
-                std::mem::take(&mut sse_out).len()
-            };
-            if framed > 0 && seen.first.is_none() {
-                seen.first = Some(start.elapsed());
-            }
-            seen.events += framed;
+            framed.push(&chunk.map_err(|e| e.to_string())?)?;
         }
-        Ok::<_, String>(())
+        Ok::<_, String>(framed.seen)
     }
     .await;
-    seen.wrong = result.err().map(|e| format!("stream {salt}: {e}"));
-    seen
+    transport_seen(result, salt)
+}
+
+/// [`one_transport`] over a connection of its own made with hyper's HTTP/1 API (the connection
+/// task spawned as hyper-util's pool spawns it), without reqwest's layers or a pool.
+async fn one_transport_hyper(model: Arc<Model>, salt: u32) -> StreamSeen {
+    use http_body_util::BodyExt as _;
+    let start = Instant::now();
+    let result = async {
+        let authority = model.base_url.trim_start_matches("http://").to_owned();
+        let tcp = tokio::net::TcpStream::connect(&authority).await.map_err(|e| e.to_string())?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .map_err(|e| e.to_string())?;
+        tokio::spawn(connection);
+        let request = hyper::Request::post("/bench")
+            .header(hyper::header::HOST, authority)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(http_body_util::Full::new(hyper::body::Bytes::from(transport_body(salt))))
+            .map_err(|e| e.to_string())?;
+        let mut body = sender.send_request(request).await.map_err(|e| e.to_string())?.into_body();
+        let mut framed = FramedCount::new(&model, start);
+        while let Some(frame) = body.frame().await {
+            if let Ok(chunk) = frame.map_err(|e| e.to_string())?.into_data() {
+                framed.push(&chunk)?;
+            }
+        }
+        Ok::<_, String>(framed.seen)
+    }
+    .await;
+    transport_seen(result, salt)
+}
+
+/// The transport modes' request body: the salt the server answers for.
+fn transport_body(salt: u32) -> String {
+    format!(r#"{{"prompt":"stream {salt:08}"}}"#)
+}
+
+/// A transport mode's outcome as a stream's.
+fn transport_seen(result: std::result::Result<StreamSeen, String>, salt: u32) -> StreamSeen {
+    result.unwrap_or_else(|e| StreamSeen {
+        wrong: Some(format!("stream {salt}: {e}")),
+        ..StreamSeen::default()
+    })
+}
+
+/// The provider's framing over a transport mode's body, counting frames.
+struct FramedCount {
+    start: Instant,
+    binary: bool,
+    sse: llm_core::raw::sse::SseDecoder,
+    aws: llm_bedrock::AwsEventStreamFraming,
+    sse_out: Vec<llm_core::raw::sse::SseEvent>,
+    aws_out: Vec<<llm_bedrock::AwsEventStreamFraming as llm_core::raw::framing::Framing>::Frame>,
+    seen: StreamSeen,
+}
+
+impl FramedCount {
+    fn new(model: &Model, start: Instant) -> Self {
+        FramedCount {
+            start,
+            binary: model.provider == "bedrock",
+            sse: llm_core::raw::sse::SseDecoder::new(),
+            aws: llm_bedrock::AwsEventStreamFraming::default(),
+            sse_out: Vec::new(),
+            aws_out: Vec::new(),
+            seen: StreamSeen::default(),
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> std::result::Result<(), String> {
+        let framed = if self.binary {
+            self.aws.push(chunk, &mut self.aws_out).map_err(|e| e.to_string())?;
+            std::mem::take(&mut self.aws_out).len()
+        } else {
+            self.sse.push(chunk, &mut self.sse_out).map_err(|e| e.to_string())?;
+            std::mem::take(&mut self.sse_out).len()
+        };
+        if framed > 0 && self.seen.first.is_none() {
+            self.seen.first = Some(self.start.elapsed());
+        }
+        self.seen.events += framed;
+        Ok(())
+    }
 }
 
 /// One agent run of two turns: the first answer calls `write_file`, the second is text.
@@ -643,6 +715,8 @@ impl Report {
 pub enum Mode {
     /// HTTP and framing only.
     Transport,
+    /// HTTP and framing only, over hyper's connection API (no reqwest, no pool).
+    TransportHyper,
     /// The provider's stream.
     Stream,
     /// Whole agent runs of two turns.
@@ -650,11 +724,12 @@ pub enum Mode {
 }
 
 impl Mode {
-    const ALL: [Mode; 3] = [Mode::Transport, Mode::Stream, Mode::Agent];
+    const ALL: [Mode; 4] = [Mode::Transport, Mode::TransportHyper, Mode::Stream, Mode::Agent];
 
     fn name(self) -> &'static str {
         match self {
             Mode::Transport => "transport",
+            Mode::TransportHyper => "transport-hyper",
             Mode::Stream => "stream",
             Mode::Agent => "agent",
         }
@@ -721,6 +796,7 @@ fn run_streams(
             let salt = first_salt + u32::try_from(k).unwrap_or(u32::MAX - first_salt);
             handles.push(match mode {
                 Mode::Transport => tokio::spawn(one_transport(client.clone(), model.clone(), salt)),
+                Mode::TransportHyper => tokio::spawn(one_transport_hyper(model.clone(), salt)),
                 Mode::Stream => tokio::spawn(one_stream(
                     provider.clone(),
                     model.clone(),
@@ -1214,7 +1290,12 @@ mod tests {
             let probe = std::net::TcpStream::connect(server.addr).unwrap();
             assert!(open_connections(server.addr.port()) >= 1);
             drop(probe);
-            for (mode, n) in [(Mode::Stream, 200), (Mode::Agent, 50), (Mode::Transport, 50)] {
+            for (mode, n) in [
+                (Mode::Stream, 200),
+                (Mode::Agent, 50),
+                (Mode::Transport, 50),
+                (Mode::TransportHyper, 50),
+            ] {
                 let report = measure_case(&runtime, entry.name, mode, n, server.addr, CALL_BYTES)
                     .unwrap_or_else(|e| panic!("{} {}: {e}", entry.name, mode.name()));
                 assert_eq!(report.streams, n as u64);
