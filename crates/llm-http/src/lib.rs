@@ -412,14 +412,25 @@ pub async fn send(
     map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
 ) -> Result<HttpResponse, Error> {
     record_server(&tracing::Span::current(), &request.url);
-    let mut builder = client
-        .request(request.method.clone(), request.url.as_str())
-        .headers(request.headers.clone());
+    // Built whole rather than through reqwest's builder, which would merge the headers into
+    // an empty map one by one. The parse error names no part of the URL (it may hold an id).
+    let url =
+        reqwest::Url::parse(&request.url).ok().filter(reqwest::Url::has_host).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                &*provider,
+                "Request failed: the URL is not an absolute URL with a host",
+            )
+        })?;
+    let mut http_request = reqwest::Request::new(request.method.clone(), url);
+    *http_request.headers_mut() = request.headers.clone();
     if !request.body.is_empty() || request.method != reqwest::Method::GET {
-        builder = builder.body(request.body.clone());
+        *http_request.body_mut() = Some(request.body.clone().into());
     }
-    let response =
-        builder.send().await.map_err(|e| transport_error(&provider, "Request failed", e))?;
+    let response = client
+        .execute(http_request)
+        .await
+        .map_err(|e| transport_error(&provider, "Request failed", e))?;
     let status = response.status().as_u16();
     if response.status().is_success() && is_html(response.headers()) {
         // No provider streams HTML: this is a portal, a proxy's page or a wrong base URL.

@@ -12,7 +12,7 @@
 //! error carrying its byte offset, never a lossy replacement. An event larger than the size
 //! limit is an error too, so memory stays bounded by the limit.
 //!
-//! A value sent whole in one event is held once: a data line of 64 KiB or more assembled from
+//! A value sent whole in one event is held once: a data line of 1 KiB or more assembled from
 //! several chunks becomes the event's data without a copy, and a line past 1 MiB reserves room
 //! up to the limit at once, so it is not copied while it grows.
 

@@ -198,6 +198,17 @@ async fn a_2xx_body_streams_and_transport_errors_hide_the_url() {
     assert!(!error.message.contains("sk-in-url") && !error.message.contains("secret-path"));
 }
 
+#[tokio::test]
+async fn a_url_that_is_not_absolute_with_a_host_fails_before_any_connection() {
+    for url in ["/v1/messages?id=sk-rel", "not a url sk-junk", "mailto:sk-mail@example.com", ""] {
+        let error = send(reqwest::Client::new(), request(url.to_owned()), "test".into(), mapper())
+            .await
+            .unwrap_err();
+        assert_eq!((error.kind, error.retryable), (ErrorKind::InvalidRequest, false), "{url}");
+        assert!(!error.message.contains("sk-"), "{url}: {}", error.message);
+    }
+}
+
 #[test]
 fn an_invalid_header_fails_without_echoing_it() {
     let mut headers = HeaderMap::new();
