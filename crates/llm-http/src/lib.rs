@@ -7,11 +7,13 @@
 //! [`HttpProvider`] makes that an [`llm_core::Provider`], and everything between lives
 //! here, once:
 //!
-//! - [`HttpTransport`]: one cached `reqwest` client (rustls) per distinct transport
-//!   configuration ([`TransportConfig`]: the connect timeout, which reqwest fixes per
-//!   client), or the caller's own client; certificates are checked against the bundled roots
-//!   and the platform's (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set), plus any extra roots
-//!   ([`HttpTransport::with_extra_roots`]); redirects are not followed;
+//! - [`HttpTransport`]: one cached client per distinct transport configuration
+//!   ([`TransportConfig`]: the connect timeout, fixed per client): clawcall's own (hyper-util's
+//!   pool over rustls, without reqwest's per-request layers), or a `reqwest` client (rustls)
+//!   when a proxy is configured in the environment, or the caller's own `reqwest` client;
+//!   certificates are checked against the bundled roots and the platform's (`SSL_CERT_FILE` /
+//!   `SSL_CERT_DIR` when set), plus any extra roots ([`HttpTransport::with_extra_roots`]);
+//!   redirects are not followed;
 //! - sending, with header values marked sensitive and never echoed in an error;
 //! - transport errors mapped to [`ErrorKind::Transport`] without the URL;
 //! - an error status read under [`MAX_ERROR_BODY_BYTES`], its body read leniently by
@@ -36,12 +38,16 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 
 use llm_core::error::parse_retry_after;
 use llm_core::{Error, ErrorKind, StreamOptions};
 use reqwest::header::{HeaderName, HeaderValue};
 
 pub mod azure;
+mod client;
 mod env;
 mod error_body;
 mod provider;
@@ -220,7 +226,10 @@ impl TransportConfig {
 
 /// The HTTP side of a provider: its clients and the send function.
 ///
-/// Cheap to clone; clones share the cached clients.
+/// Requests go through clawcall's own client (hyper-util's pool over rustls), except with a
+/// caller's client ([`HttpTransport::with_client`]) or a proxy configured in the environment
+/// (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, any case, when the client is built), which
+/// reqwest's client then handles. Cheap to clone; clones share the cached clients.
 #[derive(Clone, Default)]
 pub struct HttpTransport {
     /// A caller-supplied client, used for every request as is.
@@ -228,9 +237,42 @@ pub struct HttpTransport {
     /// Clients built here speak only HTTP/1.1 ([`HttpTransport::http1_only`]).
     http1_only: bool,
     /// Roots trusted besides the bundled and the platform's ([`HttpTransport::with_extra_roots`]).
-    extra_roots: Arc<[reqwest::Certificate]>,
-    /// Clients built here, by configuration and HTTP/1.1 flag (most recently built last).
+    extra_roots: Arc<[CertificateDer<'static>]>,
+    /// reqwest clients built here, by configuration and HTTP/1.1 flag (most recently built last).
     cache: Arc<Mutex<Vec<(ClientKey, reqwest::Client)>>>,
+    /// What sends this transport's requests, by configuration and HTTP/1.1 flag: its own
+    /// client, or reqwest's where the environment named a proxy when it was decided.
+    senders: Arc<Mutex<Vec<(ClientKey, Sender)>>>,
+}
+
+/// What sends a request: clawcall's own client or a reqwest one.
+#[derive(Clone)]
+enum Sender {
+    Own(client::OwnClient),
+    Reqwest(reqwest::Client),
+}
+
+/// The response head and body of either client.
+pub(crate) struct Received {
+    status: u16,
+    headers: HeaderMap,
+    body: BoxStream<'static, Result<Bytes, Error>>,
+}
+
+/// Whether the process's environment names a proxy, which reqwest's client follows (it reads
+/// the process's variables itself) and clawcall's own does not.
+fn proxy_in_env() -> bool {
+    ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|name| Env::Process.get(name).is_some_and(|v| !v.trim().is_empty()))
+}
+
+/// Keeps `client` under `key` in `cache`, the oldest going first past [`MAX_CACHED_CLIENTS`].
+fn keep<C>(cache: &mut Vec<(ClientKey, C)>, key: ClientKey, client: C) {
+    if cache.len() >= MAX_CACHED_CLIENTS {
+        cache.remove(0);
+    }
+    cache.push((key, client));
 }
 
 /// What a cached client was built for: the configuration and whether it is HTTP/1.1 only.
@@ -243,6 +285,7 @@ impl fmt::Debug for HttpTransport {
             .field("http1_only", &self.http1_only)
             .field("extra_roots", &self.extra_roots.len())
             .field("cached_clients", &self.cached_clients())
+            .field("proxy_in_env", &proxy_in_env())
             .finish()
     }
 }
@@ -268,14 +311,19 @@ impl HttpTransport {
         let invalid = |why: String| {
             Error::new(ErrorKind::InvalidRequest, "clawcall", why).with_retryable(false)
         };
-        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-            invalid(format!("Invalid root certificate bundle: {}", e.without_url()))
-        })?;
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(format!("Invalid root certificate bundle: {e}")))?;
         if certs.is_empty() {
             return Err(invalid("The root certificate bundle holds no certificate".to_owned()));
         }
         let extra_roots = self.extra_roots.iter().cloned().chain(certs).collect();
-        Ok(HttpTransport { extra_roots, cache: Arc::default(), ..self.clone() })
+        Ok(HttpTransport {
+            extra_roots,
+            cache: Arc::default(),
+            senders: Arc::default(),
+            ..self.clone()
+        })
     }
 
     /// This transport, sharing its cached clients, but building clients that speak only
@@ -285,9 +333,11 @@ impl HttpTransport {
         HttpTransport { http1_only: true, ..self.clone() }
     }
 
-    /// How many clients this transport has built and kept.
+    /// How many clients this transport has built and kept (its own and reqwest's).
     pub fn cached_clients(&self) -> usize {
+        let own = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).len()
+            + own.iter().filter(|(_, s)| matches!(s, Sender::Own(_))).count()
     }
 
     /// Whether a request for `config` finds its client ready: the caller's or a cached one.
@@ -295,11 +345,76 @@ impl HttpTransport {
         let key = (config, self.http1_only);
         self.given.is_some()
             || self
+                .senders
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .any(|(k, _)| *k == key)
+            || self
                 .cache
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .iter()
                 .any(|(k, _)| *k == key)
+    }
+
+    /// What sends a request for `config`: the caller's client; else what was decided for
+    /// `config` the first time (kept): a reqwest client when the environment named a proxy
+    /// (reqwest reads it when it builds a client, as this decides once), else clawcall's own.
+    fn sender(&self, config: TransportConfig, provider: &str) -> Result<Sender, Error> {
+        if let Some(client) = &self.given {
+            return Ok(Sender::Reqwest(client.clone()));
+        }
+        let key = (config, self.http1_only);
+        if let Some((_, sender)) = self
+            .senders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(k, _)| *k == key)
+        {
+            return Ok(sender.clone());
+        }
+        let sender = if proxy_in_env() {
+            Sender::Reqwest(self.client(config, provider).map_err(|e| e.with_retryable(false))?)
+        } else {
+            let roots = platform_roots().iter().chain(self.extra_roots.iter());
+            let client = client::OwnClient::new(config, self.http1_only, roots).map_err(|why| {
+                Error::new(
+                    ErrorKind::Transport,
+                    provider,
+                    format!("Could not build the HTTP client: {why}"),
+                )
+                .with_retryable(false)
+            })?;
+            Sender::Own(client)
+        };
+        let mut senders = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another request may have decided meanwhile: the first decision stays.
+        if let Some((_, kept)) = senders.iter().find(|(k, _)| *k == key) {
+            return Ok(kept.clone());
+        }
+        keep(&mut senders, key, sender.clone());
+        Ok(sender)
+    }
+
+    /// Sends one attempt with this transport's client for `config` (see [`HttpTransport`]);
+    /// the response as [`send`] gives it.
+    pub async fn send(
+        &self,
+        config: TransportConfig,
+        request: Arc<HttpRequest>,
+        provider: Arc<str>,
+        map_error: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>,
+    ) -> Result<HttpResponse, Error> {
+        match self.sender(config, &provider)? {
+            Sender::Reqwest(client) => send(client, request, provider, map_error).await,
+            Sender::Own(client) => {
+                record_server(&tracing::Span::current(), &request.url);
+                let received = client.send(&request, &provider).await?;
+                respond(received, &provider, &*map_error).await
+            }
+        }
     }
 
     /// The client for `config`: the caller's, a cached one, or a new one (then cached).
@@ -318,7 +433,14 @@ impl HttpTransport {
         }
         let mut builder = client_builder(config);
         for root in self.extra_roots.iter() {
-            builder = builder.add_root_certificate(root.clone());
+            let root = reqwest::Certificate::from_der(root).map_err(|e| {
+                Error::new(
+                    ErrorKind::Transport,
+                    provider,
+                    format!("Could not build the HTTP client: {}", e.without_url()),
+                )
+            })?;
+            builder = builder.add_root_certificate(root);
         }
         if self.http1_only {
             builder = builder.http1_only();
@@ -330,10 +452,7 @@ impl HttpTransport {
                 format!("Could not build the HTTP client: {}", e.without_url()),
             )
         })?;
-        if cache.len() >= MAX_CACHED_CLIENTS {
-            cache.remove(0);
-        }
-        cache.push((key, client.clone()));
+        keep(&mut cache, key, client.clone());
         Ok(client)
     }
 }
@@ -349,7 +468,9 @@ pub fn client_builder(config: TransportConfig) -> reqwest::ClientBuilder {
         .redirect(reqwest::redirect::Policy::none())
         .tls_built_in_native_certs(false);
     for root in platform_roots() {
-        builder = builder.add_root_certificate(root.clone());
+        if let Ok(root) = reqwest::Certificate::from_der(root) {
+            builder = builder.add_root_certificate(root);
+        }
     }
     if let Some(timeout) = config.connect_timeout {
         builder = builder.connect_timeout(timeout);
@@ -358,13 +479,14 @@ pub fn client_builder(config: TransportConfig) -> reqwest::ClientBuilder {
 }
 
 /// The platform's roots, once loaded ([`platform_roots`]).
-static PLATFORM_ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
+static PLATFORM_ROOTS: std::sync::OnceLock<Vec<CertificateDer<'static>>> =
+    std::sync::OnceLock::new();
 
 /// The platform's root certificates (those of `SSL_CERT_FILE` / `SSL_CERT_DIR` instead when
 /// either is set), read once per process: reading and parsing the store takes tens of
 /// milliseconds, too long to repeat for every client. Certificates that are not usable trust
 /// anchors are left out (a store may hold some), and load errors are logged once.
-fn platform_roots() -> &'static [reqwest::Certificate] {
+fn platform_roots() -> &'static [CertificateDer<'static>] {
     PLATFORM_ROOTS.get_or_init(|| {
         let loaded = rustls_native_certs::load_native_certs();
         for error in &loaded.errors {
@@ -374,7 +496,6 @@ fn platform_roots() -> &'static [reqwest::Certificate] {
             .certs
             .into_iter()
             .filter(|der| rustls::RootCertStore::empty().add(der.clone()).is_ok())
-            .filter_map(|der| reqwest::Certificate::from_der(&der).ok())
             .collect()
     })
 }
@@ -413,15 +534,8 @@ pub async fn send(
 ) -> Result<HttpResponse, Error> {
     record_server(&tracing::Span::current(), &request.url);
     // Built whole rather than through reqwest's builder, which would merge the headers into
-    // an empty map one by one. The parse error names no part of the URL (it may hold an id).
-    let url =
-        reqwest::Url::parse(&request.url).ok().filter(reqwest::Url::has_host).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                &*provider,
-                "Request failed: the URL is not an absolute URL with a host",
-            )
-        })?;
+    // an empty map one by one.
+    let url = client::request_url(&request.url, &provider)?;
     let mut http_request = reqwest::Request::new(request.method.clone(), url);
     *http_request.headers_mut() = request.headers.clone();
     if !request.body.is_empty() || request.method != reqwest::Method::GET {
@@ -432,28 +546,41 @@ pub async fn send(
         .await
         .map_err(|e| transport_error(&provider, "Request failed", e))?;
     let status = response.status().as_u16();
-    if response.status().is_success() && is_html(response.headers()) {
+    let headers = response.headers().clone();
+    let for_body = Arc::clone(&provider);
+    let body = response
+        .bytes_stream()
+        .map(move |chunk| {
+            chunk.map_err(|e| transport_error(&for_body, "Reading the response failed", e))
+        })
+        .boxed();
+    respond(Received { status, headers, body }, &provider, &*map_error).await
+}
+
+/// What [`send`] makes of a response, from either client.
+async fn respond(
+    received: Received,
+    provider: &Arc<str>,
+    map_error: &(dyn Fn(ErrorResponse) -> Error + Send + Sync),
+) -> Result<HttpResponse, Error> {
+    let Received { status, headers, body } = received;
+    let success = (200..300).contains(&status);
+    if success && is_html(&headers) {
         // No provider streams HTML: this is a portal, a proxy's page or a wrong base URL.
-        let body = read_error_body(response, &provider).await;
+        let body = read_error_body(body, provider).await;
         return Err(Error::new(
             ErrorKind::Decode,
-            &*provider,
+            &**provider,
             format!("Expected a stream, but the server sent a text/html page (HTTP {status})"),
         )
         .with_status(status)
         .with_retryable(false)
         .with_body(body));
     }
-    if response.status().is_success() {
-        let body = response
-            .bytes_stream()
-            .map(move |chunk| {
-                chunk.map_err(|e| transport_error(&provider, "Reading the response failed", e))
-            })
-            .boxed();
+    if success {
         return Ok(HttpResponse { status, body });
     }
-    let headers = ResponseHeaders::from_map(response.headers());
+    let headers = ResponseHeaders::from_map(&headers);
     let retry_after = parse_retry_after(
         headers.get("retry-after-ms"),
         headers.get("retry-after"),
@@ -461,7 +588,7 @@ pub async fn send(
         SystemTime::now(),
     );
     let should_retry = headers.get("x-should-retry").map(str::to_owned);
-    let body = read_error_body(response, &provider).await;
+    let body = read_error_body(body, provider).await;
     let mut error = map_error(ErrorResponse { status, headers, retry_after, body });
     // The server's explicit retry hint wins over the status table.
     match should_retry.as_deref() {
@@ -500,9 +627,11 @@ fn is_html(headers: &HeaderMap) -> bool {
 
 /// The error body as text, at most [`MAX_ERROR_BODY_BYTES`]. A read failure keeps
 /// what arrived (the status alone still decides the error kind).
-async fn read_error_body(response: reqwest::Response, provider: &str) -> String {
+async fn read_error_body(
+    mut body: BoxStream<'static, Result<Bytes, Error>>,
+    provider: &str,
+) -> String {
     let mut bytes = Vec::new();
-    let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         match chunk {
             Ok(chunk) => {
@@ -513,7 +642,7 @@ async fn read_error_body(response: reqwest::Response, provider: &str) -> String 
                 }
             }
             Err(e) => {
-                tracing::debug!(provider, error = %e.without_url(), "could not read the whole error body");
+                tracing::debug!(provider, error = %e.message, "could not read the whole error body");
                 break;
             }
         }

@@ -203,17 +203,14 @@ impl Exchange {
         M: Fn(ErrorResponse) -> Error + Send + Sync + 'static,
     {
         let provider = Arc::clone(&self.provider);
-        if crate::platform_roots_loaded() || self.transport.has_client(self.config) {
-            let client = self.client();
-            return Box::pin(async move {
-                crate::send(client?, request, provider, Arc::new(map_error)).await
-            });
-        }
-        // The first client of the process: its roots are read off the async worker.
-        let exchange = self.clone();
+        let (transport, config) = (self.transport.clone(), self.config);
+        // The first client of the process has its roots read off the async worker.
+        let load_roots = !(crate::platform_roots_loaded() || transport.has_client(config));
         Box::pin(async move {
-            crate::load_platform_roots().await;
-            crate::send(exchange.client()?, request, provider, Arc::new(map_error)).await
+            if load_roots {
+                crate::load_platform_roots().await;
+            }
+            transport.send(config, request, provider, Arc::new(map_error)).await
         })
     }
 

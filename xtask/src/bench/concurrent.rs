@@ -9,8 +9,8 @@
 //!
 //! Each measured case runs in a child process (`xtask bench-concurrent-case ...`), with one
 //! shared client on a 2-thread tokio runtime, and starts all N requests at once:
-//! - `transport`: the same HTTP client as the providers' (reqwest) and the provider's
-//!   framing, nothing parsed: the floor no client on reqwest can go under;
+//! - `transport`: the same HTTP client as the providers' (`llm_http::HttpTransport`) and the
+//!   provider's framing, nothing parsed: the floor of that client;
 //! - `transport-hyper`: the same request and framing over hyper's HTTP/1 connection API,
 //!   one connection per stream, without reqwest or hyper-util's pool: what a client of its
 //!   own could save;
@@ -478,17 +478,29 @@ async fn one_stream(
 }
 
 /// One request through the same HTTP client and the provider's framing, nothing parsed.
-async fn one_transport(client: reqwest::Client, model: Arc<Model>, salt: u32) -> StreamSeen {
+async fn one_transport(
+    transport: llm_http::HttpTransport,
+    model: Arc<Model>,
+    salt: u32,
+) -> StreamSeen {
     let start = Instant::now();
     let result = async {
-        let response = client
-            .post(format!("{}/bench", model.base_url))
-            .header("content-type", "application/json")
-            .body(transport_body(salt))
-            .send()
-            .await
+        let headers = llm_http::header_map("bench", [("content-type", "application/json")])
             .map_err(|e| e.to_string())?;
-        let mut chunks = response.bytes_stream();
+        let request = Arc::new(llm_http::HttpRequest {
+            method: reqwest::Method::POST,
+            url: format!("{}/bench", model.base_url),
+            headers,
+            body: transport_body(salt).into(),
+        });
+        let config = llm_http::TransportConfig::from_options(&options());
+        let map_error: Arc<dyn Fn(llm_http::ErrorResponse) -> llm_core::Error + Send + Sync> =
+            Arc::new(|r| llm_core::Error::new(llm_core::ErrorKind::Provider, "bench", r.body));
+        let mut chunks = transport
+            .send(config, request, "bench".into(), map_error)
+            .await
+            .map_err(|e| e.to_string())?
+            .body;
         let mut framed = FramedCount::new(&model, start);
         while let Some(chunk) = chunks.next().await {
             framed.push(&chunk.map_err(|e| e.to_string())?)?;
@@ -749,7 +761,7 @@ impl Mode {
 /// client): the provider, the plain HTTP client of the transport mode, the agent.
 struct Shared {
     provider: Arc<dyn Provider>,
-    client: reqwest::Client,
+    transport: llm_http::HttpTransport,
     model: Arc<Model>,
     expected: Arc<Expected>,
     agent: Arc<Agent>,
@@ -774,7 +786,7 @@ impl Shared {
         }));
         Ok(Shared {
             provider,
-            client: reqwest::Client::new(),
+            transport: llm_http::HttpTransport::new(),
             model,
             expected: Arc::new(Expected::new(call_bytes)?),
             agent,
@@ -789,13 +801,15 @@ fn run_streams(
     n: usize,
     first_salt: u32,
 ) -> Result<Vec<StreamSeen>> {
-    let Shared { provider, client, model, expected, agent } = shared;
+    let Shared { provider, transport, model, expected, agent } = shared;
     runtime.block_on(async {
         let mut handles = Vec::with_capacity(n);
         for k in 0..n {
             let salt = first_salt + u32::try_from(k).unwrap_or(u32::MAX - first_salt);
             handles.push(match mode {
-                Mode::Transport => tokio::spawn(one_transport(client.clone(), model.clone(), salt)),
+                Mode::Transport => {
+                    tokio::spawn(one_transport(transport.clone(), model.clone(), salt))
+                }
                 Mode::TransportHyper => tokio::spawn(one_transport_hyper(model.clone(), salt)),
                 Mode::Stream => tokio::spawn(one_stream(
                     provider.clone(),

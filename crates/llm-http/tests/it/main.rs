@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "tests")]
 #![allow(clippy::disallowed_methods, reason = "tests read their own process environment")]
 
+mod pool;
+mod proxy;
 mod tls;
 
 use std::sync::Arc;
@@ -63,6 +65,16 @@ fn request(url: String) -> Arc<HttpRequest> {
 
 type MapError = Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>;
 
+/// Sends `request` as a provider does by default: with a new transport's own client.
+async fn send_default(
+    request: Arc<HttpRequest>,
+    provider: Arc<str>,
+    map_error: MapError,
+) -> Result<llm_http::HttpResponse, Error> {
+    let config = TransportConfig { connect_timeout: None };
+    HttpTransport::new().send(config, request, provider, map_error).await
+}
+
 fn mapper() -> MapError {
     Arc::new(|r: ErrorResponse| {
         Error::new(ErrorKind::from_status(r.status), "test", format!("HTTP {}", r.status))
@@ -76,24 +88,21 @@ fn mapper() -> MapError {
 async fn x_should_retry_overrides_the_status_table_for_every_provider() {
     for (header, expected) in [("x-should-retry: false\r\n", false), ("", true)] {
         let (url, server) = serve_once(status(503, header, b"{}")).await;
-        let error =
-            send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+        let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
         assert_eq!(error.status, Some(503));
         assert_eq!(error.retryable, expected, "{header:?}");
         let head = server.await.unwrap();
         assert!(head.contains("sk-test-secret-value"), "the key is sent");
     }
     let (url, _server) = serve_once(status(400, "x-should-retry: true\r\n", b"{}")).await;
-    let error =
-        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
     assert!(error.retryable);
 }
 
 #[tokio::test]
 async fn retry_after_headers_reach_the_mapper() {
     let (url, _server) = serve_once(status(429, "retry-after-ms: 1500\r\n", b"slow")).await;
-    let error =
-        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
     assert_eq!(error.retry_after, Some(Duration::from_millis(1500)));
     assert_eq!(error.body.as_deref(), Some("slow"));
 }
@@ -101,7 +110,7 @@ async fn retry_after_headers_reach_the_mapper() {
 /// Sends one request to a server answering 429 with the `headers` given; the mapped error.
 async fn error_with_headers(headers: &str) -> Error {
     let (url, _server) = serve_once(status(429, headers, b"{}")).await;
-    send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err()
+    send_default(request(url), "test".into(), mapper()).await.unwrap_err()
 }
 
 #[tokio::test]
@@ -145,7 +154,7 @@ async fn response_headers_reach_the_mapper_without_secret_values() {
         *seen_by_mapper.lock().unwrap() = Some(r.headers.clone());
         Error::new(ErrorKind::from_status(r.status), "test", format!("{r:?}"))
     });
-    let error = send(reqwest::Client::new(), request(url), "test".into(), map).await.unwrap_err();
+    let error = send_default(request(url), "test".into(), map).await.unwrap_err();
     let headers = seen.lock().unwrap().take().unwrap();
     assert_eq!(headers.get("X-AMZN-ERRORTYPE"), Some("ThrottlingException:http://x/"));
     assert_eq!(headers.get("set-cookie"), Some(ResponseHeaders::REDACTED));
@@ -160,8 +169,7 @@ async fn response_headers_reach_the_mapper_without_secret_values() {
 async fn the_error_body_is_read_under_a_limit() {
     let big = vec![b'a'; MAX_ERROR_BODY_BYTES + 4096];
     let (url, _server) = serve_once(status(500, "", &big)).await;
-    let error =
-        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
     assert_eq!(error.body.map(|b| b.len()), Some(MAX_ERROR_BODY_BYTES));
 }
 
@@ -171,8 +179,7 @@ async fn an_unreadable_error_body_keeps_the_status() {
     let mut response = b"HTTP/1.1 429 X\r\ncontent-length: 100\r\n\r\n".to_vec();
     response.extend_from_slice(b"abc");
     let (url, _server) = serve_once(response).await;
-    let error =
-        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
     assert_eq!(error.status, Some(429));
     assert_eq!(error.kind, ErrorKind::RateLimited);
     assert!(error.retryable);
@@ -181,8 +188,7 @@ async fn an_unreadable_error_body_keeps_the_status() {
 #[tokio::test]
 async fn a_2xx_body_streams_and_transport_errors_hide_the_url() {
     let (url, _server) = serve_once(status(200, "", b"data: 1\n\n")).await;
-    let response =
-        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap();
+    let response = send_default(request(url), "test".into(), mapper()).await.unwrap();
     let body: Vec<u8> =
         response.body.map(|c| c.unwrap().to_vec()).collect::<Vec<_>>().await.concat();
     assert_eq!(body, b"data: 1\n\n");
@@ -191,8 +197,7 @@ async fn a_2xx_body_streams_and_transport_errors_hide_the_url() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/secret-path?key=sk-in-url", listener.local_addr().unwrap());
     drop(listener);
-    let error =
-        send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+    let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
     assert_eq!(error.kind, ErrorKind::Transport);
     assert!(error.retryable);
     assert!(!error.message.contains("sk-in-url") && !error.message.contains("secret-path"));
@@ -201,9 +206,8 @@ async fn a_2xx_body_streams_and_transport_errors_hide_the_url() {
 #[tokio::test]
 async fn a_url_that_is_not_absolute_with_a_host_fails_before_any_connection() {
     for url in ["/v1/messages?id=sk-rel", "not a url sk-junk", "mailto:sk-mail@example.com", ""] {
-        let error = send(reqwest::Client::new(), request(url.to_owned()), "test".into(), mapper())
-            .await
-            .unwrap_err();
+        let error =
+            send_default(request(url.to_owned()), "test".into(), mapper()).await.unwrap_err();
         assert_eq!((error.kind, error.retryable), (ErrorKind::InvalidRequest, false), "{url}");
         assert!(!error.message.contains("sk-"), "{url}: {}", error.message);
     }
@@ -530,8 +534,7 @@ async fn an_html_page_instead_of_a_stream_is_a_decode_error() {
         let page = b"<html><body>Sign in to the guest network</body></html>";
         let head = format!("content-type: {content_type}\r\n");
         let (url, _server) = serve_once(status(200, &head, page)).await;
-        let error =
-            send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.unwrap_err();
+        let error = send_default(request(url), "test".into(), mapper()).await.unwrap_err();
         assert_eq!(
             (error.kind, error.status, error.retryable),
             (ErrorKind::Decode, Some(200), false),
@@ -543,7 +546,7 @@ async fn an_html_page_instead_of_a_stream_is_a_decode_error() {
     // Other content types stream as before (a server may label its stream oddly).
     let (url, _server) =
         serve_once(status(200, "content-type: text/plain\r\n", b"data: 1\n\n")).await;
-    assert!(send(reqwest::Client::new(), request(url), "test".into(), mapper()).await.is_ok());
+    assert!(send_default(request(url), "test".into(), mapper()).await.is_ok());
 }
 
 /// Where the child of `a_slow_root_store_does_not_stall_the_runtime` finds its server.

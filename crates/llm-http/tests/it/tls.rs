@@ -82,9 +82,10 @@ async fn https_server(pki: &Pki) -> u16 {
     port
 }
 
-/// Sends one request to `https://127.0.0.1:port` with a client of `transport`.
+/// Sends one request to `https://127.0.0.1:port` with `transport`'s own client, then the same
+/// with its reqwest client; both must come to the same outcome, which is returned.
 async fn send_to(transport: &HttpTransport, port: u16) -> Result<Vec<u8>, Error> {
-    let client = transport.client(TransportConfig { connect_timeout: None }, "test")?;
+    let config = TransportConfig { connect_timeout: None };
     let request = Arc::new(HttpRequest {
         method: reqwest::Method::POST,
         url: format!("https://127.0.0.1:{port}/v1/x"),
@@ -93,10 +94,20 @@ async fn send_to(transport: &HttpTransport, port: u16) -> Result<Vec<u8>, Error>
     });
     let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
         Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status"));
-    let response = send(client, request, "test".into(), map).await?;
-    use futures_util::StreamExt;
-    let chunks: Vec<_> = response.body.collect().await;
-    Ok(chunks.into_iter().map(|c| c.unwrap().to_vec()).collect::<Vec<_>>().concat())
+    let read = |response: Result<llm_http::HttpResponse, Error>| async move {
+        use futures_util::StreamExt;
+        let chunks: Vec<_> = response?.body.collect().await;
+        Ok::<_, Error>(chunks.into_iter().map(|c| c.unwrap().to_vec()).collect::<Vec<_>>().concat())
+    };
+    let own = read(transport.send(config, request.clone(), "test".into(), map.clone()).await).await;
+    let client = transport.client(config, "test")?;
+    let with_reqwest = read(send(client, request, "test".into(), map).await).await;
+    match (&own, &with_reqwest) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(a.kind, b.kind, "{a} / {b}"),
+        _ => panic!("own client: {own:?}; reqwest: {with_reqwest:?}"),
+    }
+    own
 }
 
 #[tokio::test]
