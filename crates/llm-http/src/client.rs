@@ -221,17 +221,23 @@ impl Inner {
         idle.push((sender, now));
     }
 
-    /// A new connection to `origin`: TCP (each address in turn, within the connect timeout),
-    /// then TLS for `https`, then HTTP/2 if the server chose it over ALPN, else HTTP/1.1.
+    /// A new connection to `origin` within the connect timeout (a server that accepts and
+    /// then stalls the TLS or HTTP/2 handshake counts against it too).
     async fn connect(&self, origin: &Origin) -> Result<Conn, Box<dyn StdError + Send + Sync>> {
-        let tcp = match self.connect_timeout {
+        match self.connect_timeout {
             Some(limit) => {
-                tokio::time::timeout(limit, tcp_connect(origin)).await.map_err(|_| {
+                tokio::time::timeout(limit, self.connect_now(origin)).await.map_err(|_| {
                     std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
-                })??
+                })?
             }
-            None => tcp_connect(origin).await?,
-        };
+            None => self.connect_now(origin).await,
+        }
+    }
+
+    /// TCP (each address in turn), then TLS for `https`, then HTTP/2 if the server chose it
+    /// over ALPN, else HTTP/1.1.
+    async fn connect_now(&self, origin: &Origin) -> Result<Conn, Box<dyn StdError + Send + Sync>> {
+        let tcp = tcp_connect(origin).await?;
         if !origin.https {
             return Ok(Conn::H1(handshake_h1(TokioIo::new(tcp)).await?));
         }

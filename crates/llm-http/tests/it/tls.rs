@@ -129,6 +129,97 @@ async fn a_private_ca_is_trusted_only_when_configured() {
     assert_eq!(send_to(&other, port).await.unwrap_err().kind, ErrorKind::Transport);
 }
 
+/// An HTTPS server speaking only HTTP/2 (ALPN `h2`), answering each request with
+/// `data: <its HTTP version>`; returns its port and the count of connections accepted.
+async fn h2_server(pki: &Pki) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key.clone_key())
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(socket).await else { return };
+                let service = hyper::service::service_fn(|request: hyper::Request<_>| async move {
+                    let body = format!("data: {:?}\n\n", request.version());
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from(body)),
+                    ))
+                });
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+            });
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test]
+async fn http2_is_spoken_when_offered_and_one_connection_carries_every_request() {
+    let pki = new_pki();
+    let (port, accepted) = h2_server(&pki).await;
+    let transport = HttpTransport::new().with_extra_roots(pki.ca_pem.as_bytes()).unwrap();
+    let send_one = || async {
+        let request = Arc::new(HttpRequest {
+            method: reqwest::Method::POST,
+            url: format!("https://127.0.0.1:{port}/v1/x"),
+            headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
+            body: bytes::Bytes::from_static(b"{}"),
+        });
+        let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
+            Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status"));
+        let config = TransportConfig { connect_timeout: None };
+        let response = transport.send(config, request, "test".into(), map).await.unwrap();
+        use futures_util::StreamExt;
+        let chunks: Vec<_> = response.body.map(|c| c.unwrap().to_vec()).collect().await;
+        String::from_utf8(chunks.concat()).unwrap()
+    };
+    assert_eq!(send_one().await, "data: HTTP/2.0\n\n");
+    let more = futures_util::future::join_all((0..4).map(|_| send_one())).await;
+    assert!(more.iter().all(|body| body == "data: HTTP/2.0\n\n"), "{more:?}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_server_that_stalls_the_tls_handshake_fails_within_the_connect_timeout() {
+    // Accepts, then never says a word.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let request = Arc::new(HttpRequest {
+        method: reqwest::Method::POST,
+        url: format!("https://127.0.0.1:{port}/v1/x"),
+        headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
+        body: bytes::Bytes::from_static(b"{}"),
+    });
+    let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
+        Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status"));
+    let config = TransportConfig { connect_timeout: Some(std::time::Duration::from_millis(300)) };
+    let started = std::time::Instant::now();
+    let error = HttpTransport::new().send(config, request, "test".into(), map).await.unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Transport, "{error}");
+    assert!(error.message.contains("timed out"), "{}", error.message);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
 #[test]
 fn a_root_bundle_without_certificates_is_an_invalid_request() {
     for pem in [&b""[..], b"not a certificate", b"-----BEGIN CERTIFICATE-----\nAAAA\n"] {
