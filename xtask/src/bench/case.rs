@@ -182,8 +182,7 @@ fn stream_once(
     Ok((*message, cpu))
 }
 
-/// Receives the response of `scenario` with the HTTP client the providers use (reqwest) and
-/// cuts it into events with the provider's framing, parsing nothing; returns how many
+/// Receives the response of `scenario` with a plain reqwest client and cuts it into events with the provider's framing, parsing nothing; returns how many
 /// events it saw and the client thread's CPU time.
 fn transport_once(
     runtime: &tokio::runtime::Runtime,
