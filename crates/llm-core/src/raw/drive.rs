@@ -29,8 +29,31 @@ use crate::stream::AssistantStream;
 use crate::telemetry::{self, Semconv};
 use crate::types::{Model, StopReason};
 
-/// Bytes of a read handed to the framing at a time (see where it is used).
+/// Bytes of a read handed to the framing at a time, at least (see [`pieces`]).
 const FRAMING_PIECE: usize = 1024;
+
+/// `bytes` cut into the pieces the framing takes one at a time: each of at least
+/// [`FRAMING_PIECE`] bytes and ending with the line break that ends the line running there
+/// (the last one: the rest). A line inside one read is then framed from the read itself,
+/// never assembled again from pieces: a 5 KB event in one read took four growing copies.
+fn pieces(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = match rest.get(FRAMING_PIECE..) {
+            Some(tail) => {
+                FRAMING_PIECE
+                    + crate::raw::sse::find_any(tail, [b'\n']).map_or(tail.len(), |i| i + 1)
+            }
+            None => rest.len(),
+        };
+        let (piece, after) = rest.split_at(end.min(rest.len()));
+        rest = after;
+        Some(piece)
+    })
+}
 
 /// Response body bytes as they arrive.
 pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
@@ -414,7 +437,7 @@ where
                             // Framed a piece at a time and each piece's frames decoded at once,
                             // so a read's frames are not all alive together: their allocations
                             // are freed and reused while they are still cheap to reuse.
-                            for piece in bytes.chunks(FRAMING_PIECE) {
+                            for piece in pieces(&bytes) {
                                 let framed = framing.push(piece, events);
                                 self.decode(decoder, events, &mut out);
                                 if let Err(e) = framed {
@@ -739,4 +762,52 @@ fn seed() -> u64 {
         .map(|d| d.subsec_nanos() as u64)
         .unwrap_or(0);
     nanos | 1
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, reason = "tests")]
+mod tests {
+    use super::{FRAMING_PIECE, pieces};
+
+    /// The rule, written out byte by byte: from each start, at least `FRAMING_PIECE` bytes,
+    /// then up to and including the next `\n`, or the rest.
+    fn reference(bytes: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < bytes.len() {
+            let mut end = (start + FRAMING_PIECE).min(bytes.len());
+            if end < bytes.len() {
+                while end < bytes.len() && bytes[end] != b'\n' {
+                    end += 1;
+                }
+                end = (end + 1).min(bytes.len());
+            }
+            out.push(&bytes[start..end]);
+            start = end;
+        }
+        out
+    }
+
+    #[test]
+    fn pieces_end_at_the_first_line_break_past_the_minimum() {
+        let line = |n: usize| format!("data: {}\n\n", "x".repeat(n));
+        let texts = [
+            String::new(),
+            line(10),
+            "y".repeat(FRAMING_PIECE),
+            "y".repeat(FRAMING_PIECE + 1),
+            "z".repeat(10 * FRAMING_PIECE),
+            line(5000),
+            (0..200).map(|i| line(i % 97)).collect::<String>(),
+            format!("{}{}{}", line(100), line(3000), line(40)),
+            format!("{}\n{}", "a".repeat(FRAMING_PIECE - 1), "b".repeat(3000)),
+            format!("{}\n{}", "a".repeat(FRAMING_PIECE), "b".repeat(3000)),
+            format!("{}\r\n{}\r\n", "a".repeat(2000), "b".repeat(2000)),
+        ];
+        for text in &texts {
+            let got: Vec<&[u8]> = pieces(text.as_bytes()).collect();
+            assert_eq!(got, reference(text.as_bytes()), "{} bytes", text.len());
+            assert_eq!(got.concat(), text.as_bytes());
+        }
+    }
 }
