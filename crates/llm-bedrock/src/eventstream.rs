@@ -258,6 +258,8 @@ fn decode_messages(
 }
 
 impl Framing for AwsEventStreamFraming {
+    // Binary messages: a line break means nothing here.
+    const LINES: bool = false;
     type Frame = AwsFrame;
     type Error = AwsFrameError;
 

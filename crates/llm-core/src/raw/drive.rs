@@ -32,21 +32,23 @@ use crate::types::{Model, StopReason};
 /// Bytes of a read handed to the framing at a time, at least (see [`pieces`]).
 const FRAMING_PIECE: usize = 1024;
 
-/// `bytes` cut into the pieces the framing takes one at a time: each of at least
-/// [`FRAMING_PIECE`] bytes and ending with the line break that ends the line running there
-/// (the last one: the rest). A line inside one read is then framed from the read itself,
-/// never assembled again from pieces: a 5 KB event in one read took four growing copies.
-fn pieces(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+/// `bytes` cut into the pieces the framing takes one at a time, each of at least
+/// [`FRAMING_PIECE`] bytes (the last one: the rest). For a framing of lines
+/// ([`Framing::LINES`]) a piece ends with the line break that ends the line running there, so
+/// a line inside one read is framed from the read itself, never assembled again from pieces
+/// (a 5 KB event in one read took four growing copies); otherwise it ends there.
+fn pieces(bytes: &[u8], lines: bool) -> impl Iterator<Item = &[u8]> {
     let mut rest = bytes;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
         let end = match rest.get(FRAMING_PIECE..) {
-            Some(tail) => {
+            Some(tail) if lines => {
                 FRAMING_PIECE
                     + crate::raw::sse::find_any(tail, [b'\n']).map_or(tail.len(), |i| i + 1)
             }
+            Some(_) => FRAMING_PIECE,
             None => rest.len(),
         };
         let (piece, after) = rest.split_at(end.min(rest.len()));
@@ -437,7 +439,7 @@ where
                             // Framed a piece at a time and each piece's frames decoded at once,
                             // so a read's frames are not all alive together: their allocations
                             // are freed and reused while they are still cheap to reuse.
-                            for piece in pieces(&bytes) {
+                            for piece in pieces(&bytes, D::Framing::LINES) {
                                 let framed = framing.push(piece, events);
                                 self.decode(decoder, events, &mut out);
                                 if let Err(e) = framed {
@@ -805,9 +807,12 @@ mod tests {
             format!("{}\r\n{}\r\n", "a".repeat(2000), "b".repeat(2000)),
         ];
         for text in &texts {
-            let got: Vec<&[u8]> = pieces(text.as_bytes()).collect();
+            let got: Vec<&[u8]> = pieces(text.as_bytes(), true).collect();
             assert_eq!(got, reference(text.as_bytes()), "{} bytes", text.len());
             assert_eq!(got.concat(), text.as_bytes());
+            // A binary framing's pieces: the read cut every `FRAMING_PIECE` bytes.
+            let binary: Vec<&[u8]> = pieces(text.as_bytes(), false).collect();
+            assert_eq!(binary, text.as_bytes().chunks(FRAMING_PIECE).collect::<Vec<_>>());
         }
     }
 }

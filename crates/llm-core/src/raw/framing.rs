@@ -22,6 +22,10 @@ pub trait Framing: Send + 'static {
     type Frame: Send + 'static;
     /// Why the bytes are not a valid stream in this framing.
     type Error: fmt::Display;
+    /// Whether its frames are made of lines (SSE, NDJSON): the driver then hands it a read in
+    /// pieces that end at line breaks, so a line inside one read is not assembled again from
+    /// pieces. A binary framing takes pieces cut anywhere.
+    const LINES: bool = true;
 
     /// Feeds one chunk of the body.
     fn push(&mut self, chunk: &[u8], out: &mut Vec<Self::Frame>) -> Result<(), Self::Error>;
