@@ -41,9 +41,8 @@ fn new_pki() -> Pki {
     }
 }
 
-/// An HTTPS server on loopback answering every request with `200` and `data: ok`; returns
-/// its port. Handshake failures (the client rejecting the certificate) are ignored.
-async fn https_server(pki: &Pki) -> u16 {
+/// A TLS acceptor with `pki`'s server certificate, offering only `alpn`.
+fn acceptor(pki: &Pki, alpn: &[u8]) -> TlsAcceptor {
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -51,8 +50,27 @@ async fn https_server(pki: &Pki) -> u16 {
         .with_no_client_auth()
         .with_single_cert(vec![pki.server_cert.clone()], pki.server_key.clone_key())
         .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = TlsAcceptor::from(Arc::new(config));
+    config.alpn_protocols = vec![alpn.to_vec()];
+    TlsAcceptor::from(Arc::new(config))
+}
+
+/// A request to `https://127.0.0.1:port` with a key, and a mapper of error statuses.
+fn https_request(
+    port: u16,
+) -> (Arc<HttpRequest>, Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync>) {
+    let request = Arc::new(HttpRequest {
+        method: reqwest::Method::POST,
+        url: format!("https://127.0.0.1:{port}/v1/x"),
+        headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
+        body: bytes::Bytes::from_static(b"{}"),
+    });
+    (request, Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status")))
+}
+
+/// An HTTPS server on loopback answering every request with `200` and `data: ok`; returns
+/// its port. Handshake failures (the client rejecting the certificate) are ignored.
+async fn https_server(pki: &Pki) -> u16 {
+    let acceptor = acceptor(pki, b"http/1.1");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -86,14 +104,7 @@ async fn https_server(pki: &Pki) -> u16 {
 /// with its reqwest client; both must come to the same outcome, which is returned.
 async fn send_to(transport: &HttpTransport, port: u16) -> Result<Vec<u8>, Error> {
     let config = TransportConfig { connect_timeout: None };
-    let request = Arc::new(HttpRequest {
-        method: reqwest::Method::POST,
-        url: format!("https://127.0.0.1:{port}/v1/x"),
-        headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
-        body: bytes::Bytes::from_static(b"{}"),
-    });
-    let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
-        Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status"));
+    let (request, map) = https_request(port);
     let read = |response: Result<llm_http::HttpResponse, Error>| async move {
         use futures_util::StreamExt;
         let chunks: Vec<_> = response?.body.collect().await;
@@ -132,15 +143,7 @@ async fn a_private_ca_is_trusted_only_when_configured() {
 /// An HTTPS server speaking only HTTP/2 (ALPN `h2`), answering each request with
 /// `data: <its HTTP version>`; returns its port and the count of connections accepted.
 async fn h2_server(pki: &Pki) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key.clone_key())
-        .unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let acceptor = acceptor(pki, b"h2");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -173,14 +176,7 @@ async fn http2_is_spoken_when_offered_and_one_connection_carries_every_request()
     let (port, accepted) = h2_server(&pki).await;
     let transport = HttpTransport::new().with_extra_roots(pki.ca_pem.as_bytes()).unwrap();
     let send_one = || async {
-        let request = Arc::new(HttpRequest {
-            method: reqwest::Method::POST,
-            url: format!("https://127.0.0.1:{port}/v1/x"),
-            headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
-            body: bytes::Bytes::from_static(b"{}"),
-        });
-        let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
-            Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status"));
+        let (request, map) = https_request(port);
         let config = TransportConfig { connect_timeout: None };
         let response = transport.send(config, request, "test".into(), map).await.unwrap();
         use futures_util::StreamExt;
@@ -204,14 +200,7 @@ async fn a_server_that_stalls_the_tls_handshake_fails_within_the_connect_timeout
             held.push(socket);
         }
     });
-    let request = Arc::new(HttpRequest {
-        method: reqwest::Method::POST,
-        url: format!("https://127.0.0.1:{port}/v1/x"),
-        headers: llm_http::header_map("test", [("x-api-key", "sk-tls-test")]).unwrap(),
-        body: bytes::Bytes::from_static(b"{}"),
-    });
-    let map: Arc<dyn Fn(ErrorResponse) -> Error + Send + Sync> =
-        Arc::new(|r| Error::new(ErrorKind::from_status(r.status), "test", "status"));
+    let (request, map) = https_request(port);
     let config = TransportConfig { connect_timeout: Some(std::time::Duration::from_millis(300)) };
     let started = std::time::Instant::now();
     let error = HttpTransport::new().send(config, request, "test".into(), map).await.unwrap_err();
