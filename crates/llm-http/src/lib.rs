@@ -213,7 +213,7 @@ impl ResponseHeaders {
 /// (one connection pool and TLS setup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TransportConfig {
-    /// The TCP/TLS connect limit (reqwest sets it per client).
+    /// The TCP/TLS connect limit (fixed per client).
     pub connect_timeout: Option<Duration>,
 }
 
@@ -340,18 +340,13 @@ impl HttpTransport {
             + own.iter().filter(|(_, s)| matches!(s, Sender::Own(_))).count()
     }
 
-    /// Whether a request for `config` finds its client ready: the caller's or a cached one.
+    /// Whether a request for `config` finds what sends it ready: the caller's client or one
+    /// decided before (a reqwest client built on its own means the roots are loaded already).
     pub(crate) fn has_client(&self, config: TransportConfig) -> bool {
         let key = (config, self.http1_only);
         self.given.is_some()
             || self
                 .senders
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .any(|(k, _)| *k == key)
-            || self
-                .cache
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .iter()

@@ -187,8 +187,8 @@ impl Exchange {
         self
     }
 
-    /// The client this exchange sends with (for code that needs a `reqwest` client of its
-    /// own, such as AWS's credential chain).
+    /// A reqwest client for this exchange's configuration, for code that needs one of its own
+    /// (AWS's credential chain); requests go through [`HttpTransport::send`](crate::HttpTransport::send).
     pub fn client(&self) -> Result<reqwest::Client, Error> {
         self.transport.client(self.config, &self.provider).map_err(|e| e.with_retryable(false))
     }
